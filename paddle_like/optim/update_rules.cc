@@ -1,0 +1,109 @@
+#include "paddle_like/optim/update_rules.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace pl {
+
+const char* OptimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSGD: return "sgd";
+    case OptimizerKind::kMomentum: return "momentum";
+    case OptimizerKind::kAdagrad: return "adagrad";
+    case OptimizerKind::kAdam: return "adam";
+  }
+  return "unknown";
+}
+
+StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (OptimizerKind k : {OptimizerKind::kSGD, OptimizerKind::kMomentum, OptimizerKind::kAdagrad,
+                          OptimizerKind::kAdam}) {
+    if (lower == OptimizerName(k)) return k;
+  }
+  return absl::InvalidArgumentError("unknown optimizer '" + name +
+                                    "' (known: sgd, momentum, adagrad, adam)");
+}
+
+std::string OptimizerSpec::ToString() const {
+  return absl::StrFormat("%s(lr=%g, momentum=%g, beta1=%g, beta2=%g, eps=%g, wd=%g)",
+                         OptimizerName(kind), learning_rate, momentum, beta1, beta2, epsilon,
+                         weight_decay);
+}
+
+Status ValidateOptimizerSpec(const OptimizerSpec& s) {
+  auto bad = [](const char* field, float v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrFormat("optimizer %s = %g: must be %s", field, v, want));
+  };
+  if (!(s.learning_rate > 0) || !std::isfinite(s.learning_rate)) return bad("learning_rate", s.learning_rate, "> 0");
+  if (!(s.momentum >= 0 && s.momentum < 1)) return bad("momentum", s.momentum, "in [0, 1)");
+  if (!(s.beta1 >= 0 && s.beta1 < 1)) return bad("beta1", s.beta1, "in [0, 1)");
+  if (!(s.beta2 >= 0 && s.beta2 < 1)) return bad("beta2", s.beta2, "in [0, 1)");
+  if (!(s.epsilon > 0)) return bad("epsilon", s.epsilon, "> 0");
+  if (!(s.initial_accumulator >= 0)) return bad("initial_accumulator", s.initial_accumulator, ">= 0");
+  if (!(s.weight_decay >= 0)) return bad("weight_decay", s.weight_decay, ">= 0");
+  return absl::OkStatus();
+}
+
+int NumSlots(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSGD: return 0;
+    case OptimizerKind::kMomentum: return 1;
+    case OptimizerKind::kAdagrad: return 1;
+    case OptimizerKind::kAdam: return 2;
+  }
+  return 0;
+}
+
+void InitSlots(const OptimizerSpec& spec, float* state, int64_t n) {
+  const int64_t total = NumSlots(spec.kind) * n;
+  const float v = spec.kind == OptimizerKind::kAdagrad ? spec.initial_accumulator : 0.0f;
+  std::fill(state, state + total, v);
+}
+
+void ApplyUpdate(const OptimizerSpec& s, float* p, const float* g, float* state, int64_t n,
+                 int64_t step) {
+  const float lr = s.learning_rate, wd = s.weight_decay;
+  switch (s.kind) {
+    case OptimizerKind::kSGD:
+      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      break;
+    case OptimizerKind::kMomentum: {
+      float* v = state;
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = s.momentum * v[i] + (g[i] + wd * p[i]);
+        p[i] -= lr * v[i];
+      }
+      break;
+    }
+    case OptimizerKind::kAdagrad: {
+      float* a = state;
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * p[i];
+        a[i] += gi * gi;
+        p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
+      }
+      break;
+    }
+    case OptimizerKind::kAdam: {
+      float* m = state;
+      float* v = state + n;
+      const double t = static_cast<double>(std::max<int64_t>(step, 1));
+      const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta1, t)));
+      const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta2, t)));
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * p[i];
+        m[i] = s.beta1 * m[i] + (1 - s.beta1) * gi;
+        v[i] = s.beta2 * v[i] + (1 - s.beta2) * gi * gi;
+        p[i] -= lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + s.epsilon);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace pl

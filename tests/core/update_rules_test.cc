@@ -1,0 +1,120 @@
+#include "paddle_like/optim/update_rules.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "paddle_like/nn/linear.h"
+#include "paddle_like/optim/optimizer.h"
+
+namespace pl {
+namespace {
+
+OptimizerSpec Spec(OptimizerKind kind, float lr) {
+  OptimizerSpec s;
+  s.kind = kind;
+  s.learning_rate = lr;
+  return s;
+}
+
+TEST(UpdateRulesTest, SgdTwoSteps) {
+  float p[2] = {1.0f, -2.0f};
+  const float g[2] = {0.5f, 1.0f};
+  ApplyUpdate(Spec(OptimizerKind::kSGD, 0.1f), p, g, nullptr, 2, 1);
+  EXPECT_FLOAT_EQ(p[0], 0.95f);
+  EXPECT_FLOAT_EQ(p[1], -2.1f);
+  ApplyUpdate(Spec(OptimizerKind::kSGD, 0.1f), p, g, nullptr, 2, 2);
+  EXPECT_FLOAT_EQ(p[0], 0.90f);
+}
+
+TEST(UpdateRulesTest, MomentumTwoSteps) {
+  auto s = Spec(OptimizerKind::kMomentum, 0.1f);
+  s.momentum = 0.9f;
+  float p[1] = {1.0f}, v[1];
+  InitSlots(s, v, 1);
+  const float g[1] = {1.0f};
+  ApplyUpdate(s, p, g, v, 1, 1);  // v = 1, p = 0.9
+  EXPECT_FLOAT_EQ(p[0], 0.9f);
+  ApplyUpdate(s, p, g, v, 1, 2);  // v = 1.9, p = 0.71
+  EXPECT_FLOAT_EQ(v[0], 1.9f);
+  EXPECT_FLOAT_EQ(p[0], 0.71f);
+}
+
+TEST(UpdateRulesTest, AdagradTwoSteps) {
+  auto s = Spec(OptimizerKind::kAdagrad, 0.5f);
+  s.initial_accumulator = 0.0f;
+  s.epsilon = 0.0f + 1e-10f;
+  float p[1] = {1.0f}, a[1];
+  InitSlots(s, a, 1);
+  const float g[1] = {2.0f};
+  ApplyUpdate(s, p, g, a, 1, 1);  // a = 4, p = 1 - 0.5*2/2 = 0.5
+  EXPECT_NEAR(p[0], 0.5f, 1e-6);
+  ApplyUpdate(s, p, g, a, 1, 2);  // a = 8, p = 0.5 - 0.5*2/sqrt(8)
+  EXPECT_NEAR(p[0], 0.5f - 1.0f / std::sqrt(8.0f), 1e-6);
+}
+
+TEST(UpdateRulesTest, AdamTwoSteps) {
+  auto s = Spec(OptimizerKind::kAdam, 0.1f);
+  float p[1] = {1.0f}, st[2];
+  InitSlots(s, st, 1);
+  const float g1[1] = {2.0f}, g2[1] = {-1.0f};
+  ApplyUpdate(s, p, g1, st, 1, 1);
+  // t=1: m=0.2, v=0.004; mhat=2, vhat=4 -> p = 1 - 0.1*2/(2+eps)
+  EXPECT_NEAR(p[0], 0.9f, 1e-6);
+  ApplyUpdate(s, p, g2, st, 1, 2);
+  const double m = 0.9 * 0.2 + 0.1 * -1.0, v = 0.999 * 0.004 + 0.001 * 1.0;
+  const double mhat = m / (1 - 0.81), vhat = v / (1 - 0.999 * 0.999);
+  EXPECT_NEAR(p[0], 0.9 - 0.1 * mhat / (std::sqrt(vhat) + 1e-8), 1e-6);
+}
+
+TEST(UpdateRulesTest, ValidationNamesTheField) {
+  auto s = Spec(OptimizerKind::kAdam, 0.1f);
+  s.beta2 = 1.5f;
+  Status st = ValidateOptimizerSpec(s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("beta2"), std::string::npos);
+  EXPECT_EQ(ParseOptimizerKind("rmsprop").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseOptimizerKind("Adam"), OptimizerKind::kAdam);
+}
+
+// A module with one sparse table to check that lazy updates touch only pushed rows.
+class TableModule : public Module {
+ public:
+  TableModule() : Module("TableModule") { table = RegisterSparse("emb", 2, 100, InitSpec::Constant(1.0f)); }
+  std::shared_ptr<SparseTable> table;
+};
+
+TEST(OptimizerTest, SparseUpdateTouchesOnlyPushedRows) {
+  TableModule m;
+  m.NamedParameters();
+  auto opt = Optimizer::Create(&m, Spec(OptimizerKind::kAdam, 0.1f));
+  ASSERT_TRUE(opt.ok());
+  m.table->Row(3);
+  m.table->Row(5);
+  const float g[2] = {1.0f, -1.0f};
+  m.table->AccumulateGrad(5, g);
+  ASSERT_TRUE((*opt)->Step().ok());
+  EXPECT_FLOAT_EQ(m.table->rows().Find(3)[0], 1.0f);
+  EXPECT_FLOAT_EQ(m.table->rows().Find(3)[1], 1.0f);
+  EXPECT_NEAR(m.table->rows().Find(5)[0], 0.9f, 1e-6);
+  EXPECT_NEAR(m.table->rows().Find(5)[1], 1.1f, 1e-6);
+  EXPECT_EQ(m.table->grad().size(), 0u);
+  // Row 5's second update uses step 2 for bias correction, row 3's first uses step 1.
+  m.table->AccumulateGrad(3, g);
+  ASSERT_TRUE((*opt)->Step().ok());
+  EXPECT_NEAR(m.table->rows().Find(3)[0], 0.9f, 1e-6);
+}
+
+TEST(OptimizerTest, DenseStepMatchesRuleAndClearsGrad) {
+  Linear layer(2, 1);
+  auto opt = Optimizer::Create(&layer, Spec(OptimizerKind::kSGD, 0.5f));
+  ASSERT_TRUE(opt.ok());
+  const float w0 = layer.weight().value().f32()[0];
+  layer.weight().MutableGrad().f32()[0] = 2.0f;
+  ASSERT_TRUE((*opt)->Step().ok());
+  EXPECT_FLOAT_EQ(layer.weight().value().f32()[0], w0 - 1.0f);
+  EXPECT_FLOAT_EQ(layer.weight().grad().f32()[0], 0.0f);
+}
+
+}  // namespace
+}  // namespace pl
