@@ -32,8 +32,10 @@ uint64_t NameHash(absl::string_view name);
 // Mixes integers into one stream seed (splitmix64 finaliser).
 uint64_t MixSeed(uint64_t a, uint64_t b);
 
-// Fills out[0..n) from `spec` with a PRNG seeded by `stream_seed`.
-void InitializeValues(const InitSpec& spec, uint64_t stream_seed, float* out, int64_t n);
+// Fills out[0..n) with elements [offset, offset + n) of the stream drawn from `spec`
+// and `stream_seed`; any slice of a parameter can be drawn independently.
+void InitializeValues(const InitSpec& spec, uint64_t stream_seed, float* out, int64_t n,
+                      int64_t offset = 0);
 
 // The stream seed for a dense parameter and for one row of a sparse table.
 inline uint64_t DenseStreamSeed(uint64_t seed, absl::string_view name) {

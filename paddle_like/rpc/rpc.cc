@@ -1,0 +1,76 @@
+#include "paddle_like/rpc/rpc.h"
+
+#include "absl/strings/numbers.h"
+
+namespace pl::rpc {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  // Reconnect quickly after a peer restarts instead of gRPC's default 20 s+ backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->AddMetadata(kProtocolKey, std::to_string(kProtocolVersion));
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  return ctx;
+}
+
+StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
+                                                    const std::vector<grpc::Service*>& services,
+                                                    int* bound_port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), bound_port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  if (options.num_threads > 0) {
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.num_threads);
+  }
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || (bound_port && *bound_port == 0)) {
+    return absl::UnavailableError("could not listen on " + options.address +
+                                  " (address in use or invalid)");
+  }
+  return server;
+}
+
+grpc::Status CheckProtocol(const grpc::ServerContext* context) {
+  const auto& md = context->client_metadata();
+  auto it = md.find(kProtocolKey);
+  if (it == md.end()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "paddle_like protocol: the caller sent no " + std::string(kProtocolKey) +
+                            " (this server speaks version " + std::to_string(kProtocolVersion) + ")");
+  }
+  int version = 0;
+  std::string value(it->second.data(), it->second.size());
+  if (!absl::SimpleAtoi(value, &version) || version != kProtocolVersion) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "paddle_like protocol: caller speaks version " + value +
+                            ", this server speaks version " + std::to_string(kProtocolVersion));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ToGrpc(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+bool IsRetryable(const Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status);
+}
+
+}  // namespace pl::rpc

@@ -1,0 +1,61 @@
+// The one place where gRPC servers, channels and call contexts are made, so that
+// message-size limits, deadlines, the protocol-version check (and TLS/auth when added)
+// are set once for the whole system.
+//
+// Every client call carries the metadata `pl-protocol-version`; every server handler
+// starts with CheckProtocol(context), which refuses a missing or different version
+// with FAILED_PRECONDITION naming both versions.
+//
+// Thread-safety: the functions are thread-safe; a ClientContext serves one call.
+#ifndef PADDLE_LIKE_RPC_RPC_H_
+#define PADDLE_LIKE_RPC_RPC_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "paddle_like/core/status.h"
+
+namespace pl::rpc {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr char kProtocolKey[] = "pl-protocol-version";
+// Largest message either side accepts; a larger one is refused with RESOURCE_EXHAUSTED.
+inline constexpr int kDefaultMaxMessageBytes = 256 << 20;
+
+struct ChannelOptions {
+  int max_message_bytes = kDefaultMaxMessageBytes;
+};
+
+// An insecure channel to "host:port" with the system's limits.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelOptions& options = {});
+
+// A context for one call: protocol version attached, deadline `timeout` from now.
+std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout);
+
+struct ServerOptions {
+  std::string address = "127.0.0.1:0";  // port 0: the OS picks a free port
+  int max_message_bytes = kDefaultMaxMessageBytes;
+  int num_threads = 0;                   // 0: gRPC's default
+};
+
+// Builds and starts a server for `services`; `*bound_port` receives the chosen port.
+StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
+                                                    const std::vector<grpc::Service*>& services,
+                                                    int* bound_port);
+
+// Server side: OK when the caller speaks kProtocolVersion.
+grpc::Status CheckProtocol(const grpc::ServerContext* context);
+
+// Conversions between pl::Status and grpc::Status (canonical codes are shared).
+grpc::Status ToGrpc(const Status& status);
+Status FromGrpc(const grpc::Status& status);
+// True for codes a caller should retry with backoff (peer down or restarting).
+bool IsRetryable(const Status& status);
+
+}  // namespace pl::rpc
+
+#endif  // PADDLE_LIKE_RPC_RPC_H_
