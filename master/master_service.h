@@ -1,0 +1,149 @@
+// The master: task queue and membership under one mutex, persisted through a
+// StateStore, served over gRPC.
+//
+// `Master` holds the logic and speaks pl::Status; `MasterService` is the gRPC face
+// that checks the protocol version and forwards. Every call that changes the state
+// writes the whole state (one MasterState under the key "master/state") before it
+// replies, so a master restarted on the same store resumes exactly where the last
+// reply left it: queues, leases (deadlines are unix ms, so leases granted before the
+// restart simply run out if their trainers are gone), membership, the trainer id
+// counter and the pass. If the write fails the change is undone and the call fails
+// with UNAVAILABLE, so memory never runs ahead of what is stored.
+//
+// A background thread expires trainer and task leases every `expire_interval_ms`;
+// every call also expires what is due first, so behaviour does not depend on the
+// thread's timing (tests use a fake clock and no thread).
+//
+// Calls from trainers: an unknown or expired trainer id gets NOT_FOUND from GetTask
+// ("register again") and known=false from Heartbeat. TaskFinished / TaskFailed for a
+// task the trainer no longer holds get FAILED_PRECONDITION: the work is not counted
+// and the trainer should move on to its next task. JobStatus.failed counts tasks set
+// aside in the current pass; failed_task_ids lists every task set aside in any pass.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
+#define PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "master/membership.h"
+#include "master/task_queue.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/data/chunk_index.h"
+#include "paddle_like/store/state_store.h"
+#include "proto/master.grpc.pb.h"
+#include "proto/master_state.pb.h"
+
+namespace pl {
+
+// The store key of the master's state.
+inline constexpr char kMasterStateKey[] = "master/state";
+inline constexpr int32_t kMasterStateFormatVersion = 1;
+
+struct MasterOptions {
+  // For a new job; a resumed job keeps the values it was created with.
+  TaskQueueOptions queue;    // its lease_ms is ignored: `lease_ms` below is used
+  int32_t num_pservers = 1;
+  int64_t lease_ms = 3000;   // trainer and task leases; heartbeats every lease_ms / 3
+  // Unix milliseconds; default: the system clock.
+  std::function<int64_t()> now_ms;
+  // Period of the lease-expiry thread; 0: no thread (calls still expire what is due).
+  int64_t expire_interval_ms = 100;
+  // One line per event (trainer joined/dropped, pass started, task failed, resumed...).
+  // Default: stderr, prefixed with "pl-master: ".
+  std::function<void(const std::string&)> log;
+};
+
+class Master {
+ public:
+  // Produces the dataset's chunks; called only when the store holds no state.
+  using ChunkSource = std::function<StatusOr<std::vector<ChunkInfo>>()>;
+
+  // Resumes the job in `store` if it holds one, else creates it from `chunks()` and
+  // stores it. DATA_LOSS when the stored state exists but cannot be read (the store
+  // keeps the previous copy, so this means both copies are bad): a job is never
+  // silently restarted from scratch. `store` must outlive the Master.
+  static StatusOr<std::unique_ptr<Master>> Open(const MasterOptions& options, StateStore* store, ChunkSource chunks);
+  ~Master();
+
+  bool resumed() const { return resumed_; }
+
+  StatusOr<proto::RegisterTrainerResponse> RegisterTrainer(const proto::RegisterTrainerRequest& req);
+  StatusOr<proto::RegisterPserverResponse> RegisterPserver(const proto::RegisterPserverRequest& req);
+  StatusOr<proto::HeartbeatResponse> Heartbeat(const proto::HeartbeatRequest& req);
+  StatusOr<proto::GetTaskResponse> GetTask(const proto::GetTaskRequest& req);
+  StatusOr<proto::TaskFinishedResponse> TaskFinished(const proto::TaskFinishedRequest& req);
+  StatusOr<proto::TaskFailedResponse> TaskFailed(const proto::TaskFailedRequest& req);
+  StatusOr<proto::LeaveResponse> Leave(const proto::LeaveRequest& req);
+  StatusOr<proto::MembershipResponse> GetMembership(const proto::MembershipRequest& req);
+  StatusOr<proto::JobStatusResponse> JobStatus(const proto::JobStatusRequest& req);
+
+  // Expires due leases now and stores the result (what the background thread does).
+  Status ExpireNow();
+  // The state as it would be stored (for tests and diagnostics).
+  proto::MasterState Snapshot() const;
+  // A one-line summary: "pass 2 of 3, todo/pending/done/failed 4/1/5/0, 2 trainers".
+  std::string Summary() const;
+
+ private:
+  Master(const MasterOptions& options, StateStore* store, TaskQueue queue, Membership membership);
+  void Log(const std::string& line) const;
+  // Drops expired trainers (returning their tasks) and expired task leases.
+  void ExpireLocked();
+  // Stores the state if it changed; on failure restores the last stored state.
+  Status CommitLocked();
+  proto::MasterState SnapshotLocked() const;
+  std::string SummaryLocked() const;
+  void ExpiryLoop();
+
+  const MasterOptions options_;
+  StateStore* const store_;
+  bool resumed_ = false;
+
+  mutable std::mutex mu_;
+  TaskQueue queue_;            // guarded by mu_
+  Membership membership_;      // guarded by mu_
+  std::string stored_bytes_;   // guarded by mu_: the state last written to the store
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;          // guarded by stop_mu_
+  std::thread expiry_thread_;
+};
+
+// The gRPC service: protocol check, then the Master.
+class MasterService final : public proto::Master::Service {
+ public:
+  explicit MasterService(Master* master) : master_(master) {}
+
+  grpc::Status RegisterTrainer(grpc::ServerContext* ctx, const proto::RegisterTrainerRequest* req,
+                               proto::RegisterTrainerResponse* resp) override;
+  grpc::Status RegisterPserver(grpc::ServerContext* ctx, const proto::RegisterPserverRequest* req,
+                               proto::RegisterPserverResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
+                         proto::HeartbeatResponse* resp) override;
+  grpc::Status GetTask(grpc::ServerContext* ctx, const proto::GetTaskRequest* req, proto::GetTaskResponse* resp) override;
+  grpc::Status TaskFinished(grpc::ServerContext* ctx, const proto::TaskFinishedRequest* req,
+                            proto::TaskFinishedResponse* resp) override;
+  grpc::Status TaskFailed(grpc::ServerContext* ctx, const proto::TaskFailedRequest* req,
+                          proto::TaskFailedResponse* resp) override;
+  grpc::Status Leave(grpc::ServerContext* ctx, const proto::LeaveRequest* req, proto::LeaveResponse* resp) override;
+  grpc::Status Membership(grpc::ServerContext* ctx, const proto::MembershipRequest* req,
+                          proto::MembershipResponse* resp) override;
+  grpc::Status JobStatus(grpc::ServerContext* ctx, const proto::JobStatusRequest* req,
+                         proto::JobStatusResponse* resp) override;
+
+ private:
+  Master* const master_;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_MASTER_MASTER_SERVICE_H_

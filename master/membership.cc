@@ -1,0 +1,139 @@
+#include "master/membership.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pl {
+namespace {
+
+Status CheckOptions(const MembershipOptions& o) {
+  if (o.lease_ms <= 0) return absl::InvalidArgumentError(absl::StrCat("membership: lease_ms must be > 0, got ", o.lease_ms));
+  if (o.num_pservers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("membership: num_pservers must be >= 0, got ", o.num_pservers));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Membership> Membership::Create(const MembershipOptions& options, Clock now_ms) {
+  PL_RETURN_IF_ERROR(CheckOptions(options));
+  if (!now_ms) return absl::InvalidArgumentError("membership: no clock");
+  return Membership(options, std::move(now_ms));
+}
+
+int64_t Membership::RegisterTrainer(const std::string& name) {
+  int64_t id = next_trainer_id_++;
+  trainers_[id] = Trainer{name, now_ms_() + options_.lease_ms};
+  return id;
+}
+
+bool Membership::IsLive(int64_t trainer_id) const {
+  auto it = trainers_.find(trainer_id);
+  return it != trainers_.end() && it->second.deadline_ms > now_ms_();
+}
+
+bool Membership::Heartbeat(int64_t trainer_id) {
+  if (!IsLive(trainer_id)) return false;
+  trainers_[trainer_id].deadline_ms = now_ms_() + options_.lease_ms;
+  return true;
+}
+
+bool Membership::Leave(int64_t trainer_id) { return trainers_.erase(trainer_id) > 0; }
+
+std::vector<int64_t> Membership::ExpireTrainers() {
+  const int64_t now = now_ms_();
+  std::vector<int64_t> dropped;
+  for (auto it = trainers_.begin(); it != trainers_.end();) {
+    if (it->second.deadline_ms <= now) {
+      dropped.push_back(it->first);
+      it = trainers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address) {
+  if (index < 0 || index >= options_.num_pservers) {
+    return absl::InvalidArgumentError(absl::StrCat("register pserver: index ", index, " outside [0, ",
+                                                   options_.num_pservers, ") (the job has ", options_.num_pservers,
+                                                   " pservers)"));
+  }
+  if (address.empty()) return absl::InvalidArgumentError(absl::StrCat("register pserver ", index, ": empty address"));
+  proto::PserverInfo& p = pservers_[index];
+  p.set_index(index);
+  p.set_address(address);
+  p.set_generation(p.generation() + 1);
+  return p.generation();
+}
+
+std::vector<proto::TrainerInfo> Membership::live_trainers() const {
+  const int64_t now = now_ms_();
+  std::vector<proto::TrainerInfo> out;
+  for (const auto& [id, t] : trainers_) {
+    if (t.deadline_ms <= now) continue;
+    proto::TrainerInfo info;
+    info.set_id(id);
+    info.set_address(t.name);
+    info.set_lease_deadline_ms(t.deadline_ms);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<proto::PserverInfo> Membership::pservers() const {
+  std::vector<proto::PserverInfo> out;
+  for (const auto& [index, p] : pservers_) out.push_back(p);
+  return out;
+}
+
+std::string Membership::trainer_name(int64_t trainer_id) const {
+  auto it = trainers_.find(trainer_id);
+  return it == trainers_.end() ? std::string() : it->second.name;
+}
+
+proto::MembershipState Membership::Serialize() const {
+  proto::MembershipState s;
+  s.set_next_trainer_id(next_trainer_id_);
+  s.set_lease_ms(options_.lease_ms);
+  s.set_num_pservers(options_.num_pservers);
+  for (const auto& [id, t] : trainers_) {
+    proto::TrainerRecord* r = s.add_trainers();
+    r->set_id(id);
+    r->set_name(t.name);
+    r->set_lease_deadline_ms(t.deadline_ms);
+  }
+  for (const auto& [index, p] : pservers_) *s.add_pservers() = p;
+  return s;
+}
+
+StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Clock now_ms) {
+  auto bad = [](const std::string& why) { return absl::DataLossError("membership state: " + why); };
+  MembershipOptions o;
+  o.lease_ms = s.lease_ms();
+  o.num_pservers = s.num_pservers();
+  Status st = CheckOptions(o);
+  if (!st.ok()) return bad(std::string(st.message()));
+  if (!now_ms) return absl::InvalidArgumentError("membership: no clock");
+  if (s.next_trainer_id() < 1) return bad(absl::StrCat("next trainer id ", s.next_trainer_id(), " < 1"));
+  Membership m(o, std::move(now_ms));
+  m.next_trainer_id_ = s.next_trainer_id();
+  for (const proto::TrainerRecord& r : s.trainers()) {
+    if (r.id() < 1 || r.id() >= m.next_trainer_id_) {
+      return bad(absl::StrCat("trainer id ", r.id(), " outside [1, next id ", m.next_trainer_id_, ")"));
+    }
+    if (!m.trainers_.emplace(r.id(), Trainer{r.name(), r.lease_deadline_ms()}).second) {
+      return bad(absl::StrCat("trainer ", r.id(), " listed twice"));
+    }
+  }
+  for (const proto::PserverInfo& p : s.pservers()) {
+    if (p.index() < 0 || p.index() >= o.num_pservers) {
+      return bad(absl::StrCat("pserver index ", p.index(), " outside [0, ", o.num_pservers, ")"));
+    }
+    if (!m.pservers_.emplace(p.index(), p).second) return bad(absl::StrCat("pserver ", p.index(), " listed twice"));
+  }
+  return m;
+}
+
+}  // namespace pl

@@ -1,0 +1,80 @@
+// Membership: which trainers and pservers belong to the job.
+//
+// Trainers register and get an id that is never reused, even across master restarts
+// (the counter is part of the persisted state); a heartbeat renews the trainer's lease,
+// and a trainer whose lease runs out is dropped by ExpireTrainers (the caller then
+// returns its tasks). Pservers own the fixed indexes [0, num_pservers); a pserver that
+// restarts registers again at its index and the index's generation goes up, so clients
+// can tell a fresh pserver from the one they knew.
+//
+// Time comes from the injected `now_ms` (unix milliseconds).
+// Thread-safety: not thread-safe; the master serialises all calls under its mutex.
+#ifndef PADDLE_LIKE_MASTER_MEMBERSHIP_H_
+#define PADDLE_LIKE_MASTER_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "paddle_like/core/status.h"
+#include "proto/master.pb.h"
+#include "proto/master_state.pb.h"
+
+namespace pl {
+
+struct MembershipOptions {
+  int64_t lease_ms = 3000;   // > 0
+  int32_t num_pservers = 1;  // >= 0
+};
+
+class Membership {
+ public:
+  using Clock = std::function<int64_t()>;
+
+  // INVALID_ARGUMENT for bad options.
+  static StatusOr<Membership> Create(const MembershipOptions& options, Clock now_ms);
+  // DATA_LOSS naming the inconsistency for a state that is not a valid membership.
+  static StatusOr<Membership> Deserialize(const proto::MembershipState& state, Clock now_ms);
+  proto::MembershipState Serialize() const;
+
+  // A new trainer id (1, 2, ...), leased for lease_ms from now.
+  int64_t RegisterTrainer(const std::string& name);
+  // Renews the trainer's lease; false when the id is unknown or its lease has run out
+  // (it must register again).
+  bool Heartbeat(int64_t trainer_id);
+  bool IsLive(int64_t trainer_id) const;
+  // Removes the trainer; false when it was not known.
+  bool Leave(int64_t trainer_id);
+  // Drops every trainer whose lease has run out and returns their ids.
+  std::vector<int64_t> ExpireTrainers();
+
+  // Registers the pserver at `index` and returns the index's generation (1 the first
+  // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
+  StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address);
+
+  std::vector<proto::TrainerInfo> live_trainers() const;
+  std::vector<proto::PserverInfo> pservers() const;  // registered ones, by index
+  int32_t num_pservers() const { return options_.num_pservers; }
+  int64_t lease_ms() const { return options_.lease_ms; }
+  int64_t next_trainer_id() const { return next_trainer_id_; }
+  std::string trainer_name(int64_t trainer_id) const;
+
+ private:
+  struct Trainer {
+    std::string name;
+    int64_t deadline_ms = 0;
+  };
+  Membership(MembershipOptions options, Clock now_ms) : options_(options), now_ms_(std::move(now_ms)) {}
+
+  MembershipOptions options_;
+  Clock now_ms_;
+  int64_t next_trainer_id_ = 1;
+  std::map<int64_t, Trainer> trainers_;
+  std::map<int32_t, proto::PserverInfo> pservers_;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_MASTER_MEMBERSHIP_H_

@@ -1,0 +1,367 @@
+#include "master/task_queue.h"
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace pl {
+namespace {
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+const char* StateName(proto::TaskRecord::State s) {
+  switch (s) {
+    case proto::TaskRecord::TODO: return "todo";
+    case proto::TaskRecord::PENDING: return "pending";
+    case proto::TaskRecord::DONE: return "done";
+    case proto::TaskRecord::FAILED: return "failed";
+    default: return "unknown";
+  }
+}
+
+Status CheckOptions(const TaskQueueOptions& o) {
+  if (o.num_passes < 1) return absl::InvalidArgumentError(absl::StrCat("task queue: num_passes must be >= 1, got ", o.num_passes));
+  if (o.chunks_per_task < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("task queue: chunks_per_task must be >= 1, got ", o.chunks_per_task));
+  }
+  if (o.max_failures < 1) return absl::InvalidArgumentError(absl::StrCat("task queue: max_failures must be >= 1, got ", o.max_failures));
+  if (o.lease_ms <= 0) return absl::InvalidArgumentError(absl::StrCat("task queue: lease_ms must be > 0, got ", o.lease_ms));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<int64_t> PassOrder(int64_t num_tasks, uint64_t seed, int32_t pass) {
+  std::vector<int64_t> order(num_tasks);
+  for (int64_t i = 0; i < num_tasks; ++i) order[i] = i + 1;
+  uint64_t state = seed ^ (0x632be59bd9b4e019ull * static_cast<uint64_t>(pass));
+  for (int64_t i = num_tasks - 1; i > 0; --i) {
+    int64_t j = static_cast<int64_t>(SplitMix64(&state) % static_cast<uint64_t>(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+TaskQueue::TaskQueue(TaskQueueOptions options, Clock now_ms, Logger log)
+    : options_(options), now_ms_(std::move(now_ms)), log_(std::move(log)) {}
+
+void TaskQueue::Log(const std::string& line) const {
+  if (log_) {
+    log_(line);
+  } else {
+    std::cerr << "pl task queue: " << line << std::endl;
+  }
+}
+
+StatusOr<TaskQueue> TaskQueue::Create(const std::vector<ChunkInfo>& chunks, const TaskQueueOptions& options,
+                                      Clock now_ms, Logger log) {
+  PL_RETURN_IF_ERROR(CheckOptions(options));
+  if (chunks.empty()) return absl::InvalidArgumentError("task queue: the dataset has no chunks");
+  if (!now_ms) return absl::InvalidArgumentError("task queue: no clock");
+  TaskQueue q(options, std::move(now_ms), std::move(log));
+  for (size_t i = 0; i < chunks.size(); i += options.chunks_per_task) {
+    Entry e;
+    e.task.set_id(static_cast<int64_t>(q.tasks_.size()) + 1);
+    for (size_t k = i; k < std::min(chunks.size(), i + options.chunks_per_task); ++k) {
+      const ChunkInfo& c = chunks[k];
+      proto::Chunk* pc = e.task.add_chunks();
+      pc->set_path(c.path);
+      pc->set_offset(c.offset);
+      pc->set_length(c.length);
+      pc->set_num_records(c.num_records);
+      pc->set_index(c.index);
+    }
+    q.tasks_.push_back(std::move(e));
+  }
+  q.StartPass(1);
+  return q;
+}
+
+void TaskQueue::StartPass(int32_t pass) {
+  pass_ = pass;
+  for (Entry& e : tasks_) {
+    e.state = proto::TaskRecord::TODO;
+    e.failures = 0;
+    e.holder = 0;
+    e.finished_by = 0;
+    e.task.set_pass(pass);
+    e.task.set_lease_deadline_ms(0);
+  }
+  std::vector<int64_t> order = PassOrder(num_tasks(), options_.seed, pass);
+  todo_.assign(order.begin(), order.end());
+}
+
+void TaskQueue::MaybeAdvance() {
+  if (job_done_ || !todo_.empty() || pending() > 0) return;
+  int64_t failed_now = failed();
+  Log(absl::StrCat("pass ", pass_, " of ", options_.num_passes, " finished: ", done(), " tasks done, ", failed_now,
+                   " failed"));
+  if (pass_ < options_.num_passes) {
+    StartPass(pass_ + 1);
+    Log(absl::StrCat("pass ", pass_, " of ", options_.num_passes, " started: ", todo_.size(), " tasks"));
+  } else {
+    job_done_ = true;
+    Log(absl::StrCat("job done: ", options_.num_passes, " passes, ", chunks_trained_, " chunks trained, ",
+                     samples_done_, " samples"));
+  }
+}
+
+int64_t TaskQueue::pending() const {
+  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::PENDING; });
+}
+int64_t TaskQueue::done() const {
+  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::DONE; });
+}
+int64_t TaskQueue::failed() const {
+  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::FAILED; });
+}
+
+int64_t TaskQueue::holder(int64_t task_id) const {
+  if (task_id < 1 || task_id > num_tasks()) return 0;
+  const Entry& e = tasks_[task_id - 1];
+  return e.state == proto::TaskRecord::PENDING ? e.holder : 0;
+}
+
+TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
+  Lease lease;
+  if (job_done_) {
+    lease.result = Result::kJobDone;
+    return lease;
+  }
+  const int64_t deadline = now_ms_() + options_.lease_ms;
+  for (Entry& e : tasks_) {
+    if (e.state == proto::TaskRecord::PENDING && e.holder == trainer_id) {
+      e.task.set_lease_deadline_ms(deadline);
+      lease.result = Result::kTask;
+      lease.task = e.task;
+      return lease;
+    }
+  }
+  if (todo_.empty()) {
+    lease.result = Result::kWait;
+    return lease;
+  }
+  Entry& e = tasks_[todo_.front() - 1];
+  todo_.pop_front();
+  e.state = proto::TaskRecord::PENDING;
+  e.holder = trainer_id;
+  e.task.set_lease_deadline_ms(deadline);
+  lease.result = Result::kTask;
+  lease.task = e.task;
+  return lease;
+}
+
+StatusOr<TaskQueue::Entry*> TaskQueue::FindForReport(int64_t trainer_id, int64_t task_id, int32_t pass,
+                                                     const char* what) {
+  if (task_id < 1 || task_id > num_tasks()) {
+    return absl::NotFoundError(absl::StrCat(what, " from trainer ", trainer_id, ": no task ", task_id, " (the job has tasks 1..",
+                                            num_tasks(), ")"));
+  }
+  if (job_done_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " from trainer ", trainer_id, " for task ", task_id,
+                                                      ": the job is done"));
+  }
+  if (pass != pass_) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " from trainer ", trainer_id, " for task ", task_id,
+                                                      " of pass ", pass, ": the master is in pass ", pass_));
+  }
+  return &tasks_[task_id - 1];
+}
+
+void TaskQueue::RemoveFromTodo(int64_t id) {
+  auto it = std::find(todo_.begin(), todo_.end(), id);
+  if (it != todo_.end()) todo_.erase(it);
+}
+
+Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass, int64_t num_samples) {
+  if (num_samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("task finished from trainer ", trainer_id, " for task ", task_id,
+                                                   ": negative num_samples ", num_samples));
+  }
+  PL_ASSIGN_OR_RETURN(Entry * e, FindForReport(trainer_id, task_id, pass, "task finished"));
+  if (e->state == proto::TaskRecord::DONE && e->finished_by == trainer_id) return absl::OkStatus();  // a retry
+  bool mine = (e->state == proto::TaskRecord::PENDING && e->holder == trainer_id) ||
+              // The lease lapsed but nobody took the task yet: the work is done, keep it.
+              (e->state == proto::TaskRecord::TODO && e->holder == trainer_id);
+  if (!mine) {
+    std::string where = e->state == proto::TaskRecord::PENDING
+                            ? absl::StrCat("it is leased to trainer ", e->holder)
+                            : absl::StrCat("it is ", StateName(e->state));
+    return absl::FailedPreconditionError(absl::StrCat("task finished from trainer ", trainer_id, " for task ", task_id,
+                                                      " of pass ", pass, ": not leased to that trainer (", where, ")"));
+  }
+  if (e->state == proto::TaskRecord::TODO) RemoveFromTodo(task_id);
+  e->state = proto::TaskRecord::DONE;
+  e->finished_by = trainer_id;
+  e->task.set_lease_deadline_ms(0);
+  chunks_trained_ += e->task.chunks_size();
+  samples_done_ += num_samples;
+  MaybeAdvance();
+  return absl::OkStatus();
+}
+
+void TaskQueue::CountFailure(Entry& e, const std::string& reason) {
+  if (e.state == proto::TaskRecord::TODO) RemoveFromTodo(e.task.id());
+  e.task.set_lease_deadline_ms(0);
+  ++e.failures;
+  if (e.failures >= options_.max_failures) {
+    e.state = proto::TaskRecord::FAILED;
+    auto it = std::lower_bound(failed_ever_.begin(), failed_ever_.end(), e.task.id());
+    if (it == failed_ever_.end() || *it != e.task.id()) failed_ever_.insert(it, e.task.id());
+    Log(absl::StrCat("task ", e.task.id(), " set aside as failed in pass ", pass_, " after ", e.failures,
+                     " failures (last: ", reason, ")"));
+  } else {
+    e.state = proto::TaskRecord::TODO;
+    todo_.push_back(e.task.id());
+  }
+}
+
+Status TaskQueue::TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, bool returned,
+                             const std::string& reason) {
+  PL_ASSIGN_OR_RETURN(Entry * e, FindForReport(trainer_id, task_id, pass, "task failed"));
+  if (e->state == proto::TaskRecord::TODO && e->holder == trainer_id) return absl::OkStatus();  // already back
+  if (e->state != proto::TaskRecord::PENDING || e->holder != trainer_id) {
+    std::string where = e->state == proto::TaskRecord::PENDING
+                            ? absl::StrCat("it is leased to trainer ", e->holder)
+                            : absl::StrCat("it is ", StateName(e->state));
+    return absl::FailedPreconditionError(absl::StrCat("task failed from trainer ", trainer_id, " for task ", task_id,
+                                                      " of pass ", pass, ": not leased to that trainer (", where, ")"));
+  }
+  if (returned) {
+    e->state = proto::TaskRecord::TODO;
+    e->task.set_lease_deadline_ms(0);
+    todo_.push_front(task_id);
+  } else {
+    CountFailure(*e, absl::StrCat("trainer ", trainer_id, ": ", reason));
+  }
+  MaybeAdvance();
+  return absl::OkStatus();
+}
+
+bool TaskQueue::RenewLease(int64_t trainer_id, int64_t task_id) {
+  if (task_id < 1 || task_id > num_tasks()) return false;
+  Entry& e = tasks_[task_id - 1];
+  if (e.state != proto::TaskRecord::PENDING || e.holder != trainer_id) return false;
+  e.task.set_lease_deadline_ms(now_ms_() + options_.lease_ms);
+  return true;
+}
+
+int TaskQueue::ExpireLeases() {
+  const int64_t now = now_ms_();
+  int n = 0;
+  for (Entry& e : tasks_) {
+    if (e.state == proto::TaskRecord::PENDING && e.task.lease_deadline_ms() <= now) {
+      CountFailure(e, absl::StrCat("lease of trainer ", e.holder, " expired"));
+      ++n;
+    }
+  }
+  if (n > 0) MaybeAdvance();
+  return n;
+}
+
+int TaskQueue::ReleaseTrainer(int64_t trainer_id, bool count_failure) {
+  int n = 0;
+  for (Entry& e : tasks_) {
+    if (e.state != proto::TaskRecord::PENDING || e.holder != trainer_id) continue;
+    ++n;
+    if (count_failure) {
+      CountFailure(e, absl::StrCat("trainer ", trainer_id, " was dropped"));
+    } else {
+      e.state = proto::TaskRecord::TODO;
+      e.task.set_lease_deadline_ms(0);
+      todo_.push_front(e.task.id());
+    }
+  }
+  if (n > 0) MaybeAdvance();
+  return n;
+}
+
+proto::TaskQueueState TaskQueue::Serialize() const {
+  proto::TaskQueueState s;
+  s.set_num_passes(options_.num_passes);
+  s.set_chunks_per_task(options_.chunks_per_task);
+  s.set_max_failures(options_.max_failures);
+  s.set_seed(options_.seed);
+  s.set_lease_ms(options_.lease_ms);
+  s.set_pass(pass_);
+  s.set_job_done(job_done_);
+  for (const Entry& e : tasks_) {
+    proto::TaskRecord* r = s.add_tasks();
+    r->set_id(e.task.id());
+    *r->mutable_chunks() = e.task.chunks();
+    r->set_state(e.state);
+    r->set_failures(e.failures);
+    r->set_holder(e.holder);
+    r->set_lease_deadline_ms(e.task.lease_deadline_ms());
+    r->set_finished_by(e.finished_by);
+  }
+  for (int64_t id : todo_) s.add_todo(id);
+  for (int64_t id : failed_ever_) s.add_failed_ever(id);
+  s.set_chunks_trained(chunks_trained_);
+  s.set_samples_done(samples_done_);
+  return s;
+}
+
+StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock now_ms, Logger log) {
+  auto bad = [](const std::string& why) { return absl::DataLossError("task queue state: " + why); };
+  TaskQueueOptions o;
+  o.num_passes = s.num_passes();
+  o.chunks_per_task = s.chunks_per_task();
+  o.max_failures = s.max_failures();
+  o.seed = s.seed();
+  o.lease_ms = s.lease_ms();
+  Status st = CheckOptions(o);
+  if (!st.ok()) return bad(std::string(st.message()));
+  if (!now_ms) return absl::InvalidArgumentError("task queue: no clock");
+  if (s.tasks_size() == 0) return bad("no tasks");
+  if (s.pass() < 1 || s.pass() > o.num_passes) return bad(absl::StrCat("pass ", s.pass(), " outside 1..", o.num_passes));
+  TaskQueue q(o, std::move(now_ms), std::move(log));
+  q.pass_ = s.pass();
+  q.job_done_ = s.job_done();
+  q.chunks_trained_ = s.chunks_trained();
+  q.samples_done_ = s.samples_done();
+  int64_t num_todo = 0;
+  for (int i = 0; i < s.tasks_size(); ++i) {
+    const proto::TaskRecord& r = s.tasks(i);
+    if (r.id() != i + 1) return bad(absl::StrCat("task at position ", i, " has id ", r.id(), ", expected ", i + 1));
+    if (r.chunks_size() == 0) return bad(absl::StrCat("task ", r.id(), " has no chunks"));
+    if (!proto::TaskRecord::State_IsValid(r.state())) return bad(absl::StrCat("task ", r.id(), " has an unknown state"));
+    if (r.state() == proto::TaskRecord::PENDING && r.holder() <= 0) {
+      return bad(absl::StrCat("task ", r.id(), " is pending without a holder"));
+    }
+    if (r.state() == proto::TaskRecord::TODO) ++num_todo;
+    Entry e;
+    e.task.set_id(r.id());
+    e.task.set_pass(q.pass_);
+    *e.task.mutable_chunks() = r.chunks();
+    e.task.set_lease_deadline_ms(r.state() == proto::TaskRecord::PENDING ? r.lease_deadline_ms() : 0);
+    e.state = r.state();
+    e.failures = r.failures();
+    e.holder = r.holder();
+    e.finished_by = r.finished_by();
+    q.tasks_.push_back(std::move(e));
+  }
+  std::set<int64_t> seen;
+  for (int64_t id : s.todo()) {
+    if (id < 1 || id > q.num_tasks() || q.tasks_[id - 1].state != proto::TaskRecord::TODO || !seen.insert(id).second) {
+      return bad(absl::StrCat("todo list names task ", id, " which is not a distinct todo task"));
+    }
+    q.todo_.push_back(id);
+  }
+  if (static_cast<int64_t>(seen.size()) != num_todo) {
+    return bad(absl::StrCat(num_todo, " tasks are todo but the todo list has ", seen.size()));
+  }
+  q.failed_ever_.assign(s.failed_ever().begin(), s.failed_ever().end());
+  std::sort(q.failed_ever_.begin(), q.failed_ever_.end());
+  if (q.job_done_ && (num_todo > 0 || q.pending() > 0)) return bad("job marked done with tasks still todo or pending");
+  return q;
+}
+
+}  // namespace pl

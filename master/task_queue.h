@@ -1,0 +1,135 @@
+// TaskQueue: the master's work list. The dataset's chunks are cut into tasks of
+// `chunks_per_task` consecutive chunks with stable ids 1..T; every pass (epoch)
+// 1..num_passes puts all tasks in `todo` in an order shuffled deterministically from
+// (seed, pass), and each task moves
+//
+//   todo → pending (leased to one trainer until a deadline) → done
+//
+// or back to todo when its lease expires or its trainer reports it failed. A task that
+// fails `max_failures` times in a pass is set aside as failed for the rest of that pass
+// (and reported in failed_task_ids); it gets a fresh chance in the next pass, so no
+// task is retried forever. A task returned on purpose (the trainer was asked to stop)
+// goes back to the front of todo at once and counts no failure. A pass ends when todo
+// and pending are empty; after the last pass the job is done.
+//
+// Time comes from the injected `now_ms` (unix milliseconds), so lease deadlines mean
+// the same thing to a restarted master and tests can drive time by hand.
+//
+// Thread-safety: not thread-safe; the master serialises all calls under its mutex.
+#ifndef PADDLE_LIKE_MASTER_TASK_QUEUE_H_
+#define PADDLE_LIKE_MASTER_TASK_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "paddle_like/core/status.h"
+#include "paddle_like/data/chunk_index.h"
+#include "proto/master.pb.h"
+#include "proto/master_state.pb.h"
+
+namespace pl {
+
+struct TaskQueueOptions {
+  int32_t num_passes = 1;       // >= 1
+  int32_t chunks_per_task = 1;  // >= 1; the last task may have fewer
+  int32_t max_failures = 3;     // >= 1: failures (incl. lease expiries) before setting aside
+  uint64_t seed = 0;            // shuffle seed; the same seed gives the same orders
+  int64_t lease_ms = 3000;      // > 0: how long a task lease lasts without renewal
+};
+
+class TaskQueue {
+ public:
+  using Clock = std::function<int64_t()>;
+  using Logger = std::function<void(const std::string&)>;
+
+  enum class Result { kTask, kWait, kJobDone };
+  struct Lease {
+    Result result = Result::kWait;
+    proto::Task task;  // set when result == kTask
+  };
+
+  // INVALID_ARGUMENT for bad options or no chunks. Pass 1 starts at once.
+  static StatusOr<TaskQueue> Create(const std::vector<ChunkInfo>& chunks, const TaskQueueOptions& options,
+                                    Clock now_ms, Logger log = nullptr);
+  // Rebuilds a queue from Serialize()'s output; DATA_LOSS naming the inconsistency
+  // when the state does not describe a valid queue.
+  static StatusOr<TaskQueue> Deserialize(const proto::TaskQueueState& state, Clock now_ms, Logger log = nullptr);
+  proto::TaskQueueState Serialize() const;
+
+  // Leases the next todo task to `trainer_id`. A trainer that already holds a task gets
+  // that same task again (so a retried call after a lost reply leases nothing twice).
+  Lease GetTask(int64_t trainer_id);
+  // OK when the trainer held the task in `pass` (also when its lease had lapsed but no
+  // one else took the task, and on a repeated report). FAILED_PRECONDITION when the
+  // task is held by another trainer, belongs to another pass or the job is done;
+  // NOT_FOUND for an unknown task id; INVALID_ARGUMENT for negative samples.
+  Status TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass, int64_t num_samples);
+  // `returned`: given back on purpose, no failure counted. Errors as TaskFinished.
+  Status TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, bool returned, const std::string& reason);
+  // Extends the lease of `task_id` if `trainer_id` holds it; false otherwise.
+  bool RenewLease(int64_t trainer_id, int64_t task_id);
+  // Every pending task whose deadline has passed returns to todo as a failure.
+  // Returns how many expired.
+  int ExpireLeases();
+  // The tasks `trainer_id` holds return to todo: as failures (it died) or not (it left).
+  int ReleaseTrainer(int64_t trainer_id, bool count_failure);
+
+  int32_t pass() const { return pass_; }
+  int32_t num_passes() const { return options_.num_passes; }
+  bool job_done() const { return job_done_; }
+  int64_t num_tasks() const { return static_cast<int64_t>(tasks_.size()); }
+  int64_t todo() const { return static_cast<int64_t>(todo_.size()); }
+  int64_t pending() const;
+  int64_t done() const;
+  int64_t failed() const;  // set aside in the current pass
+  // Ids set aside as failed in any pass so far, sorted.
+  const std::vector<int64_t>& failed_task_ids() const { return failed_ever_; }
+  int64_t chunks_trained() const { return chunks_trained_; }
+  int64_t samples_done() const { return samples_done_; }
+  const TaskQueueOptions& options() const { return options_; }
+  // The todo ids in hand-out order (for tests and status pages).
+  std::vector<int64_t> todo_ids() const { return {todo_.begin(), todo_.end()}; }
+  // The trainer holding `task_id`, 0 when it is not pending.
+  int64_t holder(int64_t task_id) const;
+
+ private:
+  struct Entry {
+    proto::Task task;  // id, pass, chunks, lease_deadline_ms
+    proto::TaskRecord::State state = proto::TaskRecord::TODO;
+    int32_t failures = 0;
+    int64_t holder = 0;
+    int64_t finished_by = 0;
+  };
+
+  TaskQueue(TaskQueueOptions options, Clock now_ms, Logger log);
+  void StartPass(int32_t pass);
+  void MaybeAdvance();
+  // A failure of a pending or todo `e`: back to todo, or set aside at max_failures.
+  void CountFailure(Entry& e, const std::string& reason);
+  void RemoveFromTodo(int64_t id);
+  // Common checks of TaskFinished/TaskFailed: the entry, or the error.
+  StatusOr<Entry*> FindForReport(int64_t trainer_id, int64_t task_id, int32_t pass, const char* what);
+  void Log(const std::string& line) const;
+
+  TaskQueueOptions options_;
+  Clock now_ms_;
+  Logger log_;
+  std::vector<Entry> tasks_;  // tasks_[i].task.id() == i + 1
+  std::deque<int64_t> todo_;
+  int32_t pass_ = 1;
+  bool job_done_ = false;
+  std::vector<int64_t> failed_ever_;
+  int64_t chunks_trained_ = 0;
+  int64_t samples_done_ = 0;
+};
+
+// The order in which pass `pass` hands out task ids 1..num_tasks: a Fisher-Yates
+// shuffle driven by splitmix64 from (seed, pass), identical on every platform.
+std::vector<int64_t> PassOrder(int64_t num_tasks, uint64_t seed, int32_t pass);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_MASTER_TASK_QUEUE_H_

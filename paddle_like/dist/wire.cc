@@ -1,0 +1,156 @@
+#include "paddle_like/dist/wire.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "paddle_like/dist/sharding.h"
+
+namespace pl {
+
+StatusOr<OptimizerSpec> OptimizerFromProto(const proto::OptimizerConfig& c) {
+  if (c.kind() < 0 || c.kind() > static_cast<int>(OptimizerKind::kAdam)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer kind ", c.kind(), " is unknown (known: 0 sgd, 1 momentum, 2 adagrad, 3 adam)"));
+  }
+  OptimizerSpec s;
+  s.kind = static_cast<OptimizerKind>(c.kind());
+  s.learning_rate = c.learning_rate();
+  s.momentum = c.momentum();
+  s.beta1 = c.beta1();
+  s.beta2 = c.beta2();
+  s.epsilon = c.epsilon();
+  s.initial_accumulator = c.initial_accumulator();
+  s.weight_decay = c.weight_decay();
+  PL_RETURN_IF_ERROR(ValidateOptimizerSpec(s));
+  return s;
+}
+
+proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& s) {
+  proto::OptimizerConfig c;
+  c.set_kind(static_cast<int>(s.kind));
+  c.set_learning_rate(s.learning_rate);
+  c.set_momentum(s.momentum);
+  c.set_beta1(s.beta1);
+  c.set_beta2(s.beta2);
+  c.set_epsilon(s.epsilon);
+  c.set_initial_accumulator(s.initial_accumulator);
+  c.set_weight_decay(s.weight_decay);
+  return c;
+}
+
+Status ValidateParamSpec(const proto::ParamSpec& spec) {
+  if (spec.name().empty()) return absl::InvalidArgumentError("parameter spec with an empty name");
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name(), "': ", why));
+  };
+  if (spec.init_kind() < 0 || spec.init_kind() > static_cast<int>(InitSpec::Kind::kNormal)) {
+    return bad(absl::StrCat("unknown init_kind ", spec.init_kind()));
+  }
+  if (!std::isfinite(spec.init_scale())) return bad("init_scale is not finite");
+  if (spec.kind() == proto::ParamSpec::DENSE) {
+    for (int64_t d : spec.shape()) {
+      if (d <= 0) return bad(absl::StrCat("shape [", absl::StrJoin(spec.shape(), ", "), "] has a non-positive dimension"));
+    }
+    if (spec.block_size() < 0) return bad(absl::StrCat("block_size ", spec.block_size(), " is negative"));
+    if (NumBlocks(DenseNumel(spec), BlockSizeOf(spec)) > (int64_t{1} << 31) - 1) {
+      return bad("too many blocks (block index must fit int32)");
+    }
+  } else if (spec.kind() == proto::ParamSpec::SPARSE) {
+    if (spec.dim() <= 0) return bad(absl::StrCat("sparse dim ", spec.dim(), " must be > 0"));
+    if (spec.num_rows() < 0) return bad(absl::StrCat("num_rows ", spec.num_rows(), " is negative"));
+  } else {
+    return bad(absl::StrCat("unknown kind ", static_cast<int>(spec.kind())));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<InitSpec> InitSpecFromProto(const proto::ParamSpec& spec) {
+  PL_RETURN_IF_ERROR(ValidateParamSpec(spec));
+  InitSpec init;
+  init.kind = static_cast<InitSpec::Kind>(spec.init_kind());
+  init.scale = spec.init_scale();
+  return init;
+}
+
+int64_t DenseNumel(const proto::ParamSpec& spec) {
+  int64_t n = 1;
+  for (int64_t d : spec.shape()) n *= d;
+  return n;
+}
+
+int64_t BlockSizeOf(const proto::ParamSpec& spec) {
+  return spec.block_size() > 0 ? spec.block_size() : kDefaultBlockSize;
+}
+
+int64_t BlockOffset(const proto::ParamSpec& spec, int64_t block) { return block * BlockSizeOf(spec); }
+
+int64_t BlockLength(const proto::ParamSpec& spec, int64_t block) {
+  const int64_t begin = BlockOffset(spec, block);
+  return std::max<int64_t>(0, std::min(DenseNumel(spec), begin + BlockSizeOf(spec)) - begin);
+}
+
+std::string DescribeSpec(const proto::ParamSpec& spec) {
+  if (spec.kind() == proto::ParamSpec::SPARSE) {
+    return absl::StrCat("sparse rows of dim ", spec.dim(), " (num_rows ", spec.num_rows(), ")");
+  }
+  return absl::StrCat("dense shape [", absl::StrJoin(spec.shape(), ", "), "] in blocks of ",
+                      BlockSizeOf(spec));
+}
+
+std::vector<proto::ParamSpec> ParamSpecsOf(Module& module, int64_t block_size) {
+  std::vector<proto::ParamSpec> specs;
+  for (const NamedParameter& np : module.NamedParameters()) {
+    proto::ParamSpec s;
+    s.set_name(np.name);
+    s.set_init_kind(static_cast<int>(np.param->init.kind));
+    s.set_init_scale(np.param->init.scale);
+    if (np.param->kind == ParamKind::kDense) {
+      s.set_kind(proto::ParamSpec::DENSE);
+      for (int64_t d : np.param->var.value().shape()) s.add_shape(d);
+      s.set_block_size(block_size > 0 ? block_size : kDefaultBlockSize);
+    } else {
+      s.set_kind(proto::ParamSpec::SPARSE);
+      s.set_dim(np.param->table->dim());
+      s.set_num_rows(np.param->table->num_rows());
+    }
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+void SetFloats(std::string* bytes, const float* values, int64_t n) {
+  bytes->resize(static_cast<size_t>(n) * sizeof(float));
+  if (n > 0) std::memcpy(bytes->data(), values, bytes->size());
+}
+
+StatusOr<FloatView> FloatView::Of(const std::string& bytes, absl::string_view what) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes.size(),
+                                                   " bytes is not a whole number of float32 values"));
+  }
+  FloatView v;
+  v.n_ = static_cast<int64_t>(bytes.size() / sizeof(float));
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
+    v.data_ = reinterpret_cast<const float*>(bytes.data());
+  } else {
+    v.copy_.reset(new float[std::max<int64_t>(v.n_, 1)]);
+    std::memcpy(v.copy_.get(), bytes.data(), bytes.size());
+    v.data_ = v.copy_.get();
+  }
+  return v;
+}
+
+int64_t FirstNonFinite(const float* v, int64_t n) {
+  // A branch-free scan first (vectorises), the position only when something is wrong.
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(v[i]);
+  if (!bad) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return i;
+  }
+  return -1;
+}
+
+}  // namespace pl

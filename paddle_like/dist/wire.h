@@ -1,0 +1,75 @@
+// Conversions between the wire protocol (proto/pserver.proto, proto/tensor.proto) and
+// the in-process structures, shared by the trainer and the parameter server so both
+// read a ParamSpec, an OptimizerConfig or a float payload the same way.
+//
+// Float payloads are little-endian float32 packed into a bytes field; FloatView reads
+// one in place (no per-element decode, no copy unless the bytes are misaligned).
+//
+// Thread-safety: all functions are pure; a FloatView is used by one thread.
+#ifndef PADDLE_LIKE_DIST_WIRE_H_
+#define PADDLE_LIKE_DIST_WIRE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/nn/init.h"
+#include "paddle_like/nn/module.h"
+#include "paddle_like/optim/update_rules.h"
+#include "proto/pserver.pb.h"
+
+namespace pl {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire format packs float32 little-endian; a big-endian port must byte-swap");
+
+// Checked conversion: unknown kind or out-of-range fields are INVALID_ARGUMENT naming
+// the field (see ValidateOptimizerSpec).
+StatusOr<OptimizerSpec> OptimizerFromProto(const proto::OptimizerConfig& config);
+proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& spec);
+
+// Checks a ParamSpec: non-empty name, known kind and init kind, positive dims, a
+// positive block size for dense parameters. The error names the parameter.
+Status ValidateParamSpec(const proto::ParamSpec& spec);
+StatusOr<InitSpec> InitSpecFromProto(const proto::ParamSpec& spec);
+// Number of elements of a dense parameter (1 for a scalar).
+int64_t DenseNumel(const proto::ParamSpec& spec);
+// The block size a dense spec uses (kDefaultBlockSize when the field is 0).
+int64_t BlockSizeOf(const proto::ParamSpec& spec);
+// Elements [offset, offset + length) of block `block` of a dense parameter.
+int64_t BlockOffset(const proto::ParamSpec& spec, int64_t block);
+int64_t BlockLength(const proto::ParamSpec& spec, int64_t block);
+// "[2, 3]" for dense, "rows of dim 8" for sparse: for error messages.
+std::string DescribeSpec(const proto::ParamSpec& spec);
+
+// One ParamSpec per parameter of `module`, in NamedParameters() order; dense ones get
+// `block_size` (0: kDefaultBlockSize).
+std::vector<proto::ParamSpec> ParamSpecsOf(Module& module, int64_t block_size = 0);
+
+// Float payloads.
+void SetFloats(std::string* bytes, const float* values, int64_t n);
+
+// A read-only view of a float payload: data() points into the bytes when they are
+// 4-byte aligned (the usual case), or into a private copy when not.
+class FloatView {
+ public:
+  // INVALID_ARGUMENT when the size is not a multiple of 4; `what` names the payload.
+  static StatusOr<FloatView> Of(const std::string& bytes, absl::string_view what);
+  const float* data() const { return data_; }
+  int64_t size() const { return n_; }
+
+ private:
+  const float* data_ = nullptr;
+  int64_t n_ = 0;
+  std::shared_ptr<float[]> copy_;
+};
+
+// Index of the first non-finite value in v[0..n), or -1.
+int64_t FirstNonFinite(const float* v, int64_t n);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_DIST_WIRE_H_

@@ -1,0 +1,54 @@
+#include "paddle_like/nn/activations.h"
+
+#include <cmath>
+
+#include "paddle_like/nn/tensor_checks.h"
+#include "paddle_like/nn/losses.h"
+
+namespace pl {
+namespace {
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using internal::StableSigmoid;
+
+// Runs y = f(x) element-wise, and on backward dx += g(y, gy); both are given Eigen
+// arrays so they vectorise. Serial on purpose: see tensor_checks.h.
+template <typename Fwd, typename Bwd>
+StatusOr<Variable> Elementwise(const Variable& x, absl::string_view op, Fwd fwd, Bwd bwd) {
+  PL_RETURN_IF_ERROR(internal::CheckFloatCpu(x.value(), op));
+  const Tensor& xv = x.value();
+  Tensor y(xv.shape(), DType::kFloat32);
+  const int64_t n = xv.numel();
+  ArrayMap out(y.f32(), n);
+  fwd(ArrayMap(xv.f32(), n), out);
+  return Variable::FromOp(y, {x}, [x, y, bwd, n](const Tensor& gy) {
+    if (!x.requires_grad()) return;
+    ArrayMap dx(x.MutableGrad().f32(), n);
+    bwd(ArrayMap(y.f32(), n), ArrayMap(gy.f32(), n), dx);
+  });
+}
+
+}  // namespace
+
+StatusOr<Variable> ApplyRelu(const Variable& x) {
+  return Elementwise(
+      x, "ReLU", [](const ArrayMap& in, ArrayMap& out) { out = in.max(0.0f); },
+      [](const ArrayMap& y, const ArrayMap& gy, ArrayMap& dx) {
+        dx += (y > 0.0f).select(gy, 0.0f);
+      });
+}
+
+StatusOr<Variable> ApplySigmoid(const Variable& x) {
+  return Elementwise(
+      x, "Sigmoid",
+      [](const ArrayMap& in, ArrayMap& out) { out = StableSigmoid(in); },
+      [](const ArrayMap& y, const ArrayMap& gy, ArrayMap& dx) { dx += gy * y * (1.0f - y); });
+}
+
+StatusOr<Variable> ApplyTanh(const Variable& x) {
+  return Elementwise(
+      x, "Tanh", [](const ArrayMap& in, ArrayMap& out) { out = in.tanh(); },
+      [](const ArrayMap& y, const ArrayMap& gy, ArrayMap& dx) { dx += gy * (1.0f - y.square()); });
+}
+
+}  // namespace pl

@@ -1,0 +1,124 @@
+#include "pserver/pserver_service.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "paddle_like/rpc/rpc.h"
+#include "pserver/log.h"
+
+namespace pl::pserver {
+
+int64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+namespace {
+absl::Time DeadlineOf(const grpc::ServerContext* context) {
+  const auto d = context->deadline();
+  // gRPC reports "no deadline" as the far future; keep absl's arithmetic in range.
+  if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+}  // namespace
+
+PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
+                               std::string restored_from)
+    : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)) {
+  // The restored file already holds this state: no need to write it again.
+  if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
+}
+
+grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::InitRequest* request,
+                                  proto::InitResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  StatusOr<proto::InitResponse> result = shard_->Init(*request);
+  if (!result.ok()) {
+    LogEvent(absl::StrCat("pserver ", shard_->index(), ": Init refused: ", result.status().message()));
+    return rpc::ToGrpc(result.status());
+  }
+  if (result->created()) {
+    LogEvent(absl::StrCat("pserver ", shard_->index(), ": initialised ", request->params_size(),
+                          " parameters (", request->sync() ? "sync" : "async", ", seed ",
+                          request->seed(), ")"));
+  }
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
+                                  proto::PullResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
+}
+
+grpc::Status PserverService::Push(grpc::ServerContext* context, const proto::PushRequest* request,
+                                  proto::PushResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  StatusOr<int64_t> version = shard_->Push(*request, DeadlineOf(context));
+  if (!version.ok()) return rpc::ToGrpc(version.status());
+  response->set_version(*version);
+  return grpc::Status::OK;
+}
+
+proto::StatsResponse PserverService::StatsNow() const {
+  const ShardCounters c = shard_->Counters();
+  proto::StatsResponse r;
+  r.set_index(shard_->index());
+  r.set_version(c.version);
+  r.set_dense_elements(c.dense_elements);
+  r.set_sparse_rows(c.sparse_rows);
+  r.set_pushes_applied(c.pushes_applied);
+  r.set_pushes_rejected(c.pushes_rejected);
+  r.set_sparse_rows_pulled(c.sparse_rows_pulled);
+  r.set_sparse_rows_pushed(c.sparse_rows_pushed);
+  r.set_checkpoints_written(checkpoints_written_.load());
+  r.set_restored_from(restored_from_);
+  r.set_rss_bytes(ResidentBytes());
+  return r;
+}
+
+grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
+                                   proto::StatsResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  *response = StatsNow();
+  return grpc::Status::OK;
+}
+
+StatusOr<std::string> PserverService::CheckpointNow() {
+  if (checkpointer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pserver ", shard_->index(), " has no checkpoint directory (--checkpoint_dir)"));
+  }
+  const int64_t version = shard_->version();
+  const absl::Time start = absl::Now();
+  StatusOr<std::string> path = checkpointer_->Save(*shard_);
+  if (!path.ok()) {
+    LogEvent(absl::StrCat("pserver ", shard_->index(), ": checkpoint failed: ", path.status().message()));
+    return path.status();
+  }
+  ++checkpoints_written_;
+  checkpointed_version_ = version;
+  LogEvent(absl::StrCat("pserver ", shard_->index(), ": checkpoint ", *path, " written (version ",
+                        version, ", ", absl::FormatDuration(absl::Now() - start), ")"));
+  return path;
+}
+
+grpc::Status PserverService::Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest*,
+                                        proto::CheckpointResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  StatusOr<std::string> path = CheckpointNow();
+  if (!path.ok()) return rpc::ToGrpc(path.status());
+  response->set_path(*path);
+  return grpc::Status::OK;
+}
+
+}  // namespace pl::pserver

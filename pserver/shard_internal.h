@@ -1,0 +1,114 @@
+// The storage behind ParameterShard (private to shard.cc and shard_state.cc).
+//
+//   S = NumSlots(optimizer kind), D = a table's row width, n = a block's length.
+#ifndef PSERVER_SHARD_INTERNAL_H_
+#define PSERVER_SHARD_INTERNAL_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "paddle_like/dist/wire.h"
+#include "pserver/shard.h"
+
+namespace pl::pserver {
+
+// Rows of a table are spread over this many independently locked stripes.
+inline constexpr int kRowStripes = 64;
+// A row slot is (slab << kSlabShift) | position; slabs grow from 16 rows to 4096, so a
+// small table wastes little and a large one allocates in big pieces.
+inline constexpr int kSlabShift = 12;
+inline constexpr uint32_t kSlabPosMask = (1u << kSlabShift) - 1;
+inline uint32_t SlabRows(size_t slab) {
+  return 16u << std::min<size_t>(slab, kSlabShift - 4);
+}
+// Independent of ShardOfRow's hash, so the rows one shard owns fill every stripe.
+inline int StripeOf(int64_t id) {
+  return static_cast<int>(MixSeed(0x2545f4914f6cdd1dULL, static_cast<uint64_t>(id)) % kRowStripes);
+}
+
+struct ParameterShard::DenseBlockState {
+  absl::Mutex mu;
+  int64_t block = 0;
+  int64_t offset = 0;
+  int64_t n = 0;
+  int64_t step ABSL_GUARDED_BY(mu) = 0;  // updates applied to this block
+  std::unique_ptr<float[]> data;         // (1 + S) * n: value (n), then S slots of n
+  std::unique_ptr<float[]> accum;        // sync: (n) gradient sum of the current step
+  bool has_accum ABSL_GUARDED_BY(mu) = false;
+};
+
+struct ParameterShard::DenseParam {
+  proto::ParamSpec spec;
+  InitSpec init;
+  int64_t numel = 0;
+  int64_t block_size = 0;
+  std::map<int64_t, std::unique_ptr<DenseBlockState>> blocks;  // owned blocks only
+};
+
+// Row record (stride floats): value (D) | slots (S*D) | step (int64 in 2 floats).
+struct ParameterShard::RowStripe {
+  absl::Mutex mu;
+  absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // id -> slot
+  std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
+  uint32_t used_in_last ABSL_GUARDED_BY(mu) = 0;
+  // Sync: id -> offset into accum (D floats each), gradient sums of the current step.
+  absl::flat_hash_map<int64_t, uint32_t> accum_index ABSL_GUARDED_BY(mu);
+  std::vector<float> accum ABSL_GUARDED_BY(mu);
+
+  float* At(uint32_t slot, int64_t stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return slabs[slot >> kSlabShift].get() + static_cast<int64_t>(slot & kSlabPosMask) * stride;
+  }
+  // A fresh, uninitialised record for `id`.
+  float* Insert(int64_t id, int64_t stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (slabs.empty() || used_in_last == SlabRows(slabs.size() - 1)) {
+      slabs.emplace_back(new float[static_cast<size_t>(SlabRows(slabs.size())) * stride]);
+      used_in_last = 0;
+    }
+    const uint32_t slot = (static_cast<uint32_t>(slabs.size() - 1) << kSlabShift) | used_in_last++;
+    index.emplace(id, slot);
+    return At(slot, stride);
+  }
+};
+
+struct ParameterShard::SparseTableState {
+  proto::ParamSpec spec;
+  InitSpec init;
+  int64_t dim = 0;
+  int64_t stride = 0;  // floats per row record: dim * (1 + S) + 2
+  std::unique_ptr<RowStripe[]> stripes;
+  std::atomic<int64_t> rows{0};
+
+  int64_t step_offset() const { return stride - 2; }
+  int64_t GetStep(const float* row) const {
+    int64_t s;
+    std::memcpy(&s, row + step_offset(), sizeof(s));
+    return s;
+  }
+  void SetStep(float* row, int64_t s) const { std::memcpy(row + step_offset(), &s, sizeof(s)); }
+};
+
+// A validated push: where each payload goes and its floats, read in place.
+struct ParameterShard::ResolvedPush {
+  struct Dense {
+    DenseBlockState* block;
+    FloatView grad;  // (n)
+  };
+  struct Sparse {
+    SparseTableState* table;
+    const proto::SparseRowsMsg* msg;
+    FloatView grad;  // (ids, D)
+  };
+  std::vector<Dense> dense;
+  std::vector<Sparse> sparse;
+  int64_t rows = 0;
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_SHARD_INTERNAL_H_

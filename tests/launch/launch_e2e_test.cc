@@ -1,0 +1,152 @@
+// pl-launch end to end with the real pl-master, pl-pserver and pl-trainer. Each test
+// SKIPs, naming what is missing, while those binaries are not in PL_BIN_DIR.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/process.h"
+
+namespace pl {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+class LaunchE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The supervision tests use `sleep` as the trainer; only the training test needs pl-trainer.
+    for (const char* name : {"pl-launch", "pl-master", "pl-pserver", "pl-gen-clicks"}) {
+      auto path = testing::BinaryPath(name);
+      if (!path.ok()) GTEST_SKIP() << "needs the real binaries: " << path.status().message();
+      bin_[name] = *path;
+    }
+    ASSERT_FALSE(dir_.path().empty());
+  }
+
+  // A click dataset of `records` training records in chunks of `per_chunk`, under data/.
+  void MakeData(int records, int per_chunk) {
+    auto gen = testing::Spawn({bin_["pl-gen-clicks"], "--out", dir_.path() + "/data", "--train",
+                               std::to_string(records), "--test", "200", "--records_per_chunk",
+                               std::to_string(per_chunk)},
+                              dir_.path() + "/gen.log");
+    ASSERT_TRUE(gen.ok()) << gen.status();
+    auto exit = testing::WaitForExit(**gen, seconds(60));
+    ASSERT_TRUE(exit.ok() && exit->success()) << testing::ReadFileOrEmpty(dir_.path() + "/gen.log");
+  }
+
+  // Starts pl-launch with `flags` and `trainer` after "--"; its output goes to log().
+  void Launch(std::vector<std::string> flags, const std::vector<std::string>& trainer) {
+    std::vector<std::string> argv = {bin_["pl-launch"], "--workdir", dir_.path() + "/work", "--data",
+                                     dir_.path() + "/data/train.plrec", "--progress_every_s", "1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), trainer.begin(), trainer.end());
+    auto child = testing::Spawn(argv, log());
+    ASSERT_TRUE(child.ok()) << child.status();
+    launch_ = std::move(*child);
+  }
+
+  std::string log() const { return dir_.path() + "/launch.log"; }
+  std::string Output() const { return testing::ReadFileOrEmpty(log()); }
+
+  bool WaitForOutput(const std::string& needle, milliseconds timeout) {
+    return testing::WaitUntil([&] { return Output().find(needle) != std::string::npos; }, timeout);
+  }
+
+  // Every pid pl-launch reported starting ("started X (pid N)", "restarted (pid N").
+  std::vector<pid_t> ChildPids() const {
+    std::vector<pid_t> pids;
+    const std::string text = Output();
+    static const std::regex re(R"(\(pid (\d+))");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+      pids.push_back(std::stoi((*it)[1]));
+    }
+    return pids;
+  }
+
+  void ExpectAllDead(const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids) {
+      EXPECT_TRUE(testing::WaitUntil([&] { return !testing::PidAlive(pid); }, seconds(5)))
+          << "pid " << pid << " outlived pl-launch\n" << Output();
+      testing::KillPid(pid, SIGKILL).IgnoreError();  // never leave one behind
+    }
+  }
+
+  std::map<std::string, std::string> bin_;
+  testing::TempDir dir_{"pl-launch-test"};
+  std::unique_ptr<ChildProcess> launch_;
+};
+
+TEST_F(LaunchE2ETest, SigintStopsEveryProcessAndExits130) {
+  ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
+  Launch({"--pservers", "2", "--trainers", "2"}, {"/bin/sleep", "60"});
+  ASSERT_TRUE(WaitForOutput("started trainer-1", seconds(30))) << Output();
+  std::vector<pid_t> pids = ChildPids();
+  ASSERT_EQ(pids.size(), 5u) << Output();
+  ASSERT_TRUE(testing::KillPid(launch_->pid(), SIGINT).ok());
+  auto exit = testing::WaitForExit(*launch_, seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+  EXPECT_EQ(exit->code, 130);
+  EXPECT_THAT(Output(), HasSubstr("interrupted by SIGINT"));
+  ExpectAllDead(pids);
+}
+
+TEST_F(LaunchE2ETest, SigkilledLauncherLeavesNoOrphans) {
+  ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
+  Launch({"--pservers", "1", "--trainers", "2"}, {"/bin/sleep", "60"});
+  ASSERT_TRUE(WaitForOutput("started trainer-1", seconds(30))) << Output();
+  std::vector<pid_t> pids = ChildPids();
+  ASSERT_EQ(pids.size(), 4u) << Output();
+  ASSERT_TRUE(testing::KillPid(launch_->pid(), SIGKILL).ok());
+  ExpectAllDead(pids);
+}
+
+TEST_F(LaunchE2ETest, KilledPserverIsRestartedAtItsIndex) {
+  ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
+  const std::string fifo = dir_.path() + "/control";
+  Launch({"--pservers", "2", "--trainers", "1", "--control", fifo}, {"/bin/sleep", "60"});
+  ASSERT_TRUE(WaitForOutput("started trainer-0", seconds(30))) << Output();
+  int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0) << fifo;
+  const std::string line = "kill-pserver 1\n";
+  ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  ::close(fd);
+  ASSERT_TRUE(WaitForOutput("pserver-1 restarted", seconds(30))) << Output();
+  EXPECT_THAT(Output(), HasSubstr("[launch] pserver-1 exited (signal 9); restarting at index 1"));
+  std::vector<pid_t> pids = ChildPids();
+  ASSERT_TRUE(testing::KillPid(launch_->pid(), SIGTERM).ok());
+  auto exit = testing::WaitForExit(*launch_, seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->code, 143);
+  ExpectAllDead(pids);
+}
+
+TEST_F(LaunchE2ETest, TrainsToCompletionWithAKilledAndAnAddedTrainer) {
+  if (!testing::BinaryPath("pl-trainer").ok()) GTEST_SKIP() << testing::BinaryPath("pl-trainer").status();
+  // Large enough (60000 samples over 2 passes, several seconds) that the kill at 0.5 s
+  // and the addition at 1 s happen while the job runs.
+  ASSERT_NO_FATAL_FAILURE(MakeData(30000, 250));
+  Launch({"--pservers", "2", "--trainers", "2", "--passes", "2", "--chunks_per_task", "2", "--lease_ms", "1000",
+          "--kill_trainer_after_s", "0.5", "--add_trainer_after_s", "1"},
+         {"pl-trainer", "--model", "ctr", "--threads", "1", "--batch_size", "32"});
+  auto exit = testing::WaitForExit(*launch_, seconds(120));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+  EXPECT_EQ(exit->code, 0) << Output();
+  const std::string out = Output();
+  EXPECT_THAT(out, HasSubstr("--kill_trainer_after_s 0.5: SIGKILL trainer-"));
+  EXPECT_THAT(out, HasSubstr("started trainer-2 (pid"));
+  EXPECT_THAT(out, HasSubstr("is not restarted (elastic: the job goes on)"));
+  EXPECT_THAT(out, HasSubstr("[launch] job done"));
+  EXPECT_THAT(out, HasSubstr("failed 0"));
+  ExpectAllDead(ChildPids());
+}
+
+}  // namespace
+}  // namespace pl

@@ -1,0 +1,89 @@
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "master/membership.h"
+#include "tests/master/test_util.h"
+
+namespace pl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using pl::testing::FakeClock;
+
+Membership Make(FakeClock& clock, int pservers = 2) {
+  MembershipOptions o;
+  o.lease_ms = 1000;
+  o.num_pservers = pservers;
+  auto m = Membership::Create(o, clock.fn());
+  EXPECT_TRUE(m.ok()) << m.status();
+  return std::move(m).value();
+}
+
+std::vector<int64_t> LiveIds(const Membership& m) {
+  std::vector<int64_t> ids;
+  for (const auto& t : m.live_trainers()) ids.push_back(t.id());
+  return ids;
+}
+
+TEST(MembershipTest, HeartbeatsKeepTrainersAndExpiryDropsThem) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  EXPECT_EQ(m.RegisterTrainer("host:1"), 1);
+  EXPECT_EQ(m.RegisterTrainer("host:2"), 2);
+  clock.now += 600;
+  EXPECT_TRUE(m.Heartbeat(1));
+  clock.now += 600;  // trainer 2's lease ran out, trainer 1's did not
+  EXPECT_THAT(LiveIds(m), ElementsAre(1));
+  EXPECT_FALSE(m.Heartbeat(2));  // too late: it must register again
+  EXPECT_THAT(m.ExpireTrainers(), ElementsAre(2));
+  EXPECT_THAT(m.ExpireTrainers(), ElementsAre());
+  EXPECT_EQ(m.RegisterTrainer("host:2"), 3);  // ids are never reused
+  EXPECT_EQ(m.live_trainers()[0].address(), "host:1");
+  EXPECT_TRUE(m.Leave(1));
+  EXPECT_FALSE(m.Leave(1));
+  EXPECT_THAT(LiveIds(m), ElementsAre(3));
+}
+
+TEST(MembershipTest, PserverRejoinKeepsItsIndexAndBumpsGeneration) {
+  FakeClock clock;
+  Membership m = Make(clock, 2);
+  EXPECT_EQ(*m.RegisterPserver(1, "10.0.0.2:7000"), 1);
+  EXPECT_EQ(*m.RegisterPserver(0, "10.0.0.1:7000"), 1);
+  EXPECT_EQ(*m.RegisterPserver(1, "10.0.0.9:7001"), 2);  // restarted elsewhere
+  std::vector<proto::PserverInfo> ps = m.pservers();
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0].index(), 0);
+  EXPECT_EQ(ps[1].index(), 1);
+  EXPECT_EQ(ps[1].address(), "10.0.0.9:7001");
+  EXPECT_EQ(ps[1].generation(), 2);
+  auto out = m.RegisterPserver(2, "x:1");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("index 2 outside [0, 2)"));
+  EXPECT_EQ(m.RegisterPserver(-1, "x:1").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.RegisterPserver(0, "").status().message(), HasSubstr("empty address"));
+}
+
+TEST(MembershipTest, SerializeKeepsTheIdCounterAndLeases) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  m.RegisterTrainer("a");
+  m.RegisterTrainer("b");
+  ASSERT_TRUE(m.Leave(2));
+  ASSERT_TRUE(m.RegisterPserver(0, "p:1").ok());
+  auto r = Membership::Deserialize(m.Serialize(), clock.fn());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Serialize().SerializeAsString(), m.Serialize().SerializeAsString());
+  EXPECT_EQ(r->RegisterTrainer("c"), 3);
+  EXPECT_EQ(*r->RegisterPserver(0, "p:2"), 2);
+  clock.now += 1000;  // deadlines survive as wall-clock times
+  EXPECT_THAT(r->ExpireTrainers(), ElementsAre(1, 3));
+
+  proto::MembershipState bad = m.Serialize();
+  bad.set_next_trainer_id(1);  // below a listed trainer id
+  auto rb = Membership::Deserialize(bad, clock.fn());
+  EXPECT_EQ(rb.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(rb.status().message(), HasSubstr("trainer id 1 outside"));
+}
+
+}  // namespace
+}  // namespace pl

@@ -1,0 +1,60 @@
+// Helpers shared by the master tests: scratch directories, fake chunks, a fake clock.
+#ifndef PADDLE_LIKE_TESTS_MASTER_TEST_UTIL_H_
+#define PADDLE_LIKE_TESTS_MASTER_TEST_UTIL_H_
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/data/chunk_index.h"
+
+namespace pl::testing {
+
+// A fresh directory removed when the object goes away.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* base = getenv("TMPDIR");
+    std::string tmpl = absl::StrCat(base && *base ? base : "/tmp", "/pl_master_test.XXXXXX");
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// `n` chunks of 10 records spread over files of 4 chunks: "d/f0.plrec" chunks 0..3, ...
+inline std::vector<ChunkInfo> MakeChunks(int n) {
+  std::vector<ChunkInfo> out;
+  for (int i = 0; i < n; ++i) {
+    ChunkInfo c;
+    c.path = absl::StrCat("d/f", i / 4, ".plrec");
+    c.index = i % 4;
+    c.offset = (i % 4) * 1000;
+    c.length = 1000;
+    c.num_records = 10;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// A clock tests move by hand.
+struct FakeClock {
+  int64_t now = 1'700'000'000'000;  // unix ms, like the real one
+  std::function<int64_t()> fn() {
+    return [this] { return now; };
+  }
+};
+
+}  // namespace pl::testing
+
+#endif  // PADDLE_LIKE_TESTS_MASTER_TEST_UTIL_H_

@@ -1,0 +1,186 @@
+// Checkpoints: round trip with optimizer state, rotation, corrupt-newest fallback.
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pserver/checkpoint.h"
+#include "tests/pserver/pserver_test_util.h"
+
+namespace pl::pserver {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::pl::pserver::testing;
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("pserver_ckpt_", name, "_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+OptimizerSpec Adam() {
+  OptimizerSpec o;
+  o.kind = OptimizerKind::kAdam;
+  o.learning_rate = 0.05f;
+  return o;
+}
+
+constexpr int kP = 2;
+
+// A shard of index 0 with Adam state, some steps done, dense and sparse.
+void Train(ParameterShard& shard, int pushes, float scale) {
+  std::vector<int64_t> ids = OwnedIds(0, kP, 4);
+  for (int k = 0; k < pushes; ++k) {
+    proto::PushRequest push;
+    for (int b = 0; b < 6; ++b) {
+      if (ShardOfDenseBlock("w", b, kP) != 0) continue;
+      AddDense(&push, "w", b, std::vector<float>(std::min(4, 23 - 4 * b), scale * (b + 1 + k)));
+    }
+    AddRows(&push, "emb", 3, {ids[k % 4]}, {scale, -scale, 2 * scale});
+    ASSERT_TRUE(shard.Push(push).ok());
+  }
+}
+
+std::unique_ptr<ParameterShard> MakeShard() {
+  auto shard = std::make_unique<ParameterShard>(0, kP);
+  EXPECT_TRUE(shard->Init(MakeInit({DenseSpec("w", {23}, 4), SparseSpec("emb", 3)}, Adam(), 11)).ok());
+  return shard;
+}
+
+// Everything observable: pulled values, then the effect of one more identical push
+// (equal only if optimizer state and step counts are equal too).
+std::vector<float> Observe(ParameterShard& shard) {
+  std::vector<float> out;
+  std::vector<int64_t> ids = OwnedIds(0, kP, 5);
+  for (int b = 0; b < 6; ++b) {
+    if (ShardOfDenseBlock("w", b, kP) == 0) {
+      auto v = PullBlock(shard, "w", b);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  }
+  auto rows = PullRows(shard, "emb", ids);
+  out.insert(out.end(), rows.begin(), rows.end());
+  Train(shard, 4, 0.3f);
+  for (int b = 0; b < 6; ++b) {
+    if (ShardOfDenseBlock("w", b, kP) == 0) {
+      auto v = PullBlock(shard, "w", b);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+  }
+  rows = PullRows(shard, "emb", ids);
+  out.insert(out.end(), rows.begin(), rows.end());
+  out.push_back(static_cast<float>(shard.version()));
+  return out;
+}
+
+TEST(Checkpoint, RoundTripKeepsValuesOptimizerStateStepsAndVersion) {
+  const std::string dir = TempDir("roundtrip");
+  auto shard = MakeShard();
+  Train(*shard, 5, 1.0f);
+  Checkpointer ckpt(dir, 0);
+  auto path = ckpt.Save(*shard);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_THAT(*path, HasSubstr("pserver-0/ckpt-"));
+
+  auto restored = ckpt.RestoreLatest(kP);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_NE(restored->shard, nullptr);
+  EXPECT_EQ(restored->path, *path);
+  EXPECT_TRUE(restored->skipped.empty());
+  EXPECT_EQ(restored->shard->version(), 5);
+  EXPECT_FALSE(restored->shard->sync());
+  EXPECT_EQ(restored->shard->Counters().sparse_rows, shard->Counters().sparse_rows);
+  // A trainer's Init after the restart finds the shard as it was.
+  auto init = restored->shard->Init(MakeInit({DenseSpec("w", {23}, 4), SparseSpec("emb", 3)}, Adam(), 11));
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_FALSE(init->created());
+  EXPECT_EQ(init->version(), 5);
+  EXPECT_EQ(Observe(*restored->shard), Observe(*shard));
+}
+
+TEST(Checkpoint, KeepsTheLatestTwoAndFallsBackFromACorruptNewest) {
+  const std::string dir = TempDir("corrupt");
+  auto shard = MakeShard();
+  Checkpointer ckpt(dir, 0);
+  Train(*shard, 1, 1.0f);
+  ASSERT_TRUE(ckpt.Save(*shard).ok());
+  Train(*shard, 1, 1.0f);
+  auto older = ckpt.Save(*shard);
+  ASSERT_TRUE(older.ok());
+  auto expected = MakeShard();
+  Train(*expected, 1, 1.0f);
+  Train(*expected, 1, 1.0f);
+  Train(*shard, 1, 1.0f);
+  auto newest = ckpt.Save(*shard);
+  ASSERT_TRUE(newest.ok());
+  EXPECT_THAT(ckpt.List(), ::testing::ElementsAre(*newest, *older));
+
+  {  // flip one byte in the middle of the newest
+    std::fstream f(*newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(fs::file_size(*newest) / 2);
+    char c;
+    f.seekg(fs::file_size(*newest) / 2);
+    f.get(c);
+    f.seekp(fs::file_size(*newest) / 2);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  ParameterShard probe(0, kP);
+  Status s = Checkpointer::Load(*newest, &probe);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr(*newest));
+  EXPECT_THAT(s.message(), HasSubstr("checksum"));
+
+  auto restored = Checkpointer(dir, 0).RestoreLatest(kP);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_NE(restored->shard, nullptr);
+  EXPECT_EQ(restored->path, *older);
+  ASSERT_EQ(restored->skipped.size(), 1u);
+  EXPECT_THAT(restored->skipped[0], HasSubstr(*newest));
+  EXPECT_EQ(restored->shard->version(), 2);
+  EXPECT_EQ(Observe(*restored->shard), Observe(*expected));
+}
+
+TEST(Checkpoint, TruncatedFileIsDataLossAndOtherShardCountIsRefused) {
+  const std::string dir = TempDir("trunc");
+  auto shard = MakeShard();
+  Train(*shard, 1, 1.0f);
+  Checkpointer ckpt(dir, 0);
+  auto path = ckpt.Save(*shard);
+  ASSERT_TRUE(path.ok());
+  const std::string copy = *path + ".copy";
+  fs::copy_file(*path, copy);
+  fs::resize_file(*path, fs::file_size(*path) - 7);
+  ParameterShard probe(0, kP);
+  EXPECT_EQ(Checkpointer::Load(*path, &probe).code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(probe.initialized());
+  auto none = ckpt.RestoreLatest(kP);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->shard, nullptr);  // the only file is corrupt: start fresh
+  EXPECT_EQ(none->skipped.size(), 1u);
+
+  fs::rename(copy, *path);
+  auto other = Checkpointer(dir, 0).RestoreLatest(kP + 1);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("pserver 0 of 2"));
+}
+
+TEST(Checkpoint, SyncFlagAndEmptyDirectory) {
+  const std::string dir = TempDir("sync");
+  Checkpointer ckpt(dir, 1);
+  auto nothing = ckpt.RestoreLatest(3);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(nothing->shard, nullptr);
+  ParameterShard shard(1, 3);
+  ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {2}, 2)}, Sgd(0.1f), 3, /*sync=*/true)).ok());
+  ASSERT_TRUE(ckpt.Save(shard).ok());
+  auto restored = ckpt.RestoreLatest(3);
+  ASSERT_TRUE(restored.ok() && restored->shard);
+  EXPECT_TRUE(restored->shard->sync());
+  EXPECT_EQ(Dump(*restored->shard), Dump(shard));
+}
+
+}  // namespace
+}  // namespace pl::pserver

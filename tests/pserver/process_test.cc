@@ -1,0 +1,144 @@
+// The pl-pserver binary: startup errors, serving, SIGTERM with a final checkpoint,
+// and a restart that restores it. Processes are started by fork/exec and killed by pid.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "paddle_like/rpc/rpc.h"
+#include "proto/pserver.grpc.pb.h"
+#include "tests/pserver/pserver_test_util.h"
+
+namespace pl::pserver {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::pl::pserver::testing;
+namespace fs = std::filesystem;
+
+std::string Binary() {
+  const char* dir = std::getenv("PL_BIN_DIR");
+  return (fs::path(dir ? dir : "bin") / "pl-pserver").string();
+}
+
+class Process {
+ public:
+  // Starts `args` with stderr to `log_path`.
+  Process(const std::vector<std::string>& args, const std::string& log_path) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log_path.c_str(), "w", stderr);
+      (void)f;
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Process() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Exit status, or -1 when it did not exit within `timeout`.
+  int Wait(absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (absl::Now() < end) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return -1;
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+int WaitForPort(const std::string& port_file, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    int port = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadAll(port_file)), &port) && port > 0) return port;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return 0;
+}
+
+TEST(PserverProcess, StartupErrorIsOneLineAndNonZero) {
+  const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_err_", getpid(), ".log")).string();
+  Process p({Binary(), "--index", "3", "--num_pservers", "2"}, log);
+  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
+  const std::string text = ReadAll(log);
+  EXPECT_THAT(text, HasSubstr("--index (or PL_PSERVER_INDEX) 3 must be in [0, 2)"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+}
+
+TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("ps_proc_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string port_file = (dir / "port").string();
+  const std::vector<std::string> args = {Binary(), "--index", "0", "--num_pservers", "1", "--host", "127.0.0.1",
+                                         "--port", "0", "--port_file", port_file, "--checkpoint_dir",
+                                         (dir / "ckpt").string(), "--checkpoint_every_s", "3600"};
+  {
+    Process p(args, (dir / "run1.log").string());
+    const int port = WaitForPort(port_file, absl::Seconds(10));
+    ASSERT_GT(port, 0) << ReadAll((dir / "run1.log").string());
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    proto::InitResponse init;
+    ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(),
+                           MakeInit({DenseSpec("p", {2}, 2, InitSpec::Constant(1.0f))}, Sgd(0.5f)), &init).ok());
+    proto::PushRequest push;
+    AddDense(&push, "p", 0, {2.0f, 4.0f});
+    proto::PushResponse pushed;
+    ASSERT_TRUE(stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), push, &pushed).ok());
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << ReadAll((dir / "run1.log").string());
+  }
+  const std::string log1 = ReadAll((dir / "run1.log").string());
+  EXPECT_THAT(log1, HasSubstr("checkpoint"));
+  EXPECT_THAT(log1, HasSubstr("Terminated"));
+  fs::remove(port_file);
+  {
+    Process p(args, (dir / "run2.log").string());
+    const int port = WaitForPort(port_file, absl::Seconds(10));
+    ASSERT_GT(port, 0) << ReadAll((dir / "run2.log").string());
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    proto::StatsResponse stats;
+    ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(5)).get(), proto::StatsRequest(), &stats).ok());
+    EXPECT_EQ(stats.version(), 1);
+    EXPECT_THAT(stats.restored_from(), HasSubstr("ckpt-"));
+    proto::PullRequest pull;
+    pull.add_dense()->set_param("p");
+    proto::PullResponse got;
+    ASSERT_TRUE(stub->Pull(rpc::MakeContext(std::chrono::seconds(5)).get(), pull, &got).ok());
+    EXPECT_THAT(Floats(got.dense(0).values()), ::testing::ElementsAre(0.0f, -1.0f));
+    p.Signal(SIGINT);
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 0);
+  }
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pl::pserver

@@ -1,0 +1,244 @@
+#include "trainer/dist_trainer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "paddle_like/data/chunk_index.h"
+#include "trainer/batching.h"
+#include "trainer/example_data.h"
+#include "trainer/master_client.h"
+#include "trainer/param_client.h"
+
+namespace pl {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnStopSignal(int) { g_stop.store(true); }
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<ChunkInfo> ChunksOf(const proto::Task& task) {
+  std::vector<ChunkInfo> chunks;
+  for (const proto::Chunk& c : task.chunks()) {
+    ChunkInfo info;
+    info.path = c.path();
+    info.index = c.index();
+    info.offset = c.offset();
+    info.length = c.length();
+    info.num_records = c.num_records();
+    chunks.push_back(std::move(info));
+  }
+  return chunks;
+}
+
+// Renews the trainer's lease (and its task's) every lease/3 until stopped.
+class Heartbeat {
+ public:
+  Heartbeat(MasterClient* master, std::ostream* log) : master_(master), log_(log) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void set_task(int64_t id) { task_id_.store(id); }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      const auto period = std::chrono::milliseconds(std::max<int64_t>(master_->lease_ms() / 3, 50));
+      if (cv_.wait_for(lock, period, [this] { return done_; })) break;
+      lock.unlock();
+      Status s = master_->Heartbeat(task_id_.load());
+      if (!s.ok()) *log_ << "heartbeat failed: " << s.message() << std::endl;
+      lock.lock();
+    }
+  }
+  MasterClient* master_;
+  std::ostream* log_;
+  std::atomic<int64_t> task_id_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+void InstallStopSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+bool StopRequested() { return g_stop.load(); }
+
+StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleModel& model,
+                                           std::ostream& log) {
+  const absl::Duration give_up = absl::Seconds(o.give_up_after_s);
+  MasterClient master(o.master_address, o.name, give_up);
+  master.set_stop_flag(&g_stop);
+  PL_ASSIGN_OR_RETURN(proto::RegisterTrainerResponse reg, master.Register());
+  const int num_pservers = reg.num_pservers();
+  log << absl::StrFormat("%s: registered as trainer %d with the master at %s (%d pservers, lease %d ms)",
+                         o.name, reg.trainer_id(), o.master_address, num_pservers, reg.lease_ms())
+      << std::endl;
+  Heartbeat heartbeat(&master, &log);
+
+  ParameterClientOptions pco;
+  pco.num_pservers = num_pservers;
+  pco.optimizer = o.optimizer;
+  pco.seed = o.model_options.seed;
+  pco.sync = o.sync;
+  pco.give_up_after = give_up;
+  auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
+    PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, master.Membership());
+    std::vector<std::string> addresses(num_pservers);
+    int found = 0;
+    for (const proto::PserverInfo& p : m.pservers()) {
+      if (p.index() >= 0 && p.index() < num_pservers && !p.address().empty()) {
+        if (addresses[p.index()].empty()) ++found;
+        addresses[p.index()] = p.address();
+      }
+    }
+    if (found < num_pservers) {
+      return absl::UnavailableError(absl::StrFormat("%d of %d pservers registered", found, num_pservers));
+    }
+    return addresses;
+  };
+  ParameterClient params(&model.module(), pco, resolve, &g_stop);
+  params.set_trainer_id(master.trainer_id());
+  PL_RETURN_IF_ERROR(params.Connect());
+  log << o.name << ": connected to " << num_pservers << " pservers" << std::endl;
+
+  DistResult result;
+  model.module().Train(true);
+  bool job_done = false;
+  double last_log = Now(), window_loss = 0;
+  int64_t window_steps = 0, window_correct = 0, window_samples = 0;
+  const double start = Now();
+  while (!g_stop.load()) {
+    params.set_trainer_id(master.trainer_id());
+    auto got = master.GetTask();
+    if (!got.ok()) {
+      if (g_stop.load()) break;
+      return Annotate(got.status(), "getting a task");
+    }
+    if (got->result() == proto::GetTaskResponse::JOB_DONE) {
+      job_done = true;
+      break;
+    }
+    if (got->result() == proto::GetTaskResponse::WAIT) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    const proto::Task& task = got->task();
+    heartbeat.set_task(task.id());
+    auto data = LoadExampleChunks(ChunksOf(task), model.task());
+    if (!data.ok()) {
+      log << absl::StrFormat("%s: task %d failed: %s", o.name, task.id(), data.status().message()) << std::endl;
+      (void)master.TaskFailed(task, std::string(data.status().message()), /*returned=*/false);
+      heartbeat.set_task(0);
+      continue;
+    }
+    std::vector<int64_t> order(data->size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(o.model_options.seed ^ (task.id() * 0x9e3779b97f4a7c15ULL) ^ task.pass());
+    std::shuffle(order.begin(), order.end(), rng);
+    Batcher batcher(&*data);
+    bool interrupted = false;
+    Status step_error;
+    for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
+      if (g_stop.load()) {
+        interrupted = true;
+        break;
+      }
+      const size_t end = std::min(order.size(), begin + o.batch_size);
+      ExampleSet batch = batcher.Gather(order, begin, end);
+      step_error = params.Pull(model.SparseInputs(batch.inputs));
+      if (!step_error.ok()) break;
+      auto stats = ComputeGradients(model, batch);
+      if (!stats.ok()) {
+        step_error = stats.status();
+        break;
+      }
+      step_error = params.Push(stats->samples);
+      if (!step_error.ok()) break;
+      ++result.steps;
+      result.samples += stats->samples;
+      window_loss += stats->loss;
+      window_correct += stats->correct;
+      window_samples += stats->samples;
+      ++window_steps;
+      const double now = Now();
+      if (now - last_log >= o.log_every_s) {
+        log << absl::StrFormat("%s: pass %d task %d  step %d  loss %.4f", o.name, task.pass(), task.id(),
+                               result.steps, window_loss / window_steps);
+        if (model.task() == TaskKind::kClassification) {
+          log << absl::StrFormat("  train acc %.4f", double(window_correct) / window_samples);
+        }
+        log << absl::StrFormat("  %.0f samples/s", window_samples / (now - last_log)) << std::endl;
+        last_log = now;
+        window_loss = 0;
+        window_steps = window_correct = window_samples = 0;
+      }
+    }
+    if (interrupted || (!step_error.ok() && g_stop.load())) {
+      (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true);
+      log << absl::StrFormat("%s: stop requested: returned task %d to the master", o.name, task.id()) << std::endl;
+      heartbeat.set_task(0);
+      break;
+    }
+    if (!step_error.ok()) {
+      (void)master.TaskFailed(task, std::string(step_error.message()), /*returned=*/false);
+      heartbeat.set_task(0);
+      return Annotate(step_error, absl::StrFormat("task %d", task.id()));
+    }
+    Status fin = master.TaskFinished(task, static_cast<int64_t>(order.size()));
+    heartbeat.set_task(0);
+    if (absl::IsFailedPrecondition(fin)) {
+      log << o.name << ": task " << task.id() << " no longer ours (" << fin.message() << ")" << std::endl;
+    } else if (!fin.ok()) {
+      return Annotate(fin, "reporting a finished task");
+    } else {
+      ++result.tasks_done;
+    }
+  }
+  result.stopped = g_stop.load();
+  const double elapsed = Now() - start;
+  log << absl::StrFormat("%s: %s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries",
+                         o.name, result.stopped ? "stopping" : "job done", result.tasks_done, result.steps,
+                         result.samples, result.samples / std::max(elapsed, 1e-9),
+                         static_cast<long long>(params.counters().retries))
+      << std::endl;
+  if (job_done && !o.test_path.empty()) {
+    auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);
+    if (!test.ok()) return test.status();
+    PL_RETURN_IF_ERROR(params.Pull(model.SparseInputs(test->inputs)));
+    PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, *test, 500));
+    result.evaluated = true;
+    result.final_metric = r.metric;
+  }
+  (void)master.Leave();
+  return result;
+}
+
+}  // namespace pl

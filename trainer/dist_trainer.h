@@ -1,0 +1,51 @@
+// The distributed trainer loop: register with the master, learn the pservers, then
+// repeatedly lease a task (a group of record chunks), train on it step by step
+// (pull parameters, forward/backward, push gradients) and report it done. A stop
+// signal (SIGTERM/SIGINT) gives the current task back at once and leaves cleanly;
+// JOB_DONE ends the loop with an evaluation of the final parameters.
+//
+// Thread-safety: one call at a time; it runs a heartbeat thread of its own.
+#ifndef PADDLE_LIKE_TRAINER_DIST_TRAINER_H_
+#define PADDLE_LIKE_TRAINER_DIST_TRAINER_H_
+
+#include <ostream>
+#include <string>
+
+#include "paddle_like/optim/update_rules.h"
+#include "trainer/models.h"
+
+namespace pl {
+
+struct DistTrainerOptions {
+  std::string master_address;
+  std::string name = "trainer";      // for logs
+  std::string model_name;
+  ModelOptions model_options;
+  OptimizerSpec optimizer;           // applied by the pservers
+  int64_t batch_size = 64;
+  bool sync = false;
+  std::string test_path;             // evaluated at JOB_DONE when set
+  int64_t test_limit = 0;
+  double log_every_s = 2.0;
+  double give_up_after_s = 300;      // how long a peer may stay unreachable
+};
+
+struct DistResult {
+  bool evaluated = false;
+  double final_metric = 0;
+  int64_t tasks_done = 0;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  bool stopped = false;              // left because of a stop signal
+};
+
+// SIGTERM and SIGINT set a flag the loop checks between steps.
+void InstallStopSignalHandlers();
+bool StopRequested();
+
+StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& options, ExampleModel& model,
+                                           std::ostream& log);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_DIST_TRAINER_H_

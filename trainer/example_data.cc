@@ -1,0 +1,39 @@
+#include "trainer/example_data.h"
+
+#include <sys/stat.h>
+
+#include "paddle_like/data/dataset.h"
+
+namespace pl {
+namespace {
+
+SampleLayout LayoutFor(TaskKind task) {
+  return task == TaskKind::kClassification ? SampleLayout::Image() : SampleLayout::Clicks();
+}
+
+ExampleSet FromExamples(Examples e, TaskKind task, int64_t limit) {
+  ExampleSet s{task == TaskKind::kClassification ? e.features : e.ids, e.labels};
+  if (limit > 0 && limit < s.size()) {
+    s.inputs = s.inputs.Slice(0, limit);
+    s.labels = s.labels.Slice(0, limit);
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<ExampleSet> LoadExampleSet(const std::string& path, TaskKind task, int64_t limit) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError("data path '" + path + "' does not exist");
+  }
+  PL_ASSIGN_OR_RETURN(Examples e, LoadRecordsFrom(path, LayoutFor(task)));
+  return FromExamples(std::move(e), task, limit);
+}
+
+StatusOr<ExampleSet> LoadExampleChunks(const std::vector<ChunkInfo>& chunks, TaskKind task) {
+  PL_ASSIGN_OR_RETURN(Examples e, LoadRecords(chunks, LayoutFor(task)));
+  return FromExamples(std::move(e), task, 0);
+}
+
+}  // namespace pl

@@ -1,0 +1,66 @@
+// LaunchOptions: what pl-launch was asked to run, and the parser of its command line.
+//
+//   pl-launch --pservers P --trainers T [--sync] [--workdir DIR] [--data PATH]
+//             [--passes N] [--chunks_per_task K] [--lease_ms MS] [--seed S]
+//             [--checkpoint_every_s S] [--kill_trainer_after_s X]
+//             [--add_trainer_after_s Y] [--control FIFO] [--progress_every_s S]
+//             -- <trainer command...>
+//
+// Flags take "--flag value" or "--flag=value". Everything after "--" is the trainer
+// command, passed through untouched.
+//
+// Thread-safety: plain data and a pure function.
+#ifndef PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCH_OPTIONS_H_
+#define PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCH_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "paddle_like/core/status.h"
+
+namespace pl {
+
+struct LaunchOptions {
+  // --- from flags ---
+  int num_pservers = 0;             // --pservers, required, >= 1
+  int num_trainers = 0;             // --trainers, required, >= 1
+  bool sync = false;                // --sync: trainers get PL_SYNC=1
+  std::string workdir;              // --workdir; empty: a fresh /tmp/pl-launch-XXXXXX
+  std::string data;                 // --data, passed to the master; empty: not passed
+  int passes = 1;                   // --passes, >= 1
+  int chunks_per_task = 1;          // --chunks_per_task, >= 1
+  int64_t lease_ms = 3000;          // --lease_ms, >= 100
+  uint64_t seed = 0;                // --seed
+  int checkpoint_every_s = 30;      // --checkpoint_every_s, >= 0
+  // Both timers count from the moment the first trainers were started.
+  double kill_trainer_after_s = -1; // --kill_trainer_after_s; < 0: never
+  double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
+  std::string control_fifo;         // --control; empty: no control FIFO
+  double progress_every_s = 5;      // --progress_every_s, > 0
+  std::vector<std::string> trainer_command;  // after "--", non-empty
+  bool show_help = false;           // --help / -h: print usage, run nothing
+
+  // --- set by the caller, not flags ---
+  std::string bin_dir;              // where pl-master and pl-pserver live
+  std::chrono::milliseconds port_file_timeout{30000};  // master/pserver start-up bound
+  std::chrono::milliseconds status_poll{1000};         // JobStatus polling period
+  std::chrono::milliseconds rpc_timeout{2000};         // one JobStatus call
+  std::chrono::milliseconds trainer_exit_grace{30000}; // job done -> trainers must exit
+  std::chrono::milliseconds stop_grace{5000};          // SIGTERM -> SIGKILL
+  // All trainers gone but the job not done: how long the master may stay unreachable
+  // before the launcher gives up asking.
+  std::chrono::milliseconds final_status_timeout{10000};
+};
+
+// Parses argv[1..]. INVALID_ARGUMENT naming the flag for an unknown flag, a missing or
+// malformed value, an out-of-range value, or a missing trainer command.
+StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args);
+
+// The usage text printed by --help.
+std::string LaunchUsage();
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCH_OPTIONS_H_

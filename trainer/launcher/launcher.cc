@@ -1,0 +1,484 @@
+#include "trainer/launcher/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+namespace {
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+bool InPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    if (IsExecutableFile(absl::StrCat(dir, "/", program))) return true;
+  }
+  return false;
+}
+
+// A port file holds the port in decimal. A writer that is not atomic may be caught
+// half-way, so the value is only trusted when two reads a moment apart agree.
+int ReadPortFile(const std::string& path) {
+  auto read_once = [&]() -> int {
+    std::ifstream in(path);
+    if (!in) return 0;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    int port = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ss.str()), &port)) return 0;
+    return (port > 0 && port < 65536) ? port : 0;
+  };
+  int first = read_once();
+  if (first == 0) return 0;
+  ::usleep(10000);
+  return read_once() == first ? first : 0;
+}
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+Launcher::Launcher(LaunchOptions options, LineSink sink)
+    : options_(std::move(options)), sink_(std::move(sink)) {
+  supervisor_ = std::make_unique<Supervisor>(SupervisorOptions{}, sink_);
+  if (::pipe2(signal_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) signal_pipe_[0] = signal_pipe_[1] = -1;
+}
+
+Launcher::~Launcher() {
+  supervisor_.reset();  // kills whatever is still running
+  for (int fd : {signal_pipe_[0], signal_pipe_[1], control_fd_, control_write_fd_}) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (created_fifo_) ::unlink(options_.control_fifo.c_str());
+}
+
+void Launcher::RequestStop(int signo) {
+  int expected = 0;
+  stop_signal_.compare_exchange_strong(expected, signo);
+  if (signal_pipe_[1] >= 0) {
+    char b = 1;
+    ssize_t ignored = ::write(signal_pipe_[1], &b, 1);
+    (void)ignored;
+  }
+}
+
+Status Launcher::Validate() {
+  for (const char* name : {"pl-master", "pl-pserver"}) {
+    std::string path = absl::StrCat(options_.bin_dir, "/", name);
+    if (!IsExecutableFile(path)) {
+      return absl::NotFoundError(absl::StrCat("missing binary ", path, " (build the ", name, " target)"));
+    }
+  }
+  if (options_.trainer_command.empty() || options_.trainer_command[0].empty()) {
+    return absl::InvalidArgumentError("no trainer command: put it after '--'");
+  }
+  trainer_argv_ = options_.trainer_command;
+  const std::string& prog = trainer_argv_[0];
+  if (prog.find('/') != std::string::npos) {
+    if (!IsExecutableFile(prog)) {
+      return absl::NotFoundError(absl::StrCat("trainer command '", prog, "' is not an executable file"));
+    }
+  } else if (std::string local = absl::StrCat(options_.bin_dir, "/", prog); IsExecutableFile(local)) {
+    trainer_argv_[0] = local;  // our own binaries win over PATH
+  } else if (!InPath(prog)) {
+    return absl::NotFoundError(absl::StrCat("trainer command '", prog, "' is found neither in ",
+                                            options_.bin_dir, " nor in PATH"));
+  }
+  return absl::OkStatus();
+}
+
+Status Launcher::PrepareWorkdir() {
+  if (options_.workdir.empty()) {
+    char tmpl[] = "/tmp/pl-launch-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a work directory under /tmp: ", strerror(errno)));
+    }
+    workdir_ = tmpl;
+    created_workdir_ = true;
+  } else {
+    workdir_ = fs::absolute(options_.workdir).lexically_normal().string();
+  }
+  std::error_code ec;
+  std::vector<std::string> dirs = {workdir_ + "/master", workdir_ + "/ports"};
+  for (int i = 0; i < options_.num_pservers; ++i) dirs.push_back(absl::StrCat(workdir_, "/pservers/", i));
+  for (const std::string& d : dirs) {
+    fs::create_directories(d, ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", d, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+Status Launcher::OpenControlFifo() {
+  if (options_.control_fifo.empty()) return absl::OkStatus();
+  const std::string& path = options_.control_fifo;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISFIFO(st.st_mode)) {
+      return absl::AlreadyExistsError(absl::StrCat("--control ", path, " exists and is not a FIFO"));
+    }
+  } else if (::mkfifo(path.c_str(), 0600) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create FIFO ", path, ": ", strerror(errno)));
+  } else {
+    created_fifo_ = true;
+  }
+  control_fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  // Holding a write end ourselves means a writer that closes does not make the FIFO
+  // report EOF (and poll report POLLHUP) forever after.
+  control_write_fd_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (control_fd_ < 0 || control_write_fd_ < 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot open FIFO ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string Launcher::PortFile(const std::string& name) const {
+  return absl::StrCat(workdir_, "/ports/", name, ".port");
+}
+
+std::vector<std::string> Launcher::MasterCommand(int port) const {
+  std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-master"),
+                                   "--port", std::to_string(port),
+                                   "--port_file", PortFile("master"),
+                                   "--state_dir", workdir_ + "/master"};
+  if (!options_.data.empty()) {
+    argv.insert(argv.end(), {"--data", options_.data});
+  }
+  argv.insert(argv.end(), {"--passes", std::to_string(options_.passes),
+                           "--chunks_per_task", std::to_string(options_.chunks_per_task),
+                           "--lease_ms", std::to_string(options_.lease_ms),
+                           "--num_pservers", std::to_string(options_.num_pservers),
+                           "--seed", std::to_string(options_.seed)});
+  return argv;
+}
+
+std::vector<std::string> Launcher::PserverCommand(int index, int port) const {
+  return {absl::StrCat(options_.bin_dir, "/pl-pserver"),
+          "--index", std::to_string(index),
+          "--num_pservers", std::to_string(options_.num_pservers),
+          "--master", absl::StrCat("127.0.0.1:", master_port_),
+          "--port", std::to_string(port),
+          "--port_file", PortFile(absl::StrCat("pserver-", index)),
+          "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
+          "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s)};
+}
+
+StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& restart_note,
+                                    const std::function<std::vector<std::string>(int)>& command) {
+  const std::string port_file = PortFile(name);
+  ::unlink(port_file.c_str());
+  ProcessSpec spec;
+  spec.name = name;
+  spec.child.argv = command(0);
+  // Not restarted until it has served once: an exit before that means bad flags or
+  // state, and restarting would only loop.
+  spec.restart = RestartPolicy::kNever;
+  spec.restart_note = restart_note;
+  PL_RETURN_IF_ERROR(supervisor_->Start(spec));
+  supervisor_->Log(absl::StrCat("started ", name, " (pid ", supervisor_->Pid(name), ")"));
+  const auto deadline = Clock::now() + options_.port_file_timeout;
+  while (Clock::now() < deadline) {
+    Step(milliseconds(50));
+    if (outcome_ == Outcome::kCancelled) return absl::CancelledError(cause_);
+    if (outcome_ == Outcome::kFailed) return absl::UnavailableError(cause_);
+    if (int port = ReadPortFile(port_file); port > 0) {
+      // Restarts bind the same port, so addresses handed out stay valid.
+      PL_RETURN_IF_ERROR(supervisor_->SetCommand(name, command(port)));
+      PL_RETURN_IF_ERROR(supervisor_->SetRestartPolicy(name, RestartPolicy::kAlways));
+      served_.insert(name);
+      supervisor_->Log(absl::StrCat(name, " serving on 127.0.0.1:", port));
+      return port;
+    }
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      name, " did not write its port file ", port_file, " within ",
+      std::chrono::duration_cast<std::chrono::seconds>(options_.port_file_timeout).count(), " s"));
+}
+
+Status Launcher::StartTrainer(const std::string& why) {
+  const int rank = next_rank_++;
+  ProcessSpec spec;
+  spec.name = absl::StrCat("trainer-", rank);
+  spec.child.argv = trainer_argv_;
+  spec.child.env = {{"PL_MASTER_ADDR", absl::StrCat("127.0.0.1:", master_port_)},
+                    {"PL_ROLE", "trainer"},
+                    {"PL_TRAINER_RANK", std::to_string(rank)},
+                    {"PL_NUM_PSERVERS", std::to_string(options_.num_pservers)},
+                    {"PL_SYNC", options_.sync ? "1" : "0"}};
+  spec.restart = RestartPolicy::kNever;
+  Status s = supervisor_->Start(spec);
+  if (!s.ok()) {
+    supervisor_->Log(absl::StrCat("cannot start ", spec.name, ": ", s.message()));
+    return s;
+  }
+  idle_hint_logged_ = false;
+  supervisor_->Log(absl::StrCat("started ", spec.name, " (pid ", supervisor_->Pid(spec.name), ")",
+                                why.empty() ? "" : " ", why));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Launcher::RunningTrainers() const {
+  std::vector<std::string> out;
+  for (int r = 0; r < next_rank_; ++r) {
+    std::string name = absl::StrCat("trainer-", r);
+    if (supervisor_->IsRunning(name)) out.push_back(name);
+  }
+  return out;
+}
+
+Status Launcher::Run() {
+  start_time_ = Clock::now();
+  if (trainer_argv_.empty()) PL_RETURN_IF_ERROR(Validate());
+  PL_RETURN_IF_ERROR(PrepareWorkdir());
+  PL_RETURN_IF_ERROR(OpenControlFifo());
+  supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s), ",
+                                options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
+                                " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : ""));
+
+  Status started = [&]() -> Status {
+    PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + workdir_ + "/master",
+                                                  [this](int port) { return MasterCommand(port); }));
+    master_ = proto::Master::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", master_port_)));
+    for (int i = 0; i < options_.num_pservers; ++i) {
+      PL_RETURN_IF_ERROR(StartServer(absl::StrCat("pserver-", i), absl::StrCat("at index ", i),
+                                     [this, i](int port) { return PserverCommand(i, port); })
+                             .status());
+    }
+    for (int r = 0; r < options_.num_trainers; ++r) PL_RETURN_IF_ERROR(StartTrainer(""));
+    return absl::OkStatus();
+  }();
+  if (!started.ok() && outcome_ == Outcome::kRunning) {
+    outcome_ = Outcome::kFailed;
+    cause_ = std::string(started.message());
+  }
+  trainers_started_ = Clock::now();
+  next_status_ = trainers_started_;
+  next_progress_ = trainers_started_ + milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000));
+  last_progress_time_ = trainers_started_;
+  while (outcome_ == Outcome::kRunning) Step(milliseconds(100));
+
+  StopEverything();
+  const double took = Seconds(Clock::now() - start_time_);
+  switch (outcome_) {
+    case Outcome::kFinished:
+      supervisor_->Log(absl::StrCat("job done in ", absl::StrFormat("%.1f", took), " s: ",
+                                    DescribeStatus(status_), "; ", trainers_ok_, " trainer(s) exited 0"));
+      if (created_workdir_) {
+        std::error_code ec;
+        fs::remove_all(workdir_, ec);
+      }
+      return absl::OkStatus();
+    case Outcome::kCancelled:
+      supervisor_->Log(absl::StrCat(cause_, "; every process stopped; workdir kept at ", workdir_));
+      return absl::CancelledError(cause_);
+    default:
+      supervisor_->Log(absl::StrCat("job failed: ", cause_, "; workdir kept at ", workdir_));
+      return absl::AbortedError(cause_);
+  }
+}
+
+void Launcher::StopEverything() {
+  std::vector<std::string> trainers = RunningTrainers();
+  if (!trainers.empty()) {
+    supervisor_->Log(absl::StrCat("stopping ", trainers.size(), " trainer(s) (SIGTERM)"));
+    HandleEvents(supervisor_->Stop(trainers, options_.stop_grace));
+  }
+  std::vector<std::string> servers;
+  for (int i = 0; i < options_.num_pservers; ++i) servers.push_back(absl::StrCat("pserver-", i));
+  supervisor_->Log("stopping pservers and master (SIGTERM)");
+  HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
+  HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));
+  // Anything else (e.g. a trainer started while stopping) goes too.
+  HandleEvents(supervisor_->StopAll(options_.stop_grace));
+}
+
+void Launcher::Step(milliseconds timeout) {
+  std::vector<int> watch;
+  if (signal_pipe_[0] >= 0) watch.push_back(signal_pipe_[0]);
+  if (control_fd_ >= 0) watch.push_back(control_fd_);
+  std::vector<int> ready;
+  HandleEvents(supervisor_->Pump(timeout, watch, &ready));
+  if (int sig = stop_signal_.load(); sig != 0 && outcome_ != Outcome::kCancelled) {
+    char buf[64];
+    while (::read(signal_pipe_[0], buf, sizeof(buf)) > 0) {
+    }
+    outcome_ = Outcome::kCancelled;
+    cause_ = absl::StrCat("interrupted by ", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM"
+                                                                                        : absl::StrCat("signal ", sig));
+    return;
+  }
+  for (int fd : ready) {
+    if (fd == control_fd_) HandleControl();
+  }
+  if (outcome_ != Outcome::kRunning || next_rank_ == 0) return;  // still starting up
+  CheckTimers();
+  PollStatus();
+  CheckEnd();
+}
+
+void Launcher::HandleEvents(const std::vector<ProcessEvent>& events) {
+  for (const ProcessEvent& e : events) {
+    if (absl::StartsWith(e.name, "trainer-")) {
+      ++trainers_exited_;
+      if (e.exit.success()) ++trainers_ok_;
+      if (outcome_ == Outcome::kRunning && !e.exit.success()) {
+        supervisor_->Log(absl::StrCat(e.name, " is not restarted (elastic: the job goes on); ",
+                                      RunningTrainers().size(), " trainer(s) running"));
+      }
+      continue;
+    }
+    // A server that exits before it ever served has bad flags or state (StartServer
+    // does not restart it yet).
+    if (!served_.count(e.name) && outcome_ == Outcome::kRunning) {
+      outcome_ = Outcome::kFailed;
+      cause_ = absl::StrCat(e.name, " exited (", e.exit.Describe(), ") before it served; see its [",
+                            e.name, "] lines above");
+      continue;
+    }
+    if (e.gave_up && outcome_ == Outcome::kRunning) {
+      outcome_ = Outcome::kFailed;
+      cause_ = absl::StrCat(e.name, " keeps failing (last exit: ", e.exit.Describe(), ")");
+    }
+  }
+}
+
+StatusOr<proto::JobStatusResponse> Launcher::QueryStatus() {
+  if (!master_) return absl::FailedPreconditionError("the master has not started");
+  proto::JobStatusRequest req;
+  proto::JobStatusResponse resp;
+  auto ctx = rpc::MakeContext(options_.rpc_timeout);
+  Status s = rpc::FromGrpc(master_->JobStatus(ctx.get(), req, &resp));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+std::string Launcher::DescribeStatus(const proto::JobStatusResponse& s) const {
+  // The master counts passes from 1.
+  return absl::StrCat("pass ", std::max(1, std::min(s.pass(), s.num_passes())), "/", s.num_passes(),
+                      " | tasks todo ", s.todo(), " pending ", s.pending(), " done ", s.done(),
+                      " failed ", s.failed(), " | trainers ", s.live_trainers(),
+                      " | samples ", s.samples_done());
+}
+
+void Launcher::PollStatus() {
+  const auto now = Clock::now();
+  if (now < next_status_) return;
+  next_status_ = now + options_.status_poll;
+  StatusOr<proto::JobStatusResponse> st = QueryStatus();
+  const bool progress_due = now >= next_progress_;
+  if (progress_due) {
+    next_progress_ = now + milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000));
+  }
+  if (!st.ok()) {
+    if (progress_due) supervisor_->Log(absl::StrCat("master unreachable: ", st.status().message()));
+    return;
+  }
+  status_ = *st;
+  have_status_ = true;
+  if (progress_due) {
+    const double dt = Seconds(now - last_progress_time_);
+    const double rate = dt > 0 ? (status_.samples_done() - last_progress_samples_) / dt : 0;
+    supervisor_->Log(absl::StrCat(DescribeStatus(status_), " (", absl::StrFormat("%.0f", std::max(rate, 0.0)),
+                                  "/s)"));
+    last_progress_samples_ = status_.samples_done();
+    last_progress_time_ = now;
+  }
+}
+
+void Launcher::CheckEnd() {
+  const auto now = Clock::now();
+  std::vector<std::string> running = RunningTrainers();
+  if (have_status_ && status_.job_done()) {
+    if (!job_done_seen_) {
+      job_done_seen_ = true;
+      job_done_at_ = now;
+      if (!running.empty()) {
+        supervisor_->Log(absl::StrCat("the master reports the job done; waiting up to ",
+                                      std::chrono::duration_cast<std::chrono::seconds>(options_.trainer_exit_grace).count(),
+                                      " s for ", running.size(), " trainer(s) to exit"));
+      }
+    }
+    if (!running.empty() && now - job_done_at_ >= options_.trainer_exit_grace) {
+      supervisor_->Log(absl::StrCat(running.size(), " trainer(s) still running after the job is done; stopping them"));
+      HandleEvents(supervisor_->Stop(running, options_.stop_grace));
+      running.clear();
+    }
+    if (!running.empty()) return;
+  } else if (!running.empty()) {
+    return;
+  } else {
+    // No trainer left and the last status we saw is not done: wait for a planned
+    // addition, or ask the master once more (the trainers may have just finished).
+    if (!add_timer_done_ && options_.add_trainer_after_s >= 0) return;
+    const auto deadline = now + options_.final_status_timeout;
+    StatusOr<proto::JobStatusResponse> st = QueryStatus();
+    if (control_fd_ >= 0 && idle_hint_logged_) return;  // PollStatus keeps watching
+    while (!st.ok() && Clock::now() < deadline && outcome_ == Outcome::kRunning) {
+      // Keep output and restarts going; a stop request is handled by the next Step().
+      HandleEvents(supervisor_->Pump(milliseconds(200)));
+      if (stop_signal_.load() != 0) return;
+      st = QueryStatus();
+    }
+    if (outcome_ != Outcome::kRunning || !RunningTrainers().empty()) return;
+    if (st.ok()) {
+      status_ = *st;
+      have_status_ = true;
+    }
+    if (!st.ok() || !status_.job_done()) {
+      if (control_fd_ >= 0) {
+        if (!idle_hint_logged_) {
+          idle_hint_logged_ = true;
+          supervisor_->Log(absl::StrCat("no trainer is running and the job is not done; waiting for "
+                                        "'add-trainer' on ", options_.control_fifo));
+        }
+        return;
+      }
+      outcome_ = Outcome::kFailed;
+      cause_ = absl::StrCat("all ", next_rank_, " trainer(s) exited (", trainers_ok_,
+                            " with status 0) and the job is not done: ",
+                            st.ok() ? DescribeStatus(status_)
+                                    : absl::StrCat("the master is unreachable (", st.status().message(), ")"));
+      return;
+    }
+  }
+  // The job is done and no trainer runs.
+  if (status_.failed() > 0) {
+    outcome_ = Outcome::kFailed;
+    cause_ = absl::StrCat("the job finished with ", status_.failed(), " failed task(s) (ids ",
+                          absl::StrJoin(status_.failed_task_ids(), ","), ")");
+  } else if (trainers_ok_ == 0) {
+    outcome_ = Outcome::kFailed;
+    cause_ = absl::StrCat("the job is done but none of the ", next_rank_, " trainer(s) exited with status 0");
+  } else {
+    outcome_ = Outcome::kFinished;
+  }
+}
+
+}  // namespace pl

@@ -1,0 +1,102 @@
+// The Launcher's hands-on elasticity: the control FIFO's commands and the
+// --kill_trainer_after_s / --add_trainer_after_s timers (see launcher.h).
+#include <signal.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "trainer/launcher/launcher.h"
+
+namespace pl {
+
+void Launcher::HandleControl() {
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(control_fd_, buf, sizeof(buf));
+    if (n <= 0) break;
+    control_partial_.append(buf, n);
+  }
+  size_t nl;
+  while ((nl = control_partial_.find('\n')) != std::string::npos) {
+    std::string line(absl::StripAsciiWhitespace(control_partial_.substr(0, nl)));
+    control_partial_.erase(0, nl + 1);
+    if (!line.empty()) RunCommand(line);
+  }
+}
+
+void Launcher::SignalTrainer(const std::string& rank_arg, int sig, const std::string& source) {
+  const char* sig_name = sig == SIGKILL ? "SIGKILL" : "SIGTERM";
+  std::string name;
+  if (rank_arg.empty()) {
+    std::vector<std::string> running = RunningTrainers();
+    if (running.empty()) {
+      supervisor_->Log(absl::StrCat(source, ": no trainer is running"));
+      return;
+    }
+    name = running.back();  // the newest one
+  } else {
+    int rank = -1;
+    if (!absl::SimpleAtoi(rank_arg, &rank) || rank < 0) {
+      supervisor_->Log(absl::StrCat(source, ": '", rank_arg, "' is not a trainer rank"));
+      return;
+    }
+    name = absl::StrCat("trainer-", rank);
+  }
+  pid_t pid = supervisor_->Pid(name);
+  Status s = supervisor_->Signal(name, sig);
+  if (!s.ok()) {
+    supervisor_->Log(absl::StrCat(source, ": cannot signal ", name, ": ", s.message()));
+    return;
+  }
+  supervisor_->Log(absl::StrCat(source, ": ", sig_name, " ", name, " (pid ", pid, ")"));
+}
+
+void Launcher::RunCommand(const std::string& line) {
+  std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+  const std::string source = absl::StrCat("control '", line, "'");
+  const std::string& cmd = words[0];
+  const std::string arg = words.size() > 1 ? words[1] : "";
+  if (cmd == "add-trainer" && words.size() == 1) {
+    supervisor_->Log(absl::StrCat(source, ": adding a trainer"));
+    StartTrainer("(added)").IgnoreError();
+  } else if (cmd == "kill-trainer" && words.size() <= 2) {
+    SignalTrainer(arg, SIGKILL, source);
+  } else if (cmd == "stop-trainer" && words.size() <= 2) {
+    SignalTrainer(arg, SIGTERM, source);
+  } else if (cmd == "kill-pserver" && words.size() == 2) {
+    int index = -1;
+    if (!absl::SimpleAtoi(arg, &index) || index < 0 || index >= options_.num_pservers) {
+      supervisor_->Log(absl::StrCat(source, ": pserver index must be in [0, ", options_.num_pservers, ")"));
+      return;
+    }
+    std::string name = absl::StrCat("pserver-", index);
+    pid_t pid = supervisor_->Pid(name);
+    Status s = supervisor_->Signal(name, SIGKILL);
+    supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL ", name, " (pid ", pid, ")")
+                            : absl::StrCat(source, ": cannot signal ", name, ": ", s.message()));
+  } else if (cmd == "kill-master" && words.size() == 1) {
+    pid_t pid = supervisor_->Pid("master");
+    Status s = supervisor_->Signal("master", SIGKILL);
+    supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL master (pid ", pid, ")")
+                            : absl::StrCat(source, ": cannot signal master: ", s.message()));
+  } else {
+    supervisor_->Log(absl::StrCat(source, ": unknown command (known: add-trainer, kill-trainer [rank], "
+                                          "stop-trainer [rank], kill-pserver INDEX, kill-master)"));
+  }
+}
+
+void Launcher::CheckTimers() {
+  const double since = std::chrono::duration<double>(Clock::now() - trainers_started_).count();
+  if (!kill_timer_done_ && options_.kill_trainer_after_s >= 0 && since >= options_.kill_trainer_after_s) {
+    kill_timer_done_ = true;
+    SignalTrainer("", SIGKILL, absl::StrCat("--kill_trainer_after_s ", options_.kill_trainer_after_s));
+  }
+  if (!add_timer_done_ && options_.add_trainer_after_s >= 0 && since >= options_.add_trainer_after_s) {
+    add_timer_done_ = true;
+    StartTrainer(absl::StrCat("(--add_trainer_after_s ", options_.add_trainer_after_s, ")")).IgnoreError();
+  }
+}
+
+}  // namespace pl

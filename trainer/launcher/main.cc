@@ -1,0 +1,76 @@
+// pl-launch: runs a training job as a local cluster (master, pservers, trainers) on
+// 127.0.0.1. See launcher.h for what it does and launch_options.h for its flags.
+//
+// Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input;
+// 130 / 143 stopped by SIGINT / SIGTERM.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "trainer/launcher/launch_options.h"
+#include "trainer/launcher/launcher.h"
+
+namespace {
+
+pl::Launcher* g_launcher = nullptr;
+
+void OnSignal(int signo) {
+  if (g_launcher != nullptr) g_launcher->RequestStop(signo);
+}
+
+// The directory of this executable: pl-master and pl-pserver are installed beside it.
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, n);
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  pl::StatusOr<pl::LaunchOptions> options = pl::ParseLaunchFlags(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "pl-launch: %s (see --help)\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (options->show_help) {
+    std::fputs(pl::LaunchUsage().c_str(), stdout);
+    return 0;
+  }
+  options->bin_dir = SelfDir();
+
+  // Each line is written whole, so children's lines never interleave mid-line.
+  pl::Launcher launcher(*std::move(options), [](const std::string& line) {
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  });
+  if (pl::Status s = launcher.Validate(); !s.ok()) {
+    std::fprintf(stderr, "pl-launch: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+
+  g_launcher = &launcher;
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout reader must not kill us before cleanup
+
+  pl::Status result = launcher.Run();
+  g_launcher = nullptr;
+  if (result.ok()) return 0;
+  std::fprintf(stderr, "pl-launch: %s\n", std::string(result.message()).c_str());
+  if (absl::IsCancelled(result)) return 128 + (launcher.stop_signal() != 0 ? launcher.stop_signal() : SIGINT);
+  return 1;
+}

@@ -1,0 +1,137 @@
+// pl-trainer: trains a built-in example model (mlp, cnn, ctr). Without a master
+// address it trains in this one process; with one (--master or PL_MASTER_ADDR) it
+// joins a distributed job: tasks from the master, parameters on the pservers.
+#include <omp.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/io/safetensors.h"
+#include "trainer/dist_trainer.h"
+#include "trainer/example_data.h"
+#include "trainer/local_trainer.h"
+
+ABSL_FLAG(std::string, model, "mlp", "built-in model: mlp, cnn or ctr");
+ABSL_FLAG(std::string, data, "", "directory with train.plrec and test.plrec (local mode)");
+ABSL_FLAG(std::string, test_data, "", "test set for the final evaluation (default: <data>/test.plrec)");
+ABSL_FLAG(int, epochs, 5, "passes over the training data (local mode)");
+ABSL_FLAG(int64_t, batch_size, 64, "examples per step");
+ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum, adagrad or adam");
+ABSL_FLAG(double, lr, 0.001, "learning rate");
+ABSL_FLAG(double, momentum, 0.9, "momentum (momentum optimizer)");
+ABSL_FLAG(double, weight_decay, 0.0, "L2 weight decay");
+ABSL_FLAG(int, threads, 0, "CPU threads for the math (0: all cores)");
+ABSL_FLAG(uint64_t, seed, 1, "seed for parameters, shuffling and dropout");
+ABSL_FLAG(int64_t, train_limit, 0, "use only the first N training examples (0: all)");
+ABSL_FLAG(int64_t, test_limit, 0, "evaluate on the first N test examples (0: all)");
+ABSL_FLAG(double, log_every_s, 2.0, "seconds between progress lines");
+ABSL_FLAG(bool, eval_each_epoch, false, "evaluate on the test set after every epoch");
+ABSL_FLAG(std::string, save, "", "write the trained parameters to this .safetensors file");
+ABSL_FLAG(std::string, master, "", "master address host:port (default: $PL_MASTER_ADDR); empty: local mode");
+ABSL_FLAG(std::string, device, "cpu", "cpu, gpu or auto");
+ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
+
+namespace {
+
+int Fail(const std::string& what) {
+  std::cerr << "pl-trainer: error: " << what << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Idle OpenMP threads sleep instead of spinning: on a shared, oversubscribed machine
+  // (other trainers, pservers) spinning threads steal the cores doing the work.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+  absl::SetProgramUsageMessage("pl-trainer --model mlp --data DIR [flags]   (see --help)");
+  absl::ParseCommandLine(argc, argv);
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    Eigen::setNbThreads(threads);
+  }
+
+  pl::OptimizerSpec opt;
+  auto kind = pl::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) return Fail(std::string(kind.status().message()));
+  opt.kind = *kind;
+  opt.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  opt.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  if (auto s = pl::ValidateOptimizerSpec(opt); !s.ok()) return Fail(std::string(s.message()));
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "gpu" && device != "auto") {
+    return Fail("--device must be cpu, gpu or auto, got '" + device + "'");
+  }
+
+  pl::ModelOptions mo;
+  mo.seed = absl::GetFlag(FLAGS_seed);
+  mo.ctr_fields = absl::GetFlag(FLAGS_ctr_fields);
+  const std::string model_name = absl::GetFlag(FLAGS_model);
+  auto model = pl::MakeExampleModel(model_name, mo);
+  if (!model.ok()) return Fail(std::string(model.status().message()));
+  const pl::TaskKind task = (*model)->task();
+  const char* metric = task == pl::TaskKind::kClassification ? "accuracy" : "auc";
+
+  std::string master = absl::GetFlag(FLAGS_master);
+  if (master.empty() && std::getenv("PL_MASTER_ADDR")) master = std::getenv("PL_MASTER_ADDR");
+  const std::string data = absl::GetFlag(FLAGS_data);
+  std::string test_path = absl::GetFlag(FLAGS_test_data);
+  if (test_path.empty() && !data.empty()) test_path = data + "/test.plrec";
+
+  if (!master.empty()) {
+    pl::DistTrainerOptions d;
+    d.master_address = master;
+    d.model_name = model_name;
+    d.model_options = mo;
+    d.optimizer = opt;
+    d.batch_size = absl::GetFlag(FLAGS_batch_size);
+    d.test_path = test_path;
+    d.test_limit = absl::GetFlag(FLAGS_test_limit);
+    d.sync = std::getenv("PL_SYNC") && std::string(std::getenv("PL_SYNC")) == "1";
+    d.log_every_s = absl::GetFlag(FLAGS_log_every_s);
+    if (const char* rank = std::getenv("PL_TRAINER_RANK")) d.name = std::string("trainer-") + rank;
+    pl::InstallStopSignalHandlers();
+    auto result = pl::RunDistributedTrainer(d, **model, std::cout);
+    if (!result.ok()) return Fail(std::string(result.status().message()));
+    if (result->evaluated) std::cout << absl::StrFormat("final test %s: %.4f", metric, result->final_metric) << std::endl;
+    return 0;
+  }
+
+  if (data.empty()) return Fail("--data is required in local mode (a directory with train.plrec and test.plrec)");
+  auto train = pl::LoadExampleSet(data + "/train.plrec", task, absl::GetFlag(FLAGS_train_limit));
+  if (!train.ok()) return Fail(std::string(train.status().message()));
+  auto test = pl::LoadExampleSet(test_path, task, absl::GetFlag(FLAGS_test_limit));
+  if (!test.ok()) return Fail(std::string(test.status().message()));
+  std::cout << absl::StrFormat("model %s: %lld parameters; %lld train / %lld test examples; %s; %d threads",
+                               model_name, static_cast<long long>((*model)->module().NumParameterElements()),
+                               static_cast<long long>(train->size()), static_cast<long long>(test->size()),
+                               opt.ToString(), omp_get_max_threads())
+            << std::endl;
+
+  pl::LocalTrainOptions lo;
+  lo.epochs = absl::GetFlag(FLAGS_epochs);
+  lo.batch_size = absl::GetFlag(FLAGS_batch_size);
+  lo.optimizer = opt;
+  lo.seed = mo.seed;
+  lo.log_every_s = absl::GetFlag(FLAGS_log_every_s);
+  if (absl::GetFlag(FLAGS_eval_each_epoch)) lo.eval_every_epoch_limit = test->size();
+  auto report = pl::TrainLocally(**model, *train, *test, lo, std::cout);
+  if (!report.ok()) return Fail(std::string(report.status().message()));
+  std::cout << absl::StrFormat("trained %lld steps in %.1fs: %.0f samples/s", static_cast<long long>(report->steps),
+                               report->train_seconds, report->samples_per_s)
+            << std::endl;
+  if (!absl::GetFlag(FLAGS_save).empty()) {
+    if (auto s = pl::SaveModule(absl::GetFlag(FLAGS_save), (*model)->module()); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  std::cout << absl::StrFormat("final test %s: %.4f", metric, report->final_metric) << std::endl;
+  return 0;
+}

@@ -1,0 +1,116 @@
+#include "trainer/master_client.h"
+
+#include <thread>
+
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl {
+namespace {
+constexpr auto kCallTimeout = std::chrono::milliseconds(5000);
+}
+
+Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
+                const std::atomic<bool>* stop, const std::string& what) {
+  const absl::Time give_up = absl::Now() + give_up_after;
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    Status s = call();
+    if (s.ok() || !rpc::IsRetryable(s)) return s;
+    if (absl::Now() + backoff > give_up || (stop && stop->load())) {
+      return Annotate(s, what + ": gave up retrying");
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+MasterClient::MasterClient(const std::string& address, std::string name, absl::Duration give_up_after)
+    : stub_(proto::Master::NewStub(rpc::MakeChannel(address))),
+      name_(std::move(name)),
+      give_up_after_(give_up_after) {}
+
+#define PL_MASTER_RPC(Method, req, resp)                                                   \
+  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(rpc::MakeContext(kCallTimeout).get(), \
+                                                    req, resp)); },                        \
+           give_up_after_, stop_, "master " #Method)
+
+StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
+  proto::RegisterTrainerRequest req;
+  req.set_name(name_);
+  proto::RegisterTrainerResponse resp;
+  PL_RETURN_IF_ERROR(PL_MASTER_RPC(RegisterTrainer, req, &resp));
+  trainer_id_ = resp.trainer_id();
+  if (resp.lease_ms() > 0) lease_ms_ = resp.lease_ms();
+  return resp;
+}
+
+StatusOr<proto::GetTaskResponse> MasterClient::GetTask() {
+  proto::GetTaskRequest req;
+  req.set_trainer_id(trainer_id_);
+  proto::GetTaskResponse resp;
+  Status s = PL_MASTER_RPC(GetTask, req, &resp);
+  if (absl::IsNotFound(s)) {  // the master dropped us (lease ran out): join again
+    PL_RETURN_IF_ERROR(Register().status());
+    req.set_trainer_id(trainer_id_);
+    s = PL_MASTER_RPC(GetTask, req, &resp);
+  }
+  PL_RETURN_IF_ERROR(s);
+  return resp;
+}
+
+Status MasterClient::TaskFinished(const proto::Task& task, int64_t num_samples) {
+  proto::TaskFinishedRequest req;
+  req.set_trainer_id(trainer_id_);
+  req.set_task_id(task.id());
+  req.set_pass(task.pass());
+  req.set_num_samples(num_samples);
+  proto::TaskFinishedResponse resp;
+  return PL_MASTER_RPC(TaskFinished, req, &resp);
+}
+
+Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned) {
+  proto::TaskFailedRequest req;
+  req.set_trainer_id(trainer_id_);
+  req.set_task_id(task.id());
+  req.set_pass(task.pass());
+  req.set_reason(reason);
+  req.set_returned(returned);
+  proto::TaskFailedResponse resp;
+  return PL_MASTER_RPC(TaskFailed, req, &resp);
+}
+
+Status MasterClient::Heartbeat(int64_t task_id) {
+  proto::HeartbeatRequest req;
+  req.set_trainer_id(trainer_id_);
+  req.set_task_id(task_id);
+  proto::HeartbeatResponse resp;
+  PL_RETURN_IF_ERROR(PL_MASTER_RPC(Heartbeat, req, &resp));
+  if (!resp.known()) return Register().status();
+  return absl::OkStatus();
+}
+
+Status MasterClient::Leave() {
+  proto::LeaveRequest req;
+  req.set_trainer_id(trainer_id_);
+  proto::LeaveResponse resp;
+  // Best effort and quick: the lease would expire anyway.
+  return rpc::FromGrpc(stub_->Leave(rpc::MakeContext(std::chrono::milliseconds(2000)).get(), req, &resp));
+}
+
+StatusOr<proto::MembershipResponse> MasterClient::Membership() {
+  proto::MembershipRequest req;
+  proto::MembershipResponse resp;
+  PL_RETURN_IF_ERROR(PL_MASTER_RPC(Membership, req, &resp));
+  return resp;
+}
+
+StatusOr<proto::JobStatusResponse> MasterClient::JobStatus() {
+  proto::JobStatusRequest req;
+  proto::JobStatusResponse resp;
+  PL_RETURN_IF_ERROR(PL_MASTER_RPC(JobStatus, req, &resp));
+  return resp;
+}
+
+#undef PL_MASTER_RPC
+
+}  // namespace pl

@@ -1,0 +1,64 @@
+// MasterClient: the trainer's side of the master service. Every call retries with
+// exponential backoff (100 ms doubling to 2 s) while the master is unreachable or
+// restarting, up to `give_up_after`, so a master restart costs the trainer a pause,
+// not its work. A master that forgot this trainer (NOT_FOUND / known=false) is
+// answered by registering again.
+//
+// Thread-safety: thread-safe (the heartbeat thread and the training loop share it).
+#ifndef PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_
+#define PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/time/time.h"
+#include "paddle_like/core/status.h"
+#include "proto/master.grpc.pb.h"
+
+namespace pl {
+
+// Retries `call` (which makes one RPC attempt) while it returns a retryable status,
+// sleeping with backoff; gives up after `give_up_after` or when `stop` becomes true.
+Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
+                const std::atomic<bool>* stop, const std::string& what);
+
+class MasterClient {
+ public:
+  MasterClient(const std::string& address, std::string name,
+               absl::Duration give_up_after = absl::Minutes(5));
+
+  // Registers (again); remembers the trainer id and lease.
+  StatusOr<proto::RegisterTrainerResponse> Register();
+  int64_t trainer_id() const { return trainer_id_.load(); }
+  int64_t lease_ms() const { return lease_ms_.load(); }
+
+  StatusOr<proto::GetTaskResponse> GetTask();
+  Status TaskFinished(const proto::Task& task, int64_t num_samples);
+  // returned=true: given back on purpose (stop signal), not a failure.
+  Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned);
+  // Renews the trainer's lease and that of `task_id` (0: none). Re-registers when
+  // the master no longer knows this trainer.
+  Status Heartbeat(int64_t task_id);
+  Status Leave();
+  StatusOr<proto::MembershipResponse> Membership();
+  StatusOr<proto::JobStatusResponse> JobStatus();
+
+  // While set, retries stop early (the trainer is shutting down).
+  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+
+ private:
+  std::unique_ptr<proto::Master::Stub> stub_;
+  std::string name_;
+  absl::Duration give_up_after_;
+  std::atomic<int64_t> trainer_id_{0};
+  std::atomic<int64_t> lease_ms_{3000};
+  const std::atomic<bool>* stop_ = nullptr;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_

@@ -1,0 +1,60 @@
+// The built-in example models of pl-trainer, also a showcase of the model API:
+//   mlp: Flatten, 784-512-256-10 with ReLU                  (Fashion-MNIST)
+//   cnn: the TensorFlow tutorial network                     (Fashion-MNIST)
+//        conv5x5x32 same, ReLU, maxpool2, conv5x5x64 same, ReLU, maxpool2,
+//        fc1024, ReLU, dropout 0.4, fc10
+//   ctr: one embedding table over all sparse fields + an MLP (synthetic click log)
+// mlp and cnn are Sequentials with named layers; ctr is a Module with a custom
+// forward over named sub-layers.
+//
+// Thread-safety: a model is used by one thread at a time.
+#ifndef PADDLE_LIKE_TRAINER_MODELS_H_
+#define PADDLE_LIKE_TRAINER_MODELS_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "paddle_like/nn/nn.h"
+
+namespace pl {
+
+// Row ids per sparse table (by parameter name) that a batch needs.
+using SparseIds = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+enum class TaskKind { kClassification, kClickThrough };
+
+struct ModelOptions {
+  uint64_t seed = 1;
+  int64_t ctr_fields = 8;       // sparse ids per sample
+  int64_t ctr_embedding_dim = 8;
+  int64_t ctr_num_rows = 0;     // id bound of the embedding table (0: unbounded)
+};
+
+// A model plus what the training loop needs to know about it.
+class ExampleModel {
+ public:
+  virtual ~ExampleModel() = default;
+  virtual Module& module() = 0;
+  virtual TaskKind task() const = 0;
+  // inputs: float images (B, 1, 28, 28) or int64 ids (B, F). Returns logits:
+  // (B, 10) for classification, (B, 1) for click-through.
+  virtual StatusOr<Variable> Forward(const Tensor& inputs) = 0;
+  // The mean loss of `logits` against labels: int64 (B) classes or float (B) clicks.
+  StatusOr<Variable> Loss(const Variable& logits, const Tensor& labels) const;
+  // The distinct sparse-table rows `inputs` touch, so a distributed trainer pulls
+  // only those. Dense-only models touch none.
+  virtual SparseIds SparseInputs(const Tensor& inputs) const { return {}; }
+};
+
+// "mlp", "cnn" or "ctr"; parameters drawn from options.seed.
+StatusOr<std::unique_ptr<ExampleModel>> MakeExampleModel(const std::string& name,
+                                                         const ModelOptions& options);
+
+// The Sequential behind mlp/cnn (for the GPU runner); nullptr for ctr.
+Sequential* AsSequential(ExampleModel& model);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_MODELS_H_

@@ -1,0 +1,271 @@
+#include "trainer/param_client.h"
+
+#include <cstring>
+#include <future>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/dist/sharding.h"
+#include "paddle_like/dist/wire.h"
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl {
+
+struct ParameterClient::Shard {
+  int index = 0;
+  std::string address;
+  std::unique_ptr<proto::ParameterServer::Stub> stub;
+  int64_t version = 0;        // last version seen
+  int64_t wait_version = 0;   // sync: the version the next pull must see
+  proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
+  proto::PushRequest push;
+};
+
+ParameterClient::ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
+                                 const std::atomic<bool>* stop)
+    : module_(module), options_(std::move(options)), resolve_(std::move(resolve)), stop_(stop) {
+  for (int i = 0; i < options_.num_pservers; ++i) {
+    shards_.push_back(std::make_unique<Shard>());
+    shards_.back()->index = i;
+  }
+  for (const proto::ParamSpec& spec : ParamSpecsOf(*module_)) *init_request_.add_params() = spec;
+  *init_request_.mutable_optimizer() = OptimizerToProto(options_.optimizer);
+  init_request_.set_seed(options_.seed);
+  init_request_.set_sync(options_.sync);
+}
+
+ParameterClient::~ParameterClient() = default;
+
+Status ParameterClient::Resolve(int only) {
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> addresses, resolve_());
+  if (static_cast<int>(addresses.size()) != options_.num_pservers) {
+    return absl::FailedPreconditionError(absl::StrCat("expected ", options_.num_pservers,
+                                                      " pserver addresses, the master gave ", addresses.size()));
+  }
+  for (int i = 0; i < options_.num_pservers; ++i) {
+    if (only >= 0 && i != only) continue;
+    Shard& s = *shards_[i];
+    if (s.address != addresses[i] || !s.stub) {
+      s.address = addresses[i];
+      s.stub = proto::ParameterServer::NewStub(rpc::MakeChannel(s.address));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>& attempt,
+                                      const char* what) {
+  const absl::Time give_up = absl::Now() + options_.give_up_after;
+  absl::Duration backoff = absl::Milliseconds(100);
+  Shard& shard = *shards_[i];
+  bool reinitialised = false;
+  while (true) {
+    Status s = attempt(shard);
+    if (s.ok()) return s;
+    if (absl::IsNotFound(s) && !reinitialised) {
+      // A pserver restarted without a checkpoint knows no parameters: recreate them
+      // (deterministically, so every trainer agrees) and try again.
+      reinitialised = true;
+      Status init = InitShard(shard);
+      if (init.ok()) continue;
+      s = init;
+    }
+    if (!rpc::IsRetryable(s) || absl::Now() + backoff > give_up || (stop_ && stop_->load())) {
+      return Annotate(s, absl::StrCat(what, " pserver ", i, " (", shard.address, ")"));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+    ++retries_;
+    // The pserver may have come back on another port: ask the master again.
+    std::lock_guard<std::mutex> lock(resolve_mu_);
+    Status r = Resolve(i);
+    (void)r;  // a failed lookup is retried with the call
+  }
+}
+
+Status ParameterClient::ForEachShard(const std::function<Status(int)>& fn, const char* what) {
+  (void)what;
+  if (shards_.size() == 1) return fn(0);
+  std::vector<std::future<Status>> futures;
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    futures.push_back(std::async(std::launch::async, fn, static_cast<int>(i)));
+  }
+  Status first = fn(0);
+  for (auto& f : futures) {
+    Status s = f.get();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+Status ParameterClient::InitShard(Shard& shard) {
+  proto::InitResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), init_request_, &resp)));
+  shard.version = resp.version();
+  shard.wait_version = resp.version();
+  return absl::OkStatus();
+}
+
+Status ParameterClient::Connect() {
+  PL_RETURN_IF_ERROR(ResolveWithRetry());
+  return ForEachShard([this](int i) { return CallWithRetry(i, [this](Shard& s) { return InitShard(s); }, "init"); },
+                      "init");
+}
+
+Status ParameterClient::ResolveWithRetry() {
+  const absl::Time give_up = absl::Now() + options_.give_up_after;
+  while (true) {
+    Status s = Resolve();
+    if (s.ok()) return s;
+    if (absl::Now() > give_up || (stop_ && stop_->load())) return s;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+Status ParameterClient::Pull(const SparseIds& sparse_ids) {
+  const int P = options_.num_pservers;
+  auto params = module_->NamedParameters();
+  for (auto& sh : shards_) {
+    sh->pull.Clear();
+    sh->pull.set_trainer_id(trainer_id_);
+    sh->pull.set_min_version(options_.sync ? sh->wait_version : 0);
+  }
+  // Dense: every block of every dense parameter, each to its owner.
+  for (const NamedParameter& np : params) {
+    if (np.param->kind != ParamKind::kDense) continue;
+    const int64_t blocks = NumBlocks(np.param->var.value().numel(), kDefaultBlockSize);
+    for (int64_t b = 0; b < blocks; ++b) {
+      proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)]->pull.add_dense();
+      blk->set_param(np.name);
+      blk->set_block(static_cast<int32_t>(b));
+    }
+  }
+  // Sparse: only the requested rows.
+  std::vector<SparseTable*> tables;
+  for (const auto& [name, ids] : sparse_ids) {
+    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(name));
+    if (p->kind != ParamKind::kSparse) return absl::InvalidArgumentError("'" + name + "' is not a sparse table");
+    std::vector<proto::SparseRowsMsg*> per_shard(P, nullptr);
+    for (int64_t id : ids) {
+      const int owner = ShardOfRow(id, P);
+      if (!per_shard[owner]) {
+        per_shard[owner] = shards_[owner]->pull.add_sparse();
+        per_shard[owner]->set_table(name);
+        per_shard[owner]->set_dim(p->table->dim());
+      }
+      per_shard[owner]->add_ids(id);
+    }
+    p->table->rows().Clear();
+    tables.push_back(p->table.get());
+  }
+  std::vector<proto::PullResponse> responses(P);
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) {
+        return CallWithRetry(i, [&](Shard& s) {
+          auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+          return rpc::FromGrpc(s.stub->Pull(ctx.get(), s.pull, &responses[i]));
+        }, "pull");
+      },
+      "pull"));
+  // Install the values.
+  for (int i = 0; i < P; ++i) {
+    const proto::PullResponse& r = responses[i];
+    shards_[i]->version = r.version();
+    for (const proto::DenseBlock& blk : r.dense()) {
+      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(blk.param()));
+      const Tensor& v = p->var.value();
+      const int64_t offset = static_cast<int64_t>(blk.block()) * kDefaultBlockSize;
+      const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
+      if (static_cast<int64_t>(blk.values().size()) != n * 4) {
+        return absl::DataLossError(absl::StrCat("pull: pserver ", i, " sent ", blk.values().size() / 4,
+                                                " values for block ", blk.block(), " of '", blk.param(),
+                                                "', expected ", n));
+      }
+      std::memcpy(v.f32() + offset, blk.values().data(), n * 4);
+      counters_.bytes_pulled += n * 4;
+    }
+    for (const proto::SparseRowsMsg& rows : r.sparse()) {
+      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(rows.table()));
+      const int64_t dim = p->table->dim();
+      if (static_cast<int64_t>(rows.values().size()) != rows.ids_size() * dim * 4) {
+        return absl::DataLossError(absl::StrCat("pull: pserver ", i, " sent a malformed row set for '",
+                                                rows.table(), "'"));
+      }
+      const float* values = reinterpret_cast<const float*>(rows.values().data());
+      for (int k = 0; k < rows.ids_size(); ++k) p->table->SetRow(rows.ids(k), values + k * dim);
+      counters_.sparse_rows_pulled += rows.ids_size();
+      counters_.bytes_pulled += rows.values().size();
+    }
+  }
+  ++counters_.pulls;
+  return absl::OkStatus();
+}
+
+Status ParameterClient::Push(int64_t num_samples) {
+  const int P = options_.num_pservers;
+  for (auto& sh : shards_) {
+    sh->push.Clear();
+    sh->push.set_step(sh->version);
+    sh->push.set_num_samples(num_samples);
+  }
+  for (const NamedParameter& np : module_->NamedParameters()) {
+    Parameter* p = np.param;
+    if (p->kind == ParamKind::kDense) {
+      const Tensor& g = p->var.grad();
+      const Tensor& v = p->var.value();
+      const int64_t blocks = NumBlocks(v.numel(), kDefaultBlockSize);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t offset = b * kDefaultBlockSize;
+        const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
+        proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)]->push.add_dense();
+        blk->set_param(np.name);
+        blk->set_block(static_cast<int32_t>(b));
+        if (g.defined()) {
+          SetFloats(blk->mutable_values(), g.f32() + offset, n);
+        } else {
+          blk->mutable_values()->assign(n * 4, '\0');
+        }
+        counters_.bytes_pushed += n * 4;
+      }
+      if (g.defined()) g.SetZero();
+    } else {
+      SparseTable& t = *p->table;
+      const SparseRows& g = t.grad();
+      std::vector<proto::SparseRowsMsg*> per_shard(P, nullptr);
+      for (size_t k = 0; k < g.size(); ++k) {
+        const int64_t id = g.ids()[k];
+        const int owner = ShardOfRow(id, P);
+        if (!per_shard[owner]) {
+          per_shard[owner] = shards_[owner]->push.add_sparse();
+          per_shard[owner]->set_table(np.name);
+          per_shard[owner]->set_dim(t.dim());
+        }
+        per_shard[owner]->add_ids(id);
+        per_shard[owner]->mutable_values()->append(
+            reinterpret_cast<const char*>(g.values().data() + k * t.dim()), t.dim() * 4);
+      }
+      counters_.sparse_rows_pushed += g.size();
+      counters_.bytes_pushed += g.size() * t.dim() * 4;
+      t.ZeroGrad();
+    }
+  }
+  for (auto& sh : shards_) sh->push.set_trainer_id(trainer_id_);
+  std::vector<proto::PushResponse> responses(P);
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) {
+        return CallWithRetry(i, [&](Shard& s) {
+          auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+          return rpc::FromGrpc(s.stub->Push(ctx.get(), s.push, &responses[i]));
+        }, "push");
+      },
+      "push"));
+  for (int i = 0; i < P; ++i) {
+    Shard& s = *shards_[i];
+    s.wait_version = s.push.step() + 1;
+  }
+  ++counters_.pushes;
+  return absl::OkStatus();
+}
+
+}  // namespace pl

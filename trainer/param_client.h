@@ -1,0 +1,103 @@
+// ParameterClient: the trainer's side of the parameter servers. It maps a module's
+// parameters onto the P pservers (paddle_like/dist/sharding.h), and each Pull or
+// Push sends exactly one request to each pserver, all in parallel.
+//
+// Dense parameters travel whole (every block, every step); sparse tables travel as
+// the rows a batch touches only: Pull fetches the ids it is given, Push sends the
+// rows of the tables' sparse gradients.
+//
+// Faults: a pserver that is unreachable or restarting is retried with backoff (its
+// address re-resolved through the master, since a restarted pserver may listen on a
+// new port) until `give_up_after`; a Push keeps its gradients across retries, so a
+// step's update is not lost. A pserver that lost its parameters (restarted without a
+// checkpoint) is initialised again from the same deterministic specs.
+//
+// Thread-safety: not thread-safe; one training loop drives it.
+#ifndef PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
+#define PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "paddle_like/nn/module.h"
+#include "paddle_like/optim/update_rules.h"
+#include "proto/pserver.grpc.pb.h"
+#include "trainer/models.h"
+
+namespace pl {
+
+struct ParameterClientOptions {
+  int num_pservers = 1;
+  OptimizerSpec optimizer;
+  uint64_t seed = 1;
+  bool sync = false;
+  absl::Duration give_up_after = absl::Minutes(5);
+  absl::Duration call_timeout = absl::Seconds(30);
+};
+
+struct TrafficCounters {
+  int64_t pulls = 0, pushes = 0;
+  int64_t sparse_rows_pulled = 0, sparse_rows_pushed = 0;
+  int64_t bytes_pulled = 0, bytes_pushed = 0;
+  int64_t retries = 0;
+};
+
+class ParameterClient {
+ public:
+  // `resolve` returns the P pserver addresses by index (from the master); it may
+  // wait for pservers to register.
+  using Resolver = std::function<StatusOr<std::vector<std::string>>()>;
+
+  ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
+                  const std::atomic<bool>* stop = nullptr);
+  ~ParameterClient();
+
+  // Resolves addresses and initialises every pserver (idempotent across trainers).
+  Status Connect();
+  // Pulls every dense parameter and the given sparse rows (each table then holds
+  // exactly those rows). Sync mode: waits for the step after the last push.
+  Status Pull(const SparseIds& sparse_ids);
+  // Pushes the module's dense gradients and its tables' sparse gradients, then
+  // clears them. `step` is this trainer's step counter.
+  Status Push(int64_t num_samples);
+
+  // The trainer id the master gave this trainer (sync barriers count by it).
+  void set_trainer_id(int64_t id) { trainer_id_ = id; }
+  TrafficCounters counters() const {
+    TrafficCounters c = counters_;
+    c.retries = retries_.load();
+    return c;
+  }
+
+ private:
+  struct Shard;
+  // Runs fn(i) for every pserver in parallel, each with retries; first error wins.
+  Status ForEachShard(const std::function<Status(int)>& fn, const char* what);
+  Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
+  // Updates the address and stub of shard `only` (-1: all) from the master.
+  Status Resolve(int only = -1);
+  Status ResolveWithRetry();
+  Status InitShard(Shard& shard);
+
+  Module* module_;
+  ParameterClientOptions options_;
+  Resolver resolve_;
+  const std::atomic<bool>* stop_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::string> addresses_;
+  proto::InitRequest init_request_;
+  TrafficCounters counters_;
+  std::atomic<int64_t> retries_{0};
+  std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
+  int64_t trainer_id_ = 0;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
