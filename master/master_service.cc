@@ -176,9 +176,13 @@ StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::Re
 StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::RegisterPserverRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
+  const int64_t before = membership_.pserver_generation(req.index());
   PL_ASSIGN_OR_RETURN(int64_t generation, membership_.RegisterPserver(req.index(), req.address()));
   PL_RETURN_IF_ERROR(CommitLocked());
-  Log(absl::StrCat("pserver ", req.index(), " at ", req.address(), " registered (generation ", generation, ")"));
+  // Pservers re-register every second (so a restarted master learns them): log changes only.
+  if (generation != before) {
+    Log(absl::StrCat("pserver ", req.index(), " at ", req.address(), " registered (generation ", generation, ")"));
+  }
   proto::RegisterPserverResponse resp;
   resp.set_num_pservers(membership_.num_pservers());
   resp.set_generation(generation);
@@ -273,7 +277,11 @@ StatusOr<proto::MembershipResponse> Master::GetMembership(const proto::Membershi
   ExpireLocked();
   PL_RETURN_IF_ERROR(CommitLocked());
   proto::MembershipResponse resp;
-  for (const proto::TrainerInfo& t : membership_.live_trainers()) *resp.add_trainers() = t;
+  for (const proto::TrainerInfo& t : membership_.live_trainers()) {
+    proto::TrainerInfo* info = resp.add_trainers();
+    *info = t;
+    info->set_task_id(queue_.TaskHeldBy(t.id()));
+  }
   for (const proto::PserverInfo& p : membership_.pservers()) *resp.add_pservers() = p;
   resp.set_num_pservers(membership_.num_pservers());
   return resp;

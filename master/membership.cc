@@ -62,10 +62,18 @@ StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& 
   }
   if (address.empty()) return absl::InvalidArgumentError(absl::StrCat("register pserver ", index, ": empty address"));
   proto::PserverInfo& p = pservers_[index];
+  // The same address again is a periodic re-registration of a running pserver, not a
+  // new incarnation (a restarted pserver binds a new port, or says so by its address).
+  if (p.address() == address && p.generation() > 0) return p.generation();
   p.set_index(index);
   p.set_address(address);
   p.set_generation(p.generation() + 1);
   return p.generation();
+}
+
+int64_t Membership::pserver_generation(int32_t index) const {
+  auto it = pservers_.find(index);
+  return it == pservers_.end() ? 0 : it->second.generation();
 }
 
 std::vector<proto::TrainerInfo> Membership::live_trainers() const {

@@ -53,6 +53,8 @@ class Membership {
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
   StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address);
+  // The generation of pserver `index`, 0 when it never registered.
+  int64_t pserver_generation(int32_t index) const;
 
   std::vector<proto::TrainerInfo> live_trainers() const;
   std::vector<proto::PserverInfo> pservers() const;  // registered ones, by index

@@ -364,4 +364,11 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   return q;
 }
 
+int64_t TaskQueue::TaskHeldBy(int64_t trainer_id) const {
+  for (const Entry& e : tasks_) {
+    if (e.state == proto::TaskRecord::PENDING && e.holder == trainer_id) return e.task.id();
+  }
+  return 0;
+}
+
 }  // namespace pl

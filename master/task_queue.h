@@ -94,6 +94,8 @@ class TaskQueue {
   std::vector<int64_t> todo_ids() const { return {todo_.begin(), todo_.end()}; }
   // The trainer holding `task_id`, 0 when it is not pending.
   int64_t holder(int64_t task_id) const;
+  // The pending task `trainer_id` holds, 0 when none.
+  int64_t TaskHeldBy(int64_t trainer_id) const;
 
  private:
   struct Entry {

@@ -64,7 +64,11 @@ bool MembershipWatcher::Poll() {
   if (!s.ok()) return false;
   std::vector<int64_t> live;
   live.reserve(response.trainers_size());
-  for (const proto::TrainerInfo& t : response.trainers()) live.push_back(t.id());
+  // Only trainers holding a task take part in sync steps: one waiting for work at the
+  // end of a pass pushes nothing, and counting it would stall the barrier.
+  for (const proto::TrainerInfo& t : response.trainers()) {
+    if (t.task_id() != 0) live.push_back(t.id());
+  }
   if (on_membership_) on_membership_(live);
   return true;
 }

@@ -1,5 +1,5 @@
 // MembershipWatcher: a pserver's link to the master. A background thread polls
-// Master.Membership (every `poll_interval`) and hands the live trainer ids to a
+// Master.Membership (every `poll_interval`) and hands the ids of the live trainers that hold a task to a
 // callback (the shard's sync barrier), and, when `register_index` >= 0, re-registers
 // this pserver (RegisterPserver) every `register_interval` so a restarted master
 // learns it again. While the master is unreachable it retries with backoff and keeps

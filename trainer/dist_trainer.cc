@@ -237,6 +237,13 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     result.evaluated = true;
     result.final_metric = r.metric;
   }
+  // After the evaluation's pull, so the totals match what the pservers counted.
+  const TrafficCounters traffic = params.counters();
+  log << absl::StrFormat("%s: traffic: %d pulls, %d pushes; sparse rows pulled %d, sparse rows pushed %d; "
+                         "%d bytes pulled, %d bytes pushed",
+                         o.name, traffic.pulls, traffic.pushes, traffic.sparse_rows_pulled, traffic.sparse_rows_pushed,
+                         traffic.bytes_pulled, traffic.bytes_pushed)
+      << std::endl;
   (void)master.Leave();
   return result;
 }

@@ -135,7 +135,11 @@ class TinyMaster final : public proto::Master::Service {
                           proto::MembershipResponse* resp) override {
     if (auto s = rpc::CheckProtocol(ctx); !s.ok()) return s;
     absl::MutexLock l(&mu_);
-    for (int64_t id : live_) resp->add_trainers()->set_id(id);
+    for (int64_t id : live_) {
+      proto::TrainerInfo* t = resp->add_trainers();
+      t->set_id(id);
+      t->set_task_id(100 + id);  // holding a task: takes part in sync steps
+    }
     return grpc::Status::OK;
   }
   void SetLive(std::vector<int64_t> live) {

@@ -1,0 +1,383 @@
+// The distributed runtime with real processes on 127.0.0.1: pl-master, pl-pservers and
+// pl-trainers (mlp on a 6000-sample subset of Fashion-MNIST) run a job while the test
+// kills, stops, adds and restarts individual processes, and checks what the master's
+// JobStatus, the pservers' Stats and the processes' logs say happened.
+//
+// Trainers log every step (--log_every_s 0): "trainer-R: pass P task T  step S  loss L",
+// so the test knows when a trainer is in the middle of a task and which task it holds.
+#include <signal.h>
+
+#include <iostream>
+#include <regex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "tests/dist/cluster.h"
+
+namespace pl::dist_testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int kSamples = 6000;
+constexpr int kPerChunk = 100;
+constexpr int kChunks = kSamples / kPerChunk;
+
+class DistFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    train_src_ = FashionMnistFile("train.plrec");
+    test_src_ = FashionMnistFile("test.plrec");
+    if (train_src_.empty() || test_src_.empty()) {
+      GTEST_SKIP() << "needs $PL_DATA_DIR/fashion-mnist/{train,test}.plrec (pl-convert idx ...)";
+    }
+    ASSERT_FALSE(dir_.path().empty());
+    auto chunks = WriteSubset(train_src_, dir_.path() + "/train.plrec", kSamples, kPerChunk);
+    ASSERT_TRUE(chunks.ok()) << chunks.status();
+    ASSERT_EQ(*chunks, kChunks);
+  }
+
+  ClusterOptions Options(int passes, int chunks_per_task, int64_t lease_ms) const {
+    ClusterOptions o;
+    o.data = dir_.path() + "/train.plrec";
+    o.num_pservers = 2;
+    o.passes = passes;
+    o.chunks_per_task = chunks_per_task;
+    o.lease_ms = lease_ms;
+    o.trainer_args = {"--model", "mlp", "--threads", "1", "--batch_size", "64", "--optimizer", "adam",
+                      "--lr", "0.001", "--test_data", test_src_, "--test_limit", "2000", "--log_every_s", "0"};
+    return o;
+  }
+
+  void StartCluster(ClusterOptions o, int trainers) {
+    cluster_ = std::make_unique<Cluster>(std::move(o), dir_.path());
+    Status s = cluster_->Start(trainers);
+    ASSERT_TRUE(s.ok()) << s << "\n" << cluster_->AllLogs();
+  }
+
+  // The master's trainer id of trainer `rank` (from its "registered as trainer N" line).
+  int64_t TrainerId(int rank) {
+    static const std::regex re(R"(registered as trainer (\d+))");
+    std::smatch m;
+    const std::string log = cluster_->TrainerLog(rank);
+    if (!std::regex_search(log, m, re)) return -1;
+    return std::stoll(m[1]);
+  }
+
+  // Waits until trainer `rank` has logged its step `step`; returns the task it was in.
+  int64_t WaitForStep(int rank, int step, milliseconds timeout) {
+    const std::string needle = absl::StrCat("  step ", step, "  loss");
+    if (!WaitForText(cluster_->TrainerLogPath(rank), needle, timeout)) return -1;
+    const std::string log = cluster_->TrainerLog(rank);
+    const std::regex re(absl::StrCat(R"(task (\d+)  step )", step, "  loss"));
+    std::smatch m;
+    if (!std::regex_search(log, m, re)) return -1;
+    return std::stoll(m[1]);
+  }
+
+  // Waits for trainer `rank` to exit 0 with a final accuracy; returns that accuracy.
+  double ExpectFinishedWithAccuracy(int rank) {
+    auto exit = testing::WaitForExit(cluster_->trainer(rank), seconds(60));
+    EXPECT_TRUE(exit.ok() && exit->success())
+        << "trainer " << rank << ": " << (exit.ok() ? exit->Describe() : exit.status().ToString()) << "\n"
+        << cluster_->AllLogs();
+    auto acc = LastNumberAfter(cluster_->TrainerLog(rank), "final test accuracy: ");
+    EXPECT_TRUE(acc.has_value()) << cluster_->TrainerLog(rank);
+    return acc.value_or(0);
+  }
+
+  // Retries the trainer reported in its closing line ("...; N retries").
+  int64_t TrainerRetries(int rank) {
+    return static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(rank), "samples/s); ").value_or(-1));
+  }
+
+  std::string train_src_, test_src_;
+  testing::TempDir dir_{"pl-dist-test"};
+  std::unique_ptr<Cluster> cluster_;
+};
+
+// Fault-free async run: the job completes, every chunk is trained exactly once per pass
+// (the sum of the trainers' finished tasks equals passes x tasks), and the model learns.
+TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
+  constexpr int kPasses = 2, kPerTask = 2, kTasks = kChunks / kPerTask;
+  // A long lease: nothing in this run may expire, even on a loaded machine.
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(kPasses, kPerTask, 10000), 3));
+  auto done = cluster_->WaitForJobDone(seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->chunks_trained(), kPasses * kChunks);
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  EXPECT_EQ(done->failed_task_ids_size(), 0);
+  EXPECT_EQ(done->samples_done(), kPasses * kSamples);
+  EXPECT_EQ(done->pass(), kPasses);
+
+  int64_t tasks_by_trainers = 0;
+  for (int r = 0; r < 3; ++r) {
+    const double acc = ExpectFinishedWithAccuracy(r);
+    // Calibrated: 6000 samples x 2 passes reach about 0.80 on the first 2000 test images.
+    EXPECT_GE(acc, 0.75) << cluster_->TrainerLog(r);
+    tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
+  }
+  EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << "a task was trained twice or lost\n" << cluster_->AllLogs();
+  EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("expired")));
+  EXPECT_THAT(cluster_->MasterLog(), HasSubstr("job done: 2 passes, 120 chunks trained, 12000 samples"));
+}
+
+// A trainer SIGKILLed mid-task: its task is leased again once its lease expires, the
+// other trainer trains it, every chunk is still trained and the job completes.
+TEST_F(DistFaultTest, SigkilledTrainersTaskIsLeasedAgainAfterItsLeaseExpires) {
+  constexpr int64_t kLeaseMs = 1500;
+  constexpr int kPerTask = 10, kTasks = kChunks / kPerTask;  // ~16 steps per task
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(1, kPerTask, kLeaseMs), 2));
+  const int64_t task = WaitForStep(0, 2, seconds(30));
+  ASSERT_GT(task, 0) << cluster_->AllLogs();
+  const int64_t victim = TrainerId(0);
+  ASSERT_GT(victim, 0);
+  ASSERT_TRUE(cluster_->trainer(0).Signal(SIGKILL).ok());
+  const auto killed = Clock::now();
+  auto before = cluster_->JobStatus();
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_GE(before->pending(), 1);  // the dead trainer's task stays leased until its lease runs out
+
+  // The master notices through the lease, not at once.
+  const std::string dropped = absl::StrCat("trainer ", victim, " dropped: its lease expired; 1 task(s) back to todo");
+  auto seen = WaitForText(dir_.path() + "/master-0.log", dropped, milliseconds(kLeaseMs + 5000));
+  ASSERT_TRUE(seen.has_value()) << cluster_->AllLogs();
+  const double released_after_s = SecondsBetween(killed, *seen);
+  std::cout << "[measured] SIGKILLed trainer's task back to todo after " << released_after_s << " s (lease "
+            << kLeaseMs << " ms)" << std::endl;
+  RecordProperty("task_released_after_ms", static_cast<int>(released_after_s * 1000));
+  // The last heartbeat was at most lease/3 before the kill.
+  EXPECT_GE(released_after_s, 0.5 * kLeaseMs / 1000.0);
+  EXPECT_LE(released_after_s, kLeaseMs / 1000.0 + 2.0);
+
+  auto done = cluster_->WaitForJobDone(seconds(90));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_GE(done->chunks_trained(), kChunks);
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  // The survivor trained the dead trainer's task after the lease expired.
+  EXPECT_THAT(cluster_->TrainerLog(1), HasSubstr(absl::StrCat("task ", task, "  step ")));
+  EXPECT_GE(ExpectFinishedWithAccuracy(1), 0.65);
+}
+
+// SIGTERM: the trainer gives its task back at once (no lease timeout) and exits 0; a
+// trainer started afterwards finishes the job with nothing counted as failed.
+TEST_F(DistFaultTest, SigtermedTrainerReturnsItsTaskAtOnceAndExitsZero) {
+  constexpr int64_t kLeaseMs = 8000;
+  constexpr int kPerTask = 10, kTasks = kChunks / kPerTask;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(1, kPerTask, kLeaseMs), 1));
+  const int64_t task = WaitForStep(0, 2, seconds(30));
+  ASSERT_GT(task, 0) << cluster_->AllLogs();
+  const int64_t id = TrainerId(0);
+  ASSERT_TRUE(cluster_->trainer(0).Signal(SIGTERM).ok());
+  const auto stopped = Clock::now();
+
+  auto exit = testing::WaitForExit(cluster_->trainer(0), seconds(5));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << cluster_->AllLogs();
+  EXPECT_TRUE(exit->success()) << exit->Describe();
+  const double exit_s = SecondsBetween(stopped, Clock::now());
+  EXPECT_THAT(cluster_->TrainerLog(0), HasSubstr(absl::StrCat("returned task ", task, " to the master")));
+
+  auto returned = WaitForText(dir_.path() + "/master-0.log", absl::StrCat("trainer ", id, " returned task ", task),
+                              seconds(2));
+  ASSERT_TRUE(returned.has_value()) << cluster_->AllLogs();
+  auto status = cluster_->JobStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  const double checked_s = SecondsBetween(stopped, Clock::now());
+  std::cout << "[measured] SIGTERMed trainer exited after " << exit_s << " s; task back in todo within "
+            << checked_s << " s (lease " << kLeaseMs << " ms)" << std::endl;
+  ASSERT_LT(checked_s * 1000, kLeaseMs / 2) << "too slow to tell a return from a lease expiry";
+  EXPECT_EQ(status->pending(), 0);
+  EXPECT_EQ(status->todo(), kTasks - status->done());
+  EXPECT_EQ(status->failed(), 0);
+  EXPECT_THAT(cluster_->MasterLog(), HasSubstr(absl::StrCat("trainer ", id, " left")));
+
+  // Someone else finishes; the returned task was not a failure.
+  auto rank = cluster_->StartTrainer();
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  auto done = cluster_->WaitForJobDone(seconds(90));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  EXPECT_EQ(done->chunks_trained(), kChunks);
+  EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("expired")));
+  EXPECT_THAT(cluster_->TrainerLog(*rank), HasSubstr(absl::StrCat("task ", task, "  step ")));
+  ExpectFinishedWithAccuracy(*rank);
+}
+
+// A trainer added mid-job gets a task at once and its pushes are applied: every step
+// sends one push to every pserver, so each pserver's pushes_applied equals the steps
+// of both trainers together.
+TEST_F(DistFaultTest, TrainerAddedMidJobGetsATaskWithinASecond) {
+  constexpr int kPerTask = 2, kTasks = kChunks / kPerTask;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(1, kPerTask, 10000), 1));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto s = cluster_->JobStatus();
+        return s.ok() && s->done() >= 2;
+      },
+      seconds(30)))
+      << cluster_->AllLogs();
+  const auto spawned = Clock::now();
+  auto rank = cluster_->StartTrainer();
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  const std::string log = cluster_->TrainerLogPath(*rank);
+  auto registered = WaitForText(log, "registered as trainer", seconds(10));
+  ASSERT_TRUE(registered.has_value()) << cluster_->AllLogs();
+  auto first_step = WaitForText(log, "  step 1  loss", seconds(10));
+  ASSERT_TRUE(first_step.has_value()) << cluster_->AllLogs();
+  const double to_register = SecondsBetween(spawned, *registered);
+  const double to_first_push = SecondsBetween(spawned, *first_step);
+  std::cout << "[measured] new trainer: registered " << to_register << " s after spawn; first task trained and "
+            << "pushed " << to_first_push << " s after spawn (" << to_first_push - to_register
+            << " s after registering)" << std::endl;
+  RecordProperty("first_push_after_spawn_ms", static_cast<int>(to_first_push * 1000));
+  EXPECT_LT(to_first_push - to_register, 1.0);
+  EXPECT_LT(to_first_push, 2.5);
+
+  auto done = cluster_->WaitForJobDone(seconds(90));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->done(), kTasks);
+  ExpectFinishedWithAccuracy(0);
+  ExpectFinishedWithAccuracy(*rank);
+  const std::string closing = "job done after ";
+  const int64_t tasks0 = static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(0), closing).value_or(0));
+  const int64_t tasks1 = static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(*rank), closing).value_or(0));
+  EXPECT_GE(tasks1, 1);
+  EXPECT_EQ(tasks0 + tasks1, kTasks);
+  const int64_t steps0 = static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(0), " tasks, ").value_or(-1));
+  const int64_t steps1 = static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(*rank), " tasks, ").value_or(-1));
+  EXPECT_GE(steps1, 1);
+  for (int i = 0; i < 2; ++i) {
+    auto stats = cluster_->PserverStats(i);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->pushes_applied(), steps0 + steps1) << "pserver " << i;
+    EXPECT_EQ(stats->pushes_rejected(), 0);
+  }
+}
+
+// A pserver SIGKILLed and restarted (on a new port) with the same checkpoint directory
+// restores its latest checkpoint; the trainers retry, re-resolve it through the master,
+// and finish the job; the restarted pserver checkpoints again.
+TEST_F(DistFaultTest, KilledPserverRestoresItsCheckpointAndTheJobCompletes) {
+  constexpr int kPasses = 3, kPerTask = 2, kTasks = kChunks / kPerTask;
+  ClusterOptions o = Options(kPasses, kPerTask, 5000);
+  o.checkpoint_every_s = 1;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(o, 2));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto s = cluster_->PserverStats(1);
+        return s.ok() && s->checkpoints_written() >= 1;
+      },
+      seconds(30)))
+      << cluster_->AllLogs();
+  auto before = cluster_->Membership();
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(cluster_->KillPserver(1).ok());
+  auto mid = cluster_->JobStatus();
+  ASSERT_TRUE(mid.ok());
+  ASSERT_FALSE(mid->job_done()) << "the job ended before the pserver was killed: make it longer";
+  std::this_thread::sleep_for(milliseconds(1500));  // the trainers retry meanwhile
+  ASSERT_TRUE(cluster_->StartPserver(1).ok()) << cluster_->AllLogs();
+
+  auto restored = cluster_->PserverStats(1);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_THAT(restored->restored_from(), HasSubstr("ckpt"));
+  EXPECT_GT(restored->version(), 0);
+  EXPECT_THAT(cluster_->PserverLog(1), HasSubstr("pserver 1: restored "));
+  // The pserver registered again under a new generation (and, here, a new port).
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto m = cluster_->Membership();
+        if (!m.ok()) return false;
+        for (const auto& p : m->pservers()) {
+          for (const auto& q : before->pservers()) {
+            if (p.index() == 1 && q.index() == 1 && p.generation() > q.generation()) return true;
+          }
+        }
+        return false;
+      },
+      seconds(10)))
+      << cluster_->AllLogs();
+
+  auto done = cluster_->WaitForJobDone(seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  EXPECT_GE(done->chunks_trained(), kPasses * kChunks);
+  int64_t retries = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+    retries += std::max<int64_t>(TrainerRetries(r), 0);
+  }
+  EXPECT_GT(retries, 0) << "the trainers never noticed the pserver was gone\n" << cluster_->AllLogs();
+  // The restarted pserver writes checkpoints again (its counter starts at 0).
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        auto s = cluster_->PserverStats(1);
+        return s.ok() && s->checkpoints_written() >= 1;
+      },
+      seconds(10)))
+      << cluster_->PserverLog(1);
+}
+
+// The master SIGKILLed and restarted on the same port with the same state directory:
+// queues and membership come back, the trainers reconnect by themselves, no task is lost.
+TEST_F(DistFaultTest, KilledMasterResumesFromItsStateAndNoTaskIsLost) {
+  constexpr int kPasses = 2, kPerTask = 2, kTasks = kChunks / kPerTask;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(kPasses, kPerTask, 3000), 2));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto s = cluster_->JobStatus();
+        return s.ok() && s->done() >= 3;
+      },
+      seconds(30)))
+      << cluster_->AllLogs();
+  const int port = cluster_->master_port();
+  ASSERT_TRUE(cluster_->KillMaster().ok());
+  std::this_thread::sleep_for(milliseconds(1000));  // trainers and pservers retry meanwhile
+  Status restarted = cluster_->StartMaster(port);
+  ASSERT_TRUE(restarted.ok()) << restarted << "\n" << cluster_->AllLogs();
+  EXPECT_THAT(cluster_->MasterLog(), HasSubstr("resumed: pass "));
+  EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("new job")));
+  // Membership came back from the stored state, before any pserver re-registered.
+  auto m = cluster_->Membership();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->pservers_size(), 2);
+  auto resumed = cluster_->JobStatus();
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_GE(resumed->done() + (resumed->pass() - 1) * kTasks, 3) << resumed->ShortDebugString();
+
+  auto done = cluster_->WaitForJobDone(seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  EXPECT_GE(done->chunks_trained(), kPasses * kChunks);
+  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+}
+
+// Sync mode: a trainer SIGKILLed mid-step does not deadlock the barrier; the others go
+// on once its lease expires and the job completes within a bound.
+TEST_F(DistFaultTest, SyncModeSurvivesAKilledTrainer) {
+  constexpr int64_t kLeaseMs = 1500;
+  constexpr int kPerTask = 2, kTasks = kChunks / kPerTask;
+  ClusterOptions o = Options(1, kPerTask, kLeaseMs);
+  o.trainer_env = {{"PL_SYNC", "1"}};
+  ASSERT_NO_FATAL_FAILURE(StartCluster(o, 3));
+  ASSERT_GT(WaitForStep(0, 3, seconds(30)), 0) << cluster_->AllLogs();
+  ASSERT_TRUE(cluster_->trainer(0).Signal(SIGKILL).ok());
+  auto done = cluster_->WaitForJobDone(seconds(90));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->done(), kTasks);
+  EXPECT_EQ(done->failed(), 0);
+  EXPECT_GE(done->chunks_trained(), kChunks);
+  for (int r = 1; r < 3; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.65);
+}
+
+}  // namespace
+}  // namespace pl::dist_testing
