@@ -15,7 +15,7 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config git \
   python3-pytest python3-pip python3-venv libgtest-dev libgmock-dev libbenchmark-dev \
   dataset-fashion-mnist
 
-.PHONY: all deps configure build data demo test bench clean
+.PHONY: all deps configure build data demo demo-local test bench clean
 
 all: build
 
@@ -50,14 +50,25 @@ data: build
 	  $(BUILD)/bin/pl-convert idx --images $(FASHION)/t10k-images-idx3-ubyte.gz \
 	    --labels $(FASHION)/t10k-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/test.plrec
 
+# The main job: a master, 2 pservers and 2 trainers on 127.0.0.1 train the MLP on
+# Fashion-MNIST. Part-way through one trainer is SIGKILLed and later a new one joins;
+# the job still finishes every pass and reports the test accuracy.
+DEMO_PASSES ?= 8
 demo: data
+	$(BUILD)/bin/pl-launch --pservers 2 --trainers 2 --data $(DATA)/fashion-mnist/train.plrec \
+	  --passes $(DEMO_PASSES) --chunks_per_task 2 --kill_trainer_after_s 10 --add_trainer_after_s 20 -- \
+	  $(BUILD)/bin/pl-trainer --model mlp --threads 1 --batch_size 64 --optimizer adam --lr 0.001 \
+	    --test_data $(DATA)/fashion-mnist/test.plrec --log_every_s 10
+
+# The same model in one process, for comparison.
+demo-local: data
 	$(BUILD)/bin/pl-trainer --model mlp --data $(DATA)/fashion-mnist --epochs 10 --threads $(JOBS)
 
 test: data
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
 
 bench: data
-	$(BUILD)/bin/pl-bench-core
+	bash benchmarks/run_all.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 
+#include <Eigen/Core>
+
 #include "absl/strings/str_format.h"
 
 namespace pl {
@@ -65,42 +67,62 @@ void InitSlots(const OptimizerSpec& spec, float* state, int64_t n) {
   std::fill(state, state + total, v);
 }
 
-void ApplyUpdate(const OptimizerSpec& s, float* p, const float* g, float* state, int64_t n,
+// Written over Eigen arrays so every rule vectorises (a scalar loop with std::sqrt
+// does not, since sqrt may set errno): the optimizer step is on every trainer's and
+// every pserver's hot path.
+void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float* state, int64_t n,
                  int64_t step) {
+  using Arr = Eigen::Map<Eigen::ArrayXf>;
+  using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
+  Arr p(param, n);
+  ConstArr g(grad, n);
   const float lr = s.learning_rate, wd = s.weight_decay;
   switch (s.kind) {
     case OptimizerKind::kSGD:
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      if (wd == 0.0f) {
+        p -= lr * g;
+      } else {
+        p -= lr * (g + wd * p);
+      }
       break;
     case OptimizerKind::kMomentum: {
-      float* v = state;
-      for (int64_t i = 0; i < n; ++i) {
-        v[i] = s.momentum * v[i] + (g[i] + wd * p[i]);
-        p[i] -= lr * v[i];
+      Arr v(state, n);
+      if (wd == 0.0f) {
+        v = s.momentum * v + g;
+      } else {
+        v = s.momentum * v + (g + wd * p);
       }
+      p -= lr * v;
       break;
     }
     case OptimizerKind::kAdagrad: {
-      float* a = state;
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i] + wd * p[i];
-        a[i] += gi * gi;
-        p[i] -= lr * gi / (std::sqrt(a[i]) + s.epsilon);
+      Arr a(state, n);
+      if (wd == 0.0f) {
+        a += g.square();
+        p -= lr * g / (a.sqrt() + s.epsilon);
+      } else {
+        const Eigen::ArrayXf gi = g + wd * p;
+        a += gi.square();
+        p -= lr * gi / (a.sqrt() + s.epsilon);
       }
       break;
     }
     case OptimizerKind::kAdam: {
-      float* m = state;
-      float* v = state + n;
+      Arr m(state, n);
+      Arr v(state + n, n);
       const double t = static_cast<double>(std::max<int64_t>(step, 1));
       const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta1, t)));
       const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta2, t)));
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i] + wd * p[i];
-        m[i] = s.beta1 * m[i] + (1 - s.beta1) * gi;
-        v[i] = s.beta2 * v[i] + (1 - s.beta2) * gi * gi;
-        p[i] -= lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + s.epsilon);
+      const float b1 = s.beta1, b2 = s.beta2;
+      if (wd == 0.0f) {
+        m = b1 * m + (1 - b1) * g;
+        v = b2 * v + (1 - b2) * g.square();
+      } else {
+        const Eigen::ArrayXf gi = g + wd * p;
+        m = b1 * m + (1 - b1) * gi;
+        v = b2 * v + (1 - b2) * gi.square();
       }
+      p -= lr * (m * c1) / ((v * c2).sqrt() + s.epsilon);
       break;
     }
   }
