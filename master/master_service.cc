@@ -46,6 +46,11 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
                        kept.chunks_per_task, ", max_failures ", kept.max_failures, ", seed ", kept.seed, ", lease_ms ",
                        kept.lease_ms, ", num_pservers ", membership.num_pservers(), " (the flags that differ are ignored)"));
     }
+    // Trainers could not renew their leases while no master ran: give every lease a
+    // full term from now, so a restart costs no task and drops no live trainer.
+    const int64_t grace_until = options.now_ms() + membership.lease_ms();
+    membership.ExtendLeases(grace_until);
+    queue.ExtendLeases(grace_until);
     std::unique_ptr<Master> m(new Master(options, store, std::move(queue), std::move(membership)));
     m->resumed_ = true;
     m->stored_bytes_ = *stored;

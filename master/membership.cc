@@ -1,5 +1,7 @@
 #include "master/membership.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace pl {
@@ -36,6 +38,10 @@ bool Membership::Heartbeat(int64_t trainer_id) {
   if (!IsLive(trainer_id)) return false;
   trainers_[trainer_id].deadline_ms = now_ms_() + options_.lease_ms;
   return true;
+}
+
+void Membership::ExtendLeases(int64_t until_ms) {
+  for (auto& [id, t] : trainers_) t.deadline_ms = std::max(t.deadline_ms, until_ms);
 }
 
 bool Membership::Leave(int64_t trainer_id) { return trainers_.erase(trainer_id) > 0; }

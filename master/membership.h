@@ -53,6 +53,9 @@ class Membership {
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
   StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address);
+  // Extends every live-looking trainer lease to at least `until_ms`: after a master
+  // restart no trainer could heartbeat while it was down, so none is judged by that gap.
+  void ExtendLeases(int64_t until_ms);
   // The generation of pserver `index`, 0 when it never registered.
   int64_t pserver_generation(int32_t index) const;
 

@@ -364,6 +364,14 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   return q;
 }
 
+void TaskQueue::ExtendLeases(int64_t until_ms) {
+  for (Entry& e : tasks_) {
+    if (e.state == proto::TaskRecord::PENDING && e.task.lease_deadline_ms() < until_ms) {
+      e.task.set_lease_deadline_ms(until_ms);
+    }
+  }
+}
+
 int64_t TaskQueue::TaskHeldBy(int64_t trainer_id) const {
   for (const Entry& e : tasks_) {
     if (e.state == proto::TaskRecord::PENDING && e.holder == trainer_id) return e.task.id();

@@ -94,6 +94,8 @@ class TaskQueue {
   std::vector<int64_t> todo_ids() const { return {todo_.begin(), todo_.end()}; }
   // The trainer holding `task_id`, 0 when it is not pending.
   int64_t holder(int64_t task_id) const;
+  // Extends every pending lease to at least `until_ms` (see Membership::ExtendLeases).
+  void ExtendLeases(int64_t until_ms);
   // The pending task `trainer_id` holds, 0 when none.
   int64_t TaskHeldBy(int64_t trainer_id) const;
 

@@ -165,6 +165,7 @@ std::string Launcher::PortFile(const std::string& name) const {
 
 std::vector<std::string> Launcher::MasterCommand(int port) const {
   std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-master"),
+                                   "--host", "127.0.0.1",
                                    "--port", std::to_string(port),
                                    "--port_file", PortFile("master"),
                                    "--state_dir", workdir_ + "/master"};
@@ -184,6 +185,7 @@ std::vector<std::string> Launcher::PserverCommand(int index, int port) const {
           "--index", std::to_string(index),
           "--num_pservers", std::to_string(options_.num_pservers),
           "--master", absl::StrCat("127.0.0.1:", master_port_),
+          "--host", "127.0.0.1",
           "--port", std::to_string(port),
           "--port_file", PortFile(absl::StrCat("pserver-", index)),
           "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
