@@ -45,6 +45,10 @@ StatusOr<EvalResult> Evaluate(ExampleModel& model, const ExampleSet& data, int64
   if (n == 0) return absl::InvalidArgumentError("Evaluate: no examples");
   const bool was_training = model.module().training();
   model.module().Train(false);
+  // Without a graph each activation is freed once the next layer has read it: for the
+  // cnn at batch 500 this is the difference between every activation (~170 MB) and the
+  // largest adjacent pair (~100 MB) at the evaluation's peak.
+  NoGradScope no_grad;
   EvalResult r;
   std::vector<float> scores, labels;
   int64_t correct = 0;

@@ -16,6 +16,7 @@
 #include "trainer/example_data.h"
 #include "trainer/master_client.h"
 #include "trainer/param_client.h"
+#include "trainer/step_backend.h"
 
 namespace pl {
 namespace {
@@ -129,6 +130,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   PL_RETURN_IF_ERROR(params.Connect());
   log << o.name << ": connected to " << num_pservers << " pservers" << std::endl;
 
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
   model.module().Train(true);
   bool job_done = false;
@@ -174,13 +176,15 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       const size_t end = std::min(order.size(), begin + o.batch_size);
       ExampleSet batch = batcher.Gather(order, begin, end);
       step_error = params.Pull(model.SparseInputs(batch.inputs));
+      if (step_error.ok()) step_error = backend->ImportParameters();
       if (!step_error.ok()) break;
-      auto stats = ComputeGradients(model, batch);
+      auto stats = backend->ComputeGradients(model, batch);
       if (!stats.ok()) {
         step_error = stats.status();
         break;
       }
-      step_error = params.Push(stats->samples);
+      step_error = backend->ExportGradients();
+      if (step_error.ok()) step_error = params.Push(stats->samples);
       if (!step_error.ok()) break;
       ++result.steps;
       result.samples += stats->samples;

@@ -28,6 +28,7 @@ struct DistTrainerOptions {
   int64_t test_limit = 0;
   double log_every_s = 2.0;
   double give_up_after_s = 300;      // how long a peer may stay unreachable
+  std::string device = "cpu";        // cpu, gpu or auto (see step_backend.h)
 };
 
 struct DistResult {

@@ -27,8 +27,24 @@ StatusOr<ExampleSet> LoadExampleSet(const std::string& path, TaskKind task, int6
   if (::stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError("data path '" + path + "' does not exist");
   }
-  PL_ASSIGN_OR_RETURN(Examples e, LoadRecordsFrom(path, LayoutFor(task)));
-  return FromExamples(std::move(e), task, limit);
+  if (limit <= 0) {
+    PL_ASSIGN_OR_RETURN(Examples e, LoadRecordsFrom(path, LayoutFor(task)));
+    return FromExamples(std::move(e), task, 0);
+  }
+  // Decode only the chunks that hold the first `limit` records: decoding the whole
+  // file and slicing would keep every example allocated (the slice shares storage).
+  PL_ASSIGN_OR_RETURN(std::vector<ChunkInfo> chunks, ListChunks(path));
+  int64_t covered = 0;
+  size_t used = 0;
+  while (used < chunks.size() && covered < limit) covered += chunks[used++].num_records;
+  chunks.resize(used);
+  PL_ASSIGN_OR_RETURN(Examples e, LoadRecords(chunks, LayoutFor(task)));
+  ExampleSet s = FromExamples(std::move(e), task, limit);
+  if (s.size() < covered) {  // copy out the prefix so the rest of the last chunk is freed
+    s.inputs = s.inputs.Clone();
+    s.labels = s.labels.Clone();
+  }
+  return s;
 }
 
 StatusOr<ExampleSet> LoadExampleChunks(const std::vector<ChunkInfo>& chunks, TaskKind task) {

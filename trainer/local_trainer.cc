@@ -16,10 +16,16 @@ double Now() {
 
 StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
                                    const ExampleSet& test, const LocalTrainOptions& o,
-                                   std::ostream& log) {
+                                   std::ostream& log, StepBackend* backend) {
   if (train.size() == 0) return absl::InvalidArgumentError("TrainLocally: the training set is empty");
   if (o.batch_size < 1) return absl::InvalidArgumentError("TrainLocally: batch size must be >= 1");
   PL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt, Optimizer::Create(&model.module(), o.optimizer));
+  std::unique_ptr<StepBackend> cpu;
+  if (backend == nullptr) {
+    PL_ASSIGN_OR_RETURN(cpu, MakeStepBackend("cpu", model, log));
+    backend = cpu.get();
+  }
+  PL_RETURN_IF_ERROR(backend->ImportParameters());
   const bool clicks = model.task() == TaskKind::kClickThrough;
   std::vector<int64_t> order(train.size());
   std::iota(order.begin(), order.end(), 0);
@@ -36,9 +42,9 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
     for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
       const size_t end = std::min(order.size(), begin + o.batch_size);
       ExampleSet batch = batcher.Gather(order, begin, end);
-      auto stats = ComputeGradients(model, batch);
+      auto stats = backend->ComputeGradients(model, batch);
       if (!stats.ok()) return Annotate(stats.status(), absl::StrFormat("epoch %d step %d", epoch, report.steps));
-      PL_RETURN_IF_ERROR(opt->Step());
+      PL_RETURN_IF_ERROR(backend->ApplyOptimizer(*opt));
       ++report.steps;
       window_loss += stats->loss;
       window_correct += stats->correct;
@@ -63,6 +69,7 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
     log << absl::StrFormat("epoch %d/%d done in %.1fs (%.0f samples/s)", epoch, o.epochs, epoch_time,
                            epoch_samples / epoch_time);
     if (o.eval_every_epoch_limit > 0 && test.size() > 0) {
+      PL_RETURN_IF_ERROR(backend->ExportParameters());
       PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, test, o.eval_batch_size, o.eval_every_epoch_limit));
       log << absl::StrFormat("  test %s %.4f (%lld examples)", clicks ? "auc" : "accuracy", r.metric,
                              static_cast<long long>(r.samples));
@@ -72,6 +79,7 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
   }
   report.train_seconds = train_time;
   report.samples_per_s = samples / std::max(train_time, 1e-9);
+  PL_RETURN_IF_ERROR(backend->ExportParameters());
   if (test.size() > 0) {
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, test, o.eval_batch_size));
     report.final_metric = r.metric;

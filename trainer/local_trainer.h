@@ -9,6 +9,7 @@
 
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/batching.h"
+#include "trainer/step_backend.h"
 
 namespace pl {
 
@@ -29,9 +30,10 @@ struct TrainReport {
   int64_t steps = 0;
 };
 
+// `backend` null: the CPU.
 StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
                                    const ExampleSet& test, const LocalTrainOptions& options,
-                                   std::ostream& log);
+                                   std::ostream& log, StepBackend* backend = nullptr);
 
 }  // namespace pl
 

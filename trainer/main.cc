@@ -33,7 +33,7 @@ ABSL_FLAG(double, log_every_s, 2.0, "seconds between progress lines");
 ABSL_FLAG(bool, eval_each_epoch, false, "evaluate on the test set after every epoch");
 ABSL_FLAG(std::string, save, "", "write the trained parameters to this .safetensors file");
 ABSL_FLAG(std::string, master, "", "master address host:port (default: $PL_MASTER_ADDR); empty: local mode");
-ABSL_FLAG(std::string, device, "cpu", "cpu, gpu or auto");
+ABSL_FLAG(std::string, device, "auto", "cpu, gpu or auto (the GPU when one is present)");
 ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
 
 namespace {
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     d.test_limit = absl::GetFlag(FLAGS_test_limit);
     d.sync = std::getenv("PL_SYNC") && std::string(std::getenv("PL_SYNC")) == "1";
     d.log_every_s = absl::GetFlag(FLAGS_log_every_s);
+    d.device = device;
     if (const char* rank = std::getenv("PL_TRAINER_RANK")) d.name = std::string("trainer-") + rank;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, std::cout);
@@ -115,6 +116,8 @@ int main(int argc, char** argv) {
                                opt.ToString(), omp_get_max_threads())
             << std::endl;
 
+  auto backend = pl::MakeStepBackend(device, **model, std::cout);
+  if (!backend.ok()) return Fail(std::string(backend.status().message()));
   pl::LocalTrainOptions lo;
   lo.epochs = absl::GetFlag(FLAGS_epochs);
   lo.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
   lo.seed = mo.seed;
   lo.log_every_s = absl::GetFlag(FLAGS_log_every_s);
   if (absl::GetFlag(FLAGS_eval_each_epoch)) lo.eval_every_epoch_limit = test->size();
-  auto report = pl::TrainLocally(**model, *train, *test, lo, std::cout);
+  auto report = pl::TrainLocally(**model, *train, *test, lo, std::cout, backend->get());
   if (!report.ok()) return Fail(std::string(report.status().message()));
   std::cout << absl::StrFormat("trained %lld steps in %.1fs: %.0f samples/s", static_cast<long long>(report->steps),
                                report->train_seconds, report->samples_per_s)
