@@ -29,9 +29,20 @@ MasterClient::MasterClient(const std::string& address, std::string name, absl::D
       name_(std::move(name)),
       give_up_after_(give_up_after) {}
 
-#define PL_MASTER_RPC(Method, req, resp)                                                   \
-  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(rpc::MakeContext(kCallTimeout).get(), \
-                                                    req, resp)); },                        \
+// Each attempt waits for the channel to be ready (bounded by its deadline). A sync
+// client advances a reconnect only while some call waits on the channel: failing fast
+// and sleeping in RetryRpc left the new connection to gRPC's 5 s backup poller, so a
+// restarted master was reached 5-12 s late, after the trainers' leases had run out.
+namespace {
+std::unique_ptr<grpc::ClientContext> AttemptContext() {
+  std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(kCallTimeout);
+  ctx->set_wait_for_ready(true);
+  return ctx;
+}
+}  // namespace
+
+#define PL_MASTER_RPC(Method, req, resp)                                                     \
+  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(AttemptContext().get(), req, resp)); }, \
            give_up_after_, stop_, "master " #Method)
 
 StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
@@ -50,7 +61,7 @@ StatusOr<proto::GetTaskResponse> MasterClient::GetTask() {
   proto::GetTaskResponse resp;
   Status s = PL_MASTER_RPC(GetTask, req, &resp);
   if (absl::IsNotFound(s)) {  // the master dropped us (lease ran out): join again
-    PL_RETURN_IF_ERROR(Register().status());
+    PL_RETURN_IF_ERROR(RegisterAgain(req.trainer_id()));
     req.set_trainer_id(trainer_id_);
     s = PL_MASTER_RPC(GetTask, req, &resp);
   }
@@ -85,8 +96,16 @@ Status MasterClient::Heartbeat(int64_t task_id) {
   req.set_task_id(task_id);
   proto::HeartbeatResponse resp;
   PL_RETURN_IF_ERROR(PL_MASTER_RPC(Heartbeat, req, &resp));
-  if (!resp.known()) return Register().status();
+  if (!resp.known()) return RegisterAgain(req.trainer_id());
   return absl::OkStatus();
+}
+
+Status MasterClient::RegisterAgain(int64_t forgotten_id) {
+  // The heartbeat thread and the training loop both notice a forgotten id; only one of
+  // them may register, or the loop leases a task under an id the other replaces at once.
+  std::lock_guard<std::mutex> lock(register_mu_);
+  if (trainer_id_.load() != forgotten_id) return absl::OkStatus();  // the other one did
+  return Register().status();
 }
 
 Status MasterClient::Leave() {

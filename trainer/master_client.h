@@ -47,6 +47,10 @@ class MasterClient {
   StatusOr<proto::MembershipResponse> Membership();
   StatusOr<proto::JobStatusResponse> JobStatus();
 
+  // Registers again unless the id is no longer `forgotten_id` (another thread already
+  // registered again): one new id per forgotten one.
+  Status RegisterAgain(int64_t forgotten_id);
+
   // While set, retries stop early (the trainer is shutting down).
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
@@ -57,6 +61,7 @@ class MasterClient {
   std::atomic<int64_t> trainer_id_{0};
   std::atomic<int64_t> lease_ms_{3000};
   const std::atomic<bool>* stop_ = nullptr;
+  std::mutex register_mu_;  // serialises RegisterAgain
 };
 
 }  // namespace pl

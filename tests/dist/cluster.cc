@@ -67,7 +67,9 @@ Status Cluster::Start(int trainers) {
 }
 
 Status Cluster::StartMaster(int port) {
-  if (bin_master_.empty()) PL_ASSIGN_OR_RETURN(bin_master_, testing::BinaryPath("pl-master"));
+  if (bin_master_.empty()) {
+    PL_ASSIGN_OR_RETURN(bin_master_, testing::BinaryPath("pl-master"));
+  }
   const std::string port_file = Path(absl::StrCat("master-", master_incarnation_, ".port"));
   const std::string log = Path(absl::StrCat("master-", master_incarnation_, ".log"));
   log_files_.push_back(log);
@@ -89,7 +91,9 @@ Status Cluster::StartMaster(int port) {
 }
 
 Status Cluster::SpawnPserver(int i) {
-  if (bin_pserver_.empty()) PL_ASSIGN_OR_RETURN(bin_pserver_, testing::BinaryPath("pl-pserver"));
+  if (bin_pserver_.empty()) {
+    PL_ASSIGN_OR_RETURN(bin_pserver_, testing::BinaryPath("pl-pserver"));
+  }
   const int gen = pserver_incarnation_[i]++;
   const std::string port_file = Path(absl::StrCat("pserver-", i, "-", gen, ".port"));
   const std::string log = Path(absl::StrCat("pserver-", i, "-", gen, ".log"));
@@ -108,7 +112,9 @@ Status Cluster::SpawnPserver(int i) {
 Status Cluster::StartPserver(int i) { return SpawnPserver(i); }
 
 StatusOr<int> Cluster::StartTrainer(const std::vector<std::string>& extra_args) {
-  if (bin_trainer_.empty()) PL_ASSIGN_OR_RETURN(bin_trainer_, testing::BinaryPath("pl-trainer"));
+  if (bin_trainer_.empty()) {
+    PL_ASSIGN_OR_RETURN(bin_trainer_, testing::BinaryPath("pl-trainer"));
+  }
   const int rank = static_cast<int>(trainers_.size());
   std::vector<std::string> argv = {bin_trainer_, "--master", master_address()};
   argv.insert(argv.end(), options_.trainer_args.begin(), options_.trainer_args.end());

@@ -15,10 +15,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// pl-gen-clicks' defaults: 8 fields x 500 ids.
+// pl-gen-clicks' defaults: 8 fields x 500 ids. Calibrated: 300k samples x 2 passes with
+// Adam 0.002 reach a test AUC of 0.867 against the ideal 0.877 (60k x 3 passes: 0.85).
 constexpr int64_t kFields = 8, kVocab = 500, kTableRows = kFields * kVocab;
-constexpr int kTrain = 60000, kTest = 10000, kPerChunk = 1000;
-constexpr int kPasses = 3;
+constexpr int kTrain = 300000, kTest = 10000, kPerChunk = 5000;
+constexpr int kPasses = 2;
 constexpr int64_t kBatch = 256;
 
 TEST(DistCtrTest, OnlyTouchedRowsTravelAndAucApproachesTheIdeal) {
@@ -43,7 +44,7 @@ TEST(DistCtrTest, OnlyTouchedRowsTravelAndAucApproachesTheIdeal) {
   o.chunks_per_task = 2;
   o.lease_ms = 10000;
   o.trainer_args = {"--model", "ctr", "--threads", "1", "--batch_size", std::to_string(kBatch), "--optimizer",
-                    "adagrad", "--lr", "0.05", "--test_data", dir.path() + "/clicks/test.plrec", "--log_every_s", "5"};
+                    "adam", "--lr", "0.002", "--test_data", dir.path() + "/clicks/test.plrec", "--log_every_s", "5"};
   Cluster cluster(o, dir.path());
   Status started = cluster.Start(2);
   ASSERT_TRUE(started.ok()) << started << "\n" << cluster.AllLogs();
@@ -89,6 +90,10 @@ TEST(DistCtrTest, OnlyTouchedRowsTravelAndAucApproachesTheIdeal) {
   EXPECT_LT(ps_pulled, steps * kTableRows / 4);
   EXPECT_GT(ps_pulled, steps);  // every step pulled rows
   EXPECT_LE(ps_rows, kTableRows);
+  // A training step pushes a gradient for exactly the rows it pulled, so what was pulled
+  // beyond the pushes is the evaluation's one pull per trainer.
+  EXPECT_GT(ps_pulled, ps_pushed);
+  EXPECT_LE(ps_pulled - ps_pushed, 2 * kTableRows);
   EXPECT_NEAR(auc, *ideal, 0.02);
 }
 

@@ -244,7 +244,8 @@ TEST_F(MalformedRequestTest, BadPullsAndIncompatibleInitAreRefused) {
     proto::InitResponse resp;
     grpc::Status s = stub_->Init(rpc::MakeContext(seconds(5)).get(), init, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-    EXPECT_THAT(s.error_message(), HasSubstr("parameter 'w': this pserver holds [2, 3]"));
+    EXPECT_THAT(s.error_message(), HasSubstr("parameter 'w': this pserver holds dense shape [2, 3]"));
+    EXPECT_THAT(s.error_message(), HasSubstr("the request has dense shape [2, 4]"));
   }
   {
     // No protocol version in the metadata.
