@@ -1,0 +1,551 @@
+"""Offline checks of the Kubernetes manifests in k8s/ (no API server needed).
+
+Every kustomization under k8s/ is rendered (tests/k8s/kustomize_lite.py; compared
+with `kubectl kustomize` when a recent kubectl is installed), and then:
+  - every file passes yamllint (which also catches duplicate keys PyYAML would merge);
+  - every object decodes into its typed model of the Kubernetes Python client and
+    re-serialises to the same document: an unknown or misspelled field is dropped by
+    the model and shows up as a difference; a missing required field fails to decode;
+  - the job's contract holds: the containers run the project's binaries with flags
+    those binaries accept (parsed from master/main.cc, pserver/main.cc,
+    trainer/main.cc) and PL_* variables their mains read; every $(VAR) is defined;
+    Service ports reach container ports; StatefulSets name a headless Service; the
+    pserver index derived in the shell equals the Pod ordinal; the pserver count
+    agrees with num_pservers; volumes, claims and ConfigMap keys referenced exist.
+
+Run by ctest (tests/k8s/CMakeLists.txt) as `/usr/bin/python3 -m pytest -q tests/k8s`.
+Needs the Debian packages python3-kubernetes, python3-yaml, python3-pytest, yamllint.
+"""
+
+import functools
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+try:
+    from kubernetes import client as k8s_client
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError(
+        "tests/k8s needs the Kubernetes Python client: apt-get install python3-kubernetes "
+        "(it is in the Makefile's DEB_PACKAGES; run `make deps`)") from e
+try:
+    from yamllint import linter as yamllint_linter
+    from yamllint.config import YamlLintConfig
+except ImportError as e:  # pragma: no cover
+    raise ImportError("tests/k8s needs yamllint: apt-get install yamllint (Makefile DEB_PACKAGES)") from e
+
+import kustomize_lite
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "k8s"
+TARGETS = sorted(str(p.parent.relative_to(K8S)) for p in K8S.rglob("kustomization.yaml"))
+OVERLAYS = [t for t in TARGETS if t != "base"]
+BIN_PREFIX = "/usr/local/bin/"  # where docker/Dockerfile installs build/bin/*
+PART_OF = "app.kubernetes.io/part-of"
+
+YAMLLINT_CONFIG = """
+extends: default
+rules:
+  line-length: {max: 120}
+  document-start: disable
+  truthy: {allowed-values: ["true", "false"], check-keys: false}
+  comments: {min-spaces-from-content: 1}
+  key-duplicates: enable
+"""
+
+
+# ---------------------------------------------------------------- the binaries' side
+
+def _source(rel):
+    return (REPO / rel).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=None)
+def binary_contract():
+    """For each binary: the flags it accepts and the PL_* variables its main reads."""
+    master = _source("master/main.cc")
+    pserver = _source("pserver/main.cc")
+    trainer = _source("trainer/main.cc")
+    known = re.search(r"kKnownFlags\[\]\s*=\s*\{(.*?)\};", pserver, re.S)
+    assert known, "pserver/main.cc: kKnownFlags[] not found (the test parses the flag list from it)"
+    flags = {
+        "pl-master": set(re.findall(r'name == "(\w+)"', master)),
+        "pl-pserver": set(re.findall(r'"(\w+)"', known.group(1))),
+        "pl-trainer": set(re.findall(r"ABSL_FLAG\(\s*[\w:]+\s*,\s*(\w+)\s*,", trainer)),
+    }
+    env = {name: set(re.findall(r'"(PL_[A-Z0-9_]+)"', src))
+           for name, src in (("pl-master", master), ("pl-pserver", pserver), ("pl-trainer", trainer))}
+    for name in flags:
+        # A parser that finds nothing would make every later check vacuous.
+        assert len(flags[name]) >= 5, f"parsed only {sorted(flags[name])} as the flags of {name}"
+        assert env[name], f"parsed no PL_* variables from the main of {name}"
+    return {name: {"flags": flags[name], "env": env[name]} for name in flags}
+
+
+def test_source_parsing_finds_the_documented_flags():
+    c = binary_contract()
+    assert {"state_dir", "data", "port", "host", "num_pservers", "lease_ms"} <= c["pl-master"]["flags"]
+    assert {"index", "num_pservers", "advertise_host", "checkpoint_dir", "host", "port"} <= c["pl-pserver"]["flags"]
+    assert {"model", "master", "device", "threads", "test_data"} <= c["pl-trainer"]["flags"]
+    assert "PL_ADVERTISE_HOST" in c["pl-pserver"]["env"] and "PL_MASTER_ADDR" in c["pl-pserver"]["env"]
+    assert {"PL_MASTER_ADDR", "PL_SYNC", "PL_TRAINER_RANK"} <= c["pl-trainer"]["env"]
+
+
+# ---------------------------------------------------------------- rendering
+
+@functools.lru_cache(maxsize=None)
+def rendered(target):
+    return tuple(kustomize_lite.render(K8S / target))
+
+
+def objects(target):
+    return [json.loads(json.dumps(o)) for o in rendered(target)]  # a fresh copy per use
+
+
+def by_kind(objs, kind):
+    return [o for o in objs if o["kind"] == kind]
+
+
+def one(objs, kind, name):
+    found = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{len(found)} {kind} named {name}"
+    return found[0]
+
+
+def workloads(objs):
+    return [o for o in objs if o["kind"] in kustomize_lite.POD_TEMPLATE_KINDS]
+
+
+def where(o, container=None):
+    return f"{o['kind']}/{o['metadata']['name']}" + (f" container {container['name']}" if container else "")
+
+
+def _kustomize_version():
+    out = subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True, text=True,
+                         timeout=60)
+    if out.returncode != 0:
+        return None
+    m = re.match(r"v?(\d+)", json.loads(out.stdout).get("kustomizeVersion", ""))
+    return int(m.group(1)) if m else None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_renders(target):
+    objs = objects(target)
+    assert objs, f"k8s/{target} renders nothing"
+    keys = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert len(keys) == len(set(keys)), f"k8s/{target}: duplicate objects {keys}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_render_matches_kubectl_kustomize(target):
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl not installed: the manifests are rendered by tests/k8s/kustomize_lite.py only")
+    major = _kustomize_version()
+    if major is None or major < 4:
+        pytest.skip(f"kubectl's kustomize is v{major}, older than v4 (no `replicas`/`patches`)")
+    out = subprocess.run(["kubectl", "kustomize", str(K8S / target)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"kubectl kustomize k8s/{target} failed:\n{out.stderr}"
+    theirs = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout) if o}
+    ours = {(o["kind"], o["metadata"]["name"]): o for o in objects(target)}
+    assert sorted(ours) == sorted(theirs)
+    for key, obj in ours.items():
+        assert obj == theirs[key], f"k8s/{target}: {key} differs between kustomize_lite and kubectl kustomize"
+
+
+# ---------------------------------------------------------------- YAML and typed models
+
+def test_yamllint():
+    config = YamlLintConfig(YAMLLINT_CONFIG)
+    problems = []
+    for path in sorted(K8S.rglob("*.yaml")):
+        for p in yamllint_linter.run(path.read_text(encoding="utf-8"), config, str(path)):
+            problems.append(f"{path.relative_to(REPO)}:{p.line}:{p.column}: {p.level}: {p.message}")
+    assert not problems, "\n".join(problems)
+
+
+class _Response:
+    """What ApiClient.deserialize reads: a body in `data`."""
+
+    def __init__(self, obj):
+        self.data = json.dumps(obj)
+
+
+def _differences(ours, theirs, path="", out=None):
+    out = [] if out is None else out
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in ours:
+            where_ = f"{path}.{key}" if path else key
+            if key not in theirs:
+                out.append(f"{where_}: unknown field (the typed model dropped it)")
+            else:
+                _differences(ours[key], theirs[key], where_, out)
+        for key in set(theirs) - set(ours):
+            out.append(f"{path}.{key}: added by the typed model")
+    elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            _differences(a, b, f"{path}[{i}]", out)
+    elif ours != theirs or type(ours) is not type(theirs):
+        out.append(f"{path}: {ours!r} came back as {theirs!r}")
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_objects_decode_into_typed_models(target):
+    api = k8s_client.ApiClient()
+    for obj in objects(target):
+        version = obj["apiVersion"].split("/")[-1]
+        model = version[0].upper() + version[1:] + obj["kind"]
+        assert hasattr(k8s_client, model), f"{where(obj)}: the Kubernetes client has no model {model}"
+        try:
+            decoded = api.deserialize(_Response(obj), model)
+        except (ValueError, TypeError) as e:
+            pytest.fail(f"k8s/{target} {where(obj)} does not decode into {model}: {e}")
+        back = api.sanitize_for_serialization(decoded)
+        diffs = _differences(obj, back)
+        assert not diffs, f"k8s/{target} {where(obj)}:\n  " + "\n  ".join(diffs)
+
+
+# ---------------------------------------------------------------- container invocations
+
+def invocation(container):
+    """(binary, ["--flag=value", ...], shell script or None) that a container runs."""
+    argv = list(container.get("command", [])) + list(container.get("args", []))
+    assert argv, f"container {container['name']}: no command (the image has no entrypoint)"
+    if argv[:2] == ["/bin/sh", "-c"]:
+        assert len(argv) == 3, f"container {container['name']}: sh -c takes one script"
+        words = shlex.split(argv[2])
+        # exec: the binary replaces the shell, so SIGTERM reaches it (PID 1).
+        assert words[0] == "exec", f"container {container['name']}: the script must exec the binary: {argv[2]!r}"
+        return words[1], words[2:], argv[2]
+    return argv[0], argv[1:], None
+
+
+def binary_name(binary):
+    assert binary.startswith(BIN_PREFIX), f"{binary}: not one of the image's binaries in {BIN_PREFIX}"
+    return binary[len(BIN_PREFIX):]
+
+
+def env_value(obj, container, var, objs, pod_name):
+    """The value Kubernetes gives `var` in this container (fake IP for status.podIP)."""
+    if "value" in var:
+        return var["value"]
+    source = var["valueFrom"]
+    if "configMapKeyRef" in source:
+        ref = source["configMapKeyRef"]
+        data = one(objs, "ConfigMap", ref["name"])["data"]
+        assert ref["key"] in data, f"{where(obj, container)}: ConfigMap {ref['name']} has no key {ref['key']}"
+        return data[ref["key"]]
+    if "fieldRef" in source:
+        return {"metadata.name": pod_name, "status.podIP": "10.1.2.3",
+                "metadata.namespace": "default"}[source["fieldRef"]["fieldPath"]]
+    if "resourceFieldRef" in source:
+        ref = source["resourceFieldRef"]
+        kind, resource = ref["resource"].split(".")
+        quantity = str(container["resources"][kind][resource])
+        assert ref.get("divisor", "1") == "1" and re.fullmatch(r"\d+m?", quantity), (ref, quantity)
+        return str(-(-int(quantity[:-1]) // 1000)) if quantity.endswith("m") else quantity
+    raise AssertionError(f"{where(obj, container)}: unsupported env source {source}")
+
+
+def resolved_args(obj, container, objs, ordinal=0):
+    """The flags as the binary sees them in the Pod with this ordinal: $(VAR) expanded by
+    Kubernetes, then the shell script (if any) run by /bin/sh with the same env."""
+    pod_name = f"{obj['metadata']['name']}-{ordinal}"
+    env = {v["name"]: env_value(obj, container, v, objs, pod_name) for v in container.get("env", [])}
+
+    def k8s_expand(text):
+        return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), text)
+
+    binary, args, script = invocation(container)
+    if script is None:
+        return [k8s_expand(a) for a in args]
+    script = k8s_expand(script).replace(f"exec {binary}", "exec printf '%s\\n'", 1)
+    out = subprocess.run(["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, f"{where(obj, container)}: its script fails under /bin/sh: {out.stderr}"
+    return out.stdout.splitlines()
+
+
+def flag_values(args):
+    values = {}
+    for arg in args:
+        m = re.fullmatch(r"--(\w+)=(.*)", arg, re.S)
+        assert m, f"argument {arg!r}: write flags as --name=value"
+        assert m.group(1) not in values, f"flag --{m.group(1)} given twice"
+        values[m.group(1)] = m.group(2)
+    return values
+
+
+def containers_of(objs):
+    for o in workloads(objs):
+        for c in o["spec"]["template"]["spec"].get("containers", []):
+            yield o, c
+
+
+def container_named(objs, binary):
+    found = [(o, c) for o, c in containers_of(objs) if binary_name(invocation(c)[0]) == binary]
+    assert len(found) == 1, f"{len(found)} containers run {binary}"
+    return found[0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_containers_use_flags_and_env_the_binaries_read(target):
+    objs = objects(target)
+    contract = binary_contract()
+    for o, c in containers_of(objs):
+        binary, args, script = invocation(c)
+        name = binary_name(binary)
+        assert name in contract, f"{where(o, c)}: runs {name}, which the test knows no contract for"
+        unknown = set(flag_values(args)) - contract[name]["flags"]
+        assert not unknown, f"{where(o, c)}: {name} does not accept --{', --'.join(sorted(unknown))}"
+        defined = [v["name"] for v in c.get("env", [])]
+        assert len(defined) == len(set(defined)), f"{where(o, c)}: an env variable is defined twice"
+        text = " ".join(list(c.get("command", [])) + list(c.get("args", [])))
+        referenced = set(re.findall(r"\$\((\w+)\)", text))
+        if script is not None:
+            referenced |= set(re.findall(r"\$\{?(\w+)", script.replace("$(", "")))
+        missing = referenced - set(defined)
+        assert not missing, f"{where(o, c)}: uses undefined variables {sorted(missing)}"
+        for var in defined:
+            if var.startswith("PL_"):
+                assert var in contract[name]["env"], f"{where(o, c)}: {name}'s main does not read {var}"
+            else:
+                assert var in referenced, f"{where(o, c)}: {var} is defined but never used"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_service_links_are_off(target):
+    # A Service named pl-master would inject PL_MASTER_PORT=tcp://IP:PORT, which
+    # pl-master reads as its port.
+    for o in workloads(objects(target)):
+        assert o["spec"]["template"]["spec"].get("enableServiceLinks") is False, where(o)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_container_has_cpu_and_memory_requests_and_limits(target):
+    for o, c in containers_of(objects(target)):
+        for kind in ("requests", "limits"):
+            for resource in ("cpu", "memory"):
+                assert resource in c.get("resources", {}).get(kind, {}), f"{where(o, c)}: no {kind}.{resource}"
+
+
+# ---------------------------------------------------------------- networking
+
+def _selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _container_ports(o):
+    ports = {}
+    for c in o["spec"]["template"]["spec"]["containers"]:
+        for p in c.get("ports", []):
+            ports[p["containerPort"]] = p
+            if "name" in p:
+                ports[p["name"]] = p
+    return ports
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_services_reach_container_ports(target):
+    objs = objects(target)
+    for svc in by_kind(objs, "Service"):
+        selected = [o for o in workloads(objs)
+                    if _selects(svc["spec"].get("selector"), o["spec"]["template"]["metadata"]["labels"])]
+        assert len(selected) == 1, f"{where(svc)} selects {[where(o) for o in selected]} (want exactly one)"
+        ports = _container_ports(selected[0])
+        for p in svc["spec"]["ports"]:
+            assert p.get("targetPort", p["port"]) in ports, f"{where(svc)}: port {p} has no matching containerPort"
+    for o, c in containers_of(objs):
+        ports = _container_ports(o)
+        for probe in ("readinessProbe", "livenessProbe") if c.get("ports") else ():  # servers only
+            assert probe in c, f"{where(o, c)}: serves but has no {probe}"
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            if "tcpSocket" in c.get(probe, {}):
+                assert c[probe]["tcpSocket"]["port"] in ports, f"{where(o, c)}: {probe} probes an undeclared port"
+        port = flag_values(resolved_args(o, c, objs)).get("port")
+        if port is not None:
+            assert int(port) in ports, f"{where(o, c)}: listens on --port={port}, not a declared containerPort"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_statefulsets_have_headless_governing_services(target):
+    objs = objects(target)
+    for sts in by_kind(objs, "StatefulSet"):
+        svc = one(objs, "Service", sts["spec"]["serviceName"])
+        assert svc["spec"].get("clusterIP") == "None", f"{where(svc)} must be headless (clusterIP: None)"
+        assert _selects(svc["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"]), where(svc)
+    for o in workloads(objs):
+        assert _selects(o["spec"]["selector"]["matchLabels"], o["spec"]["template"]["metadata"]["labels"]), where(o)
+
+
+def _master_endpoint(objs):
+    """host:port names that reach pl-master: <pod>.<service>:port and <service>:port."""
+    sts, _ = container_named(objs, "pl-master")
+    svc = one(objs, "Service", sts["spec"]["serviceName"])
+    names = {svc["metadata"]["name"], f"{sts['metadata']['name']}-0.{svc['metadata']['name']}"}
+    return {f"{n}:{p['port']}" for n in names for p in svc["spec"]["ports"]}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_master_address_is_the_masters_stable_name(target):
+    objs = objects(target)
+    sts, _ = container_named(objs, "pl-master")
+    assert sts["kind"] == "StatefulSet" and sts["spec"]["replicas"] == 1, "the master is a StatefulSet of 1"
+    endpoints = _master_endpoint(objs)
+    for binary in ("pl-pserver", "pl-trainer"):
+        o, c = container_named(objs, binary)
+        env = {v["name"]: v.get("value") for v in c.get("env", [])}
+        address = flag_values(resolved_args(o, c, objs)).get("master", env.get("PL_MASTER_ADDR"))
+        assert address in endpoints, f"{where(o, c)}: master address {address!r} is none of {sorted(endpoints)}"
+
+
+# ---------------------------------------------------------------- pservers
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pserver_index_is_the_pod_ordinal(target):
+    objs = objects(target)
+    sts, c = container_named(objs, "pl-pserver")
+    assert sts["kind"] == "StatefulSet"
+    replicas = sts["spec"]["replicas"]
+    env = {v["name"]: env_value(sts, c, v, objs, "x") for v in c["env"]}
+    num = flag_values(resolved_args(sts, c, objs)).get("num_pservers", env.get("PL_NUM_PSERVERS"))
+    assert num is not None and int(num) == replicas, (
+        f"k8s/{target}: {replicas} pserver replicas but num_pservers={num}: they must agree")
+    master, mc = container_named(objs, "pl-master")
+    menv = {v["name"]: env_value(master, mc, v, objs, "x") for v in mc["env"]}
+    master_num = flag_values(resolved_args(master, mc, objs)).get("num_pservers", menv.get("PL_NUM_PSERVERS"))
+    assert master_num == num, f"master expects {master_num} pservers, the pservers say {num}"
+    for ordinal in range(replicas):
+        flags = flag_values(resolved_args(sts, c, objs, ordinal))
+        index = flags.get("index", env.get("PL_PSERVER_INDEX"))
+        assert index == str(ordinal), f"pod {sts['metadata']['name']}-{ordinal} would serve index {index!r}"
+    flags = flag_values(resolved_args(sts, c, objs))
+    assert flags.get("host", "0.0.0.0") == "0.0.0.0", "pservers must listen on all interfaces"
+    advertise = flags.get("advertise_host", env.get("PL_ADVERTISE_HOST"))
+    assert advertise and not advertise.startswith("127."), (
+        f"pservers advertise {advertise!r}: trainers on other Pods cannot reach it")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_state_lives_on_per_pod_claims(target):
+    objs = objects(target)
+    for binary, flag in (("pl-master", "state_dir"), ("pl-pserver", "checkpoint_dir")):
+        sts, c = container_named(objs, binary)
+        env = {v["name"]: env_value(sts, c, v, objs, "x") for v in c["env"]}
+        path = flag_values(resolved_args(sts, c, objs)).get(flag, env.get({"state_dir": "PL_STATE_DIR",
+                                                                             "checkpoint_dir": "PL_CHECKPOINT_DIR"}[flag]))
+        assert path, f"{where(sts, c)}: no --{flag}"
+        claims = {t["metadata"]["name"] for t in sts["spec"].get("volumeClaimTemplates", [])}
+        mounts = [m for m in c["volumeMounts"] if m["name"] in claims]
+        assert any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/") for m in mounts), (
+            f"{where(sts, c)}: --{flag}={path} is not on a volumeClaimTemplates volume")
+
+
+# ---------------------------------------------------------------- trainers
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_trainers_are_elastic_and_preemptible(target):
+    objs = objects(target)
+    dep, c = container_named(objs, "pl-trainer")
+    assert dep["kind"] == "Deployment"
+    spec = dep["spec"]["template"]["spec"]
+    pc = one(objs, "PriorityClass", spec["priorityClassName"])
+    assert pc["value"] < 0 and pc.get("preemptionPolicy") == "Never" and not pc.get("globalDefault", False)
+    assert spec.get("terminationGracePeriodSeconds", 30) >= 30, "too short to return the task on SIGTERM"
+    cmd = list(c.get("command", [])) + list(c.get("args", []))
+    assert cmd[0] != "/bin/sh", "the trainer must be PID 1 to receive SIGTERM itself"
+    flags = flag_values(resolved_args(dep, c, objs))
+    assert flags["device"] in ("cpu", "gpu", "auto")
+    assert int(flags["threads"]) >= 1
+    gpus = c["resources"].get("limits", {}).get("nvidia.com/gpu")
+    assert (flags["device"] == "gpu") == (gpus is not None), (
+        f"k8s/{target}: --device={flags['device']} but nvidia.com/gpu limit {gpus}")
+
+
+# ---------------------------------------------------------------- volumes and config
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_volumes_claims_and_config_keys_exist(target):
+    objs = objects(target)
+    pvcs = {p["metadata"]["name"]: p for p in by_kind(objs, "PersistentVolumeClaim")}
+    for o in workloads(objs):
+        spec = o["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        templates = {t["metadata"]["name"] for t in o["spec"].get("volumeClaimTemplates", [])}
+        mounted = set()
+        for c in spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                assert m["name"] in volumes or m["name"] in templates, f"{where(o, c)}: no volume {m['name']}"
+                mounted.add(m["name"])
+                claim = volumes.get(m["name"], {}).get("persistentVolumeClaim")
+                if claim:
+                    assert claim["claimName"] in pvcs, f"{where(o)}: no PersistentVolumeClaim {claim['claimName']}"
+                    if "ReadOnlyMany" in pvcs[claim["claimName"]]["spec"]["accessModes"]:
+                        assert m.get("readOnly") and claim.get("readOnly"), f"{where(o, c)}: mount it read-only"
+            for var in c.get("env", []):
+                ref = var.get("valueFrom", {}).get("configMapKeyRef")
+                if ref:
+                    assert ref["key"] in one(objs, "ConfigMap", ref["name"])["data"], (
+                        f"{where(o, c)}: ConfigMap {ref['name']} has no key {ref['key']}")
+        unused = (set(volumes) | templates) - mounted
+        assert not unused, f"{where(o)}: volumes {sorted(unused)} are never mounted"
+
+
+def _dataset_mount(o, c):
+    volumes = {v["name"]: v for v in o["spec"]["template"]["spec"].get("volumes", [])}
+    for m in c.get("volumeMounts", []):
+        if "persistentVolumeClaim" in volumes.get(m["name"], {}):
+            return volumes[m["name"]]["persistentVolumeClaim"]["claimName"], m["mountPath"]
+    return None, None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_master_and_trainers_see_the_data_at_the_same_path(target):
+    # The master hands out chunks by the file paths it read; trainers open those paths.
+    objs = objects(target)
+    master, mc = container_named(objs, "pl-master")
+    trainer, tc = container_named(objs, "pl-trainer")
+    claim, path = _dataset_mount(master, mc)
+    assert claim is not None, "the master mounts no dataset volume"
+    assert _dataset_mount(trainer, tc) == (claim, path), "master and trainers mount the dataset differently"
+    data = flag_values(resolved_args(master, mc, objs))["data"]
+    test_data = flag_values(resolved_args(trainer, tc, objs))["test_data"]
+    for p in (data, test_data):
+        assert p.startswith(path.rstrip("/") + "/"), f"{p} is not on the dataset volume mounted at {path}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_objects_are_labelled_with_one_job(target):
+    jobs = set()
+    for o in objects(target):
+        if o["kind"] == "PriorityClass":
+            continue  # cluster-scoped, shared by every job
+        jobs.add(o["metadata"]["labels"].get(PART_OF))
+        if o["kind"] in kustomize_lite.POD_TEMPLATE_KINDS:
+            jobs.add(o["spec"]["template"]["metadata"]["labels"].get(PART_OF))
+    assert len(jobs) == 1 and None not in jobs, f"k8s/{target}: {PART_OF} values {jobs}"
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_overlays_set_a_pullable_image(target):
+    for o, c in containers_of(objects(target)):
+        assert "/" in c["image"] and ":" in c["image"].rsplit("/", 1)[-1], (
+            f"k8s/{target} {where(o, c)}: image {c['image']!r} has no registry or tag (set `images`)")
+
+
+def test_dockerfile_installs_the_binaries_where_the_manifests_run_them():
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"^COPY --from=build \S+/bin/ " + re.escape(BIN_PREFIX) + r"\s*$", dockerfile, re.M), (
+        f"docker/Dockerfile does not copy the build's bin/ to {BIN_PREFIX}")
+    uid = re.search(r"^USER (\d+)", dockerfile, re.M)
+    assert uid, "docker/Dockerfile sets no numeric USER"
+    for target in TARGETS:
+        for o in workloads(objects(target)):
+            assert o["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid.group(1)), where(o)
