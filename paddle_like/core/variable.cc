@@ -3,6 +3,12 @@
 #include <unordered_set>
 
 namespace pl {
+namespace {
+thread_local bool g_no_grad = false;  // see NoGradScope
+}  // namespace
+
+NoGradScope::NoGradScope() : previous_(g_no_grad) { g_no_grad = true; }
+NoGradScope::~NoGradScope() { g_no_grad = previous_; }
 
 Variable::Variable(Tensor value, bool requires_grad)
     : node_(std::make_shared<VariableNode>()) {
@@ -13,6 +19,7 @@ Variable::Variable(Tensor value, bool requires_grad)
 Variable Variable::FromOp(Tensor value, std::vector<Variable> inputs,
                           std::function<void(const Tensor&)> backward) {
   Variable out(std::move(value), false);
+  if (g_no_grad) return out;
   for (const Variable& in : inputs) {
     if (in.requires_grad()) out.node_->requires_grad = true;
   }

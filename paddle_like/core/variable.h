@@ -65,6 +65,21 @@ class Variable {
   std::shared_ptr<VariableNode> node_;
 };
 
+// While a NoGradScope lives on a thread, ops on that thread record no graph: their
+// outputs neither require a gradient nor keep their inputs alive, so a forward pass
+// frees each activation as soon as the next layer has consumed it (evaluation,
+// inference). Scopes nest; the destructor restores the previous state.
+class NoGradScope {
+ public:
+  NoGradScope();
+  ~NoGradScope();
+  NoGradScope(const NoGradScope&) = delete;
+  NoGradScope& operator=(const NoGradScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_CORE_VARIABLE_H_

@@ -27,6 +27,26 @@ Variable SumPlus(const Variable& y, const Variable& a) {
   });
 }
 
+TEST(VariableTest, NoGradScopeRecordsNoGraphAndNests) {
+  Variable a(Tensor::FromVector({2}, {1, 2}), true);
+  Variable b(Tensor::FromVector({2}, {3, 4}), true);
+  {
+    NoGradScope outer;
+    Variable y = Mul(a, b);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_TRUE(y.node()->inputs.empty());  // nothing keeps a or b alive
+    EXPECT_FLOAT_EQ(y.value().f32()[1], 8);
+    {
+      NoGradScope inner;
+    }
+    EXPECT_FALSE(Mul(a, b).requires_grad());  // the inner scope's end keeps the outer one
+    EXPECT_TRUE(absl::IsFailedPrecondition(SumPlus(y, a).Backward()));
+  }
+  Variable z = SumPlus(Mul(a, b), a);  // recording again after the scope
+  ASSERT_TRUE(z.Backward().ok());
+  EXPECT_FLOAT_EQ(b.grad().f32()[1], 2);
+}
+
 TEST(VariableTest, DiamondGraphAccumulatesBothPaths) {
   Variable a(Tensor::FromVector({2}, {1, 2}), true);
   Variable b(Tensor::FromVector({2}, {3, 4}), true);

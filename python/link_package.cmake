@@ -1,0 +1,17 @@
+# Mirrors the .py files of SRC into DST as symlinks (cmake -DSRC=.. -DDST=.. -P this),
+# so edits to python/paddle_like need no rebuild; links whose file is gone are removed.
+file(GLOB_RECURSE py_files RELATIVE ${SRC} ${SRC}/*.py)
+foreach(f ${py_files})
+  get_filename_component(dir ${DST}/${f} DIRECTORY)
+  file(MAKE_DIRECTORY ${dir})
+  if(NOT IS_SYMLINK ${DST}/${f})
+    file(REMOVE ${DST}/${f})
+    file(CREATE_LINK ${SRC}/${f} ${DST}/${f} SYMBOLIC)
+  endif()
+endforeach()
+file(GLOB_RECURSE linked LIST_DIRECTORIES false ${DST}/*.py)
+foreach(l ${linked})
+  if(IS_SYMLINK ${l} AND NOT EXISTS ${l})
+    file(REMOVE ${l})
+  endif()
+endforeach()

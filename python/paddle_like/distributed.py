@@ -1,0 +1,243 @@
+"""Training as one trainer of a distributed job (master + parameter servers), from a
+script that runs unchanged under ``pl-launch`` / ``python -m paddle_like.launch``
+(locally) or on Kubernetes: it reads the launcher's environment contract
+
+    PL_MASTER_ADDR   host:port of the master (required)
+    PL_TRAINER_RANK  this trainer's rank (for its name in logs)
+    PL_SYNC          "1": synchronous updates (the pservers average each step)
+
+and then, like the C++ trainer (trainer/dist_trainer.h): registers with the master
+(a heartbeat thread renews its lease), leases tasks (groups of record chunks), decodes
+each task's records with the C++ reader, and per batch pulls the parameters (dense
+ones and the embedding rows the batch touches), runs forward/backward in this process
+and pushes the gradients; the optimizer runs on the pservers. SIGTERM or SIGINT gives
+the current task back to the master (no lease timeout) and returns with
+``stopped=True``, so the script can exit 0. At JOB_DONE the final parameters are
+pulled and evaluated on `test` when given.
+
+    import paddle_like as pl
+    model = ...                                       # any nn.Module
+    result = pl.distributed.train(model, pl.nn.CrossEntropyLoss(),
+                                  optimizer=pl.optim.spec("adam", lr=1e-3),
+                                  test="data/test.plrec")
+
+All network waits and the data decoding release the GIL.
+"""
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from . import _C
+from .data import load_records
+from .optim import Optimizer, spec as make_spec
+from .utils import ProgressBar
+
+__all__ = ["is_available", "DistResult", "DistributedTrainer", "train"]
+
+
+def is_available():
+    """True when this process was started as a trainer of a job (PL_MASTER_ADDR set)."""
+    return bool(os.environ.get("PL_MASTER_ADDR"))
+
+
+@dataclass
+class DistResult:
+    tasks_done: int = 0
+    steps: int = 0
+    samples: int = 0
+    stopped: bool = False           # left because of SIGTERM/SIGINT (task returned)
+    job_done: bool = False
+    final_metric: Optional[float] = None   # test accuracy / AUC, when `test` was given
+    seconds: float = 0.0
+
+
+def _as_spec(optimizer, lr):
+    if optimizer is None:
+        optimizer = "adam"
+    if isinstance(optimizer, Optimizer):
+        return optimizer.spec
+    if isinstance(optimizer, _C.OptimizerSpec):
+        return optimizer
+    if isinstance(optimizer, str):
+        return make_spec(optimizer, 1e-3 if lr is None else lr)
+    raise TypeError(f"optimizer must be a name, paddle_like.optim.spec(...) or an Optimizer, "
+                    f"got {type(optimizer).__name__}")
+
+
+def _default_sparse_inputs(model):
+    tables = [name for name, p in model.named_parameters() if isinstance(p, _C.SparseParameter)]
+
+    def sparse_inputs(inputs):
+        # Each table may see any id of the batch (the usual single-table CTR layout).
+        if not tables or inputs.dtype != np.int64:
+            return {}
+        ids = np.unique(inputs)
+        return {name: ids for name in tables}
+    return sparse_inputs
+
+
+class DistributedTrainer:
+    """One trainer of a job. See the module docstring; run() does the work.
+
+    model: an nn.Module; loss_fn(outputs, labels) -> scalar Tensor.
+    optimizer: "adam"/"sgd"/"momentum"/"adagrad" (with lr), paddle_like.optim.spec(...)
+      or an Optimizer (its spec is used; the pservers apply it).
+    kind: "image" (inputs float (B, C, H, W), labels int64) or "clicks" (inputs int64
+      ids (B, F), labels float 0/1).
+    sparse_inputs(inputs) -> {table name: ids}: the embedding rows a batch needs
+      (default: every table gets the batch's distinct ids).
+    metric: "accuracy" or "auc" for the final evaluation on `test` (a record file).
+    seed: must match across the job's trainers (the pservers initialise from it).
+    """
+
+    def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",
+                 sparse_inputs=None, test=None, test_limit=None, metric=None, master=None, sync=None,
+                 seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None):
+        self.model, self.loss_fn = model, loss_fn
+        if model._cpp is None:
+            raise ValueError(f"{type(model).__name__} has no parameters to train")
+        self.spec = _as_spec(optimizer, lr)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if kind not in ("image", "clicks"):
+            raise ValueError(f"kind must be 'image' or 'clicks', got {kind!r}")
+        self.batch_size, self.kind = int(batch_size), kind
+        self.sparse_inputs = sparse_inputs or _default_sparse_inputs(model)
+        self.test, self.test_limit = test, test_limit
+        self.metric = metric or ("accuracy" if kind == "image" else "auc")
+        self.master = master or os.environ.get("PL_MASTER_ADDR", "")
+        if not self.master:
+            raise RuntimeError("no master address: pass master='host:port' or run under pl-launch "
+                               "(which sets PL_MASTER_ADDR)")
+        self.sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
+        self.seed, self.give_up_after_s = int(seed), float(give_up_after_s)
+        self.log_every_s, self.progress = log_every_s, progress
+        rank = os.environ.get("PL_TRAINER_RANK")
+        self.name = name or (f"trainer-{rank}" if rank is not None else "trainer")
+
+    def _log(self, msg):
+        print(f"{self.name}: {msg}", flush=True)
+
+    def run(self):
+        """Trains until the job is done or a stop signal arrives; returns a DistResult.
+        Errors (a pserver gone longer than give_up_after_s, a bad batch) raise."""
+        _C.clear_stop()
+        _C.install_stop_handlers()
+        try:
+            return self._run()
+        finally:
+            _C.restore_stop_handlers()
+
+    def _run(self):
+        start = time.monotonic()
+        result = DistResult()
+        master = _C.MasterClient(self.master, self.name, self.give_up_after_s)
+        reg = master.register()
+        self._log(f"registered as trainer {reg['trainer_id']} with the master at {self.master} "
+                  f"({reg['num_pservers']} pservers, lease {reg['lease_ms']} ms)")
+        params = _C.ParameterClient(self.model._cpp, master, reg["num_pservers"], self.spec, self.seed,
+                                    self.sync, self.give_up_after_s)
+        params.set_trainer_id(master.trainer_id)
+        params.connect()
+        self._log(f"connected to {reg['num_pservers']} pservers; optimizer {self.spec!r}"
+                  f"{', sync' if self.sync else ''}")
+        self.model.train()
+        bar = ProgressBar(None, desc=self.name, disable=not self.progress, unit="step",
+                          stream=sys.stdout, log_every_s=self.log_every_s)
+        window_loss, window_steps = 0.0, 0
+        try:
+            while not _C.stop_requested():
+                params.set_trainer_id(master.trainer_id)
+                try:
+                    what, task = master.get_task()
+                except RuntimeError:
+                    if _C.stop_requested():
+                        break
+                    raise
+                if what == "job_done":
+                    result.job_done = True
+                    break
+                if what == "wait":
+                    time.sleep(0.2)
+                    continue
+                try:
+                    data = task.load(self.kind)
+                except (OSError, ValueError, RuntimeError) as e:
+                    self._log(f"task {task.id} failed: {e}")
+                    master.task_failed(task, str(e), False)
+                    continue
+                inputs = data["features"] if self.kind == "image" else data["ids"]
+                labels = data["labels"]
+                rng = np.random.default_rng([self.seed, task.id, task.pass_])
+                order = rng.permutation(len(labels))
+                interrupted = False
+                try:
+                    for b in range(0, len(order), self.batch_size):
+                        if _C.stop_requested():
+                            interrupted = True
+                            break
+                        idx = order[b:b + self.batch_size]
+                        x, y = inputs[idx], labels[idx]
+                        params.pull(self.sparse_inputs(x))
+                        loss = self.loss_fn(self.model(x), y)
+                        loss.backward()
+                        params.push(len(idx))
+                        result.steps += 1
+                        result.samples += len(idx)
+                        window_loss += loss.item()
+                        window_steps += 1
+                        bar.update(1, task=task.id, loss=window_loss / window_steps)
+                        if window_steps >= 50:
+                            window_loss, window_steps = 0.0, 0
+                except Exception as e:  # noqa: BLE001 — the task goes back whatever failed
+                    stopping = _C.stop_requested()
+                    master.task_failed(task, "trainer stopping" if stopping else str(e), stopping)
+                    if stopping:
+                        interrupted = True
+                    else:
+                        raise
+                if interrupted:
+                    self._log(f"stop requested: returned task {task.id} to the master")
+                    break
+                try:
+                    master.task_finished(task, len(order))
+                    result.tasks_done += 1
+                except RuntimeError as e:
+                    # FAILED_PRECONDITION: the lease expired and the task went to another trainer.
+                    self._log(f"task {task.id} no longer ours ({e})")
+        finally:
+            bar.close()
+        result.stopped = _C.stop_requested()
+        result.seconds = time.monotonic() - start
+        counters = params.counters()
+        self._log(f"{'stopping' if result.stopped else 'job done'} after {result.tasks_done} tasks, "
+                  f"{result.steps} steps, {result.samples} samples "
+                  f"({result.samples / max(result.seconds, 1e-9):.0f} samples/s); "
+                  f"{counters['retries']} retries")
+        if result.job_done and self.test:
+            result.final_metric = self._evaluate(params)
+            self._log(f"final test {self.metric}: {result.final_metric:.4f}")
+        try:
+            master.leave()
+        except RuntimeError as e:
+            self._log(f"leaving the master failed: {e}")
+        return result
+
+    def _evaluate(self, params):
+        test = load_records(self.test, kind=self.kind, limit=self.test_limit)
+        from .training import predict
+        params.pull(self.sparse_inputs(test.inputs))
+        logits = predict(self.model, test.inputs)
+        if self.metric == "accuracy":
+            return _C.count_correct(logits, test.labels) / max(len(test), 1)
+        return _C.binary_auc(_C.sigmoid_of(logits.reshape(-1)).numpy(), test.labels.astype(np.float32))
+
+
+def train(model, loss_fn, **kwargs):
+    """DistributedTrainer(model, loss_fn, **kwargs).run()."""
+    return DistributedTrainer(model, loss_fn, **kwargs).run()

@@ -1,0 +1,294 @@
+"""Module: the base class of every layer and model, as in torch.nn.
+
+Every Module mirrors a C++ pl::Module (``module._cpp``): a built-in layer holds its
+C++ layer, and a Module defined in Python holds a C++ container to which each
+sub-module is attached, under its attribute name, when it is assigned::
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(784, 128)     # parameters "fc1.w", "fc1.b"
+            self.fc2 = nn.Linear(128, 10)      # parameters "fc2.w", "fc2.b"
+
+        def forward(self, x):
+            return self.fc2(nn.functional.relu(self.fc1(x)))
+
+So the parameters are the C++ ones, under the same stable dotted names the C++
+optimizers, the parameter servers and the safetensors files use. Parameter names must
+stay stable: a sub-module attribute cannot be re-assigned or deleted once set, and a
+module can be the child of only one parent.
+
+Thread-safety: a model is used by one thread at a time (the C++ work releases the GIL,
+so other Python threads run meanwhile, but must not use the same model).
+"""
+
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import _C
+
+# Which module a parameter belongs to, so optimizers accept list(model.parameters()).
+_owner_of_param = weakref.WeakValueDictionary()
+
+
+class ParameterList(list):
+    """The list model.parameters() returns: Tensors (dense parameters) and
+    SparseParameters (embedding tables), remembering the model they belong to."""
+
+    def __init__(self, items, module):
+        super().__init__(items)
+        self.module = module
+
+
+# Passed as _cpp by modules with no C++ side and no parameters (the losses).
+NO_CPP = object()
+
+
+class Module:
+    """Base class: subclass it, assign sub-modules in ``__init__`` and write ``forward``."""
+
+    _cpp = None
+
+    def __init__(self, _cpp=None):
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_parent", None)
+        object.__setattr__(self, "_training", True)
+        if _cpp is None:
+            _cpp = _C.Container(type(self).__name__)
+        elif _cpp is NO_CPP:
+            _cpp = None
+        object.__setattr__(self, "_cpp", _cpp)
+
+    # --- sub-modules -----------------------------------------------------------
+    def __setattr__(self, name, value):
+        if isinstance(value, Module):
+            if "_modules" not in self.__dict__:
+                raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning "
+                                   f"sub-module '{name}'")
+            self._register(name, value)
+        elif "_modules" in self.__dict__ and name in self._modules:
+            raise AttributeError(f"{type(self).__name__}.{name} is a registered sub-module; parameter "
+                                 f"names must stay stable, so it cannot be replaced")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        if name in self.__dict__.get("_modules", {}):
+            raise AttributeError(f"{type(self).__name__}.{name} is a registered sub-module and cannot "
+                                 f"be deleted (parameter names must stay stable)")
+        object.__delattr__(self, name)
+
+    def add_module(self, name, module):
+        """Registers `module` under `name` (what attribute assignment does)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"add_module('{name}'): expected an nn.Module, got {type(module).__name__}")
+        setattr(self, name, module)
+
+    def _register(self, name, module):
+        if not isinstance(name, str) or not name or "." in name:
+            raise ValueError(f"sub-module name {name!r} must be a non-empty string without '.'")
+        if name in self._modules:
+            if self._modules[name] is module:
+                return
+            raise ValueError(f"{type(self).__name__}: sub-module '{name}' is already registered; "
+                             f"parameter names must stay stable, so it cannot be replaced")
+        if module is self:
+            raise ValueError("a module cannot be its own sub-module")
+        if module._parent is not None:
+            raise ValueError(f"{type(module).__name__} is already registered in another module; sharing "
+                             f"a module between parents is not supported (its parameters would have "
+                             f"two names)")
+        if module._cpp is not None:
+            if not isinstance(self._cpp, _C.Container):
+                raise TypeError(f"{type(self).__name__} is a built-in layer and cannot hold "
+                                f"sub-module '{name}'")
+            self._cpp.add_child(name, module._cpp)
+        object.__setattr__(module, "_parent", weakref.ref(self))
+        self._modules[name] = module
+        module._set_training(self.training)
+
+    def named_children(self):
+        return list(self._modules.items())
+
+    def children(self):
+        return list(self._modules.values())
+
+    def named_modules(self, prefix=""):
+        out = [(prefix, self)]
+        for name, m in self._modules.items():
+            out.extend(m.named_modules(f"{prefix}.{name}" if prefix else name))
+        return out
+
+    def modules(self):
+        return [m for _, m in self.named_modules()]
+
+    # --- forward -------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # --- parameters ----------------------------------------------------------------
+    def named_parameters(self):
+        """[(dotted name, parameter)]: Tensors (dense) and SparseParameters (embedding
+        tables), in registration order. A dense parameter's ``.numpy()`` is a live view
+        (optimizer steps update it in place); ``.grad`` is its accumulated gradient."""
+        if self._cpp is None:
+            return []
+        named = self._cpp.named_parameters()
+        for _, p in named:
+            _owner_of_param[p._node_id] = self
+        return named
+
+    def parameters(self):
+        return ParameterList([p for _, p in self.named_parameters()], self)
+
+    def get_parameter(self, name):
+        """The parameter with this dotted name; KeyError naming the known ones otherwise."""
+        if self._cpp is None:
+            raise KeyError(f"{type(self).__name__} has no parameters")
+        return self._cpp.find_parameter(name)
+
+    def num_parameters(self):
+        """Dense elements plus held embedding rows x dim."""
+        return 0 if self._cpp is None else self._cpp.num_parameter_elements()
+
+    def init_parameters(self, seed):
+        """Redraws every parameter from (seed, its full dotted name), the rule the C++
+        trainer and the parameter servers use; embedding tables drop their rows."""
+        if self._cpp is not None:
+            self._cpp.named_parameters()  # tables learn their full names first
+            self._cpp.init_parameters(int(seed))
+        return self
+
+    def zero_grad(self, set_to_none=None):
+        if self._cpp is not None:
+            self._cpp.zero_grad()
+
+    def state_dict(self):
+        """OrderedDict name -> NumPy copy, as in the safetensors files: dense parameters
+        under their names; an embedding table as "<name>" (rows, dim) and "<name>.ids"."""
+        out = OrderedDict()
+        for name, p in self.named_parameters():
+            if isinstance(p, _C.SparseParameter):
+                ids, values = p.rows()
+                order = np.argsort(ids, kind="stable")
+                out[name] = values[order]
+                out[name + ".ids"] = ids[order]
+            else:
+                out[name] = p.numpy().copy()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies dense parameters from `state_dict` (checked in full before any change:
+        KeyError for a missing name when strict, ValueError for a shape mismatch).
+        Embedding tables load from files only (paddle_like.load)."""
+        dense = []
+        problems = []
+        for name, p in self.named_parameters():
+            if isinstance(p, _C.SparseParameter):
+                if name in state_dict:
+                    raise NotImplementedError(f"'{name}' is an embedding table; load it with paddle_like.load")
+                continue
+            if name not in state_dict:
+                if strict:
+                    raise KeyError(f"state_dict has no '{name}' (needed by {type(self).__name__})")
+                continue
+            value = np.asarray(state_dict[name])
+            if value.shape != p.shape:
+                problems.append(f"'{name}': expected shape {p.shape}, got {value.shape}")
+            dense.append((p, value))
+        if problems:
+            raise ValueError("load_state_dict: " + "; ".join(problems))
+        for p, value in dense:
+            p.numpy()[...] = value
+        return self
+
+    # --- modes ----------------------------------------------------------------------
+    @property
+    def training(self):
+        return self._training
+
+    def _set_training(self, mode):
+        object.__setattr__(self, "_training", bool(mode))
+        for m in self._modules.values():
+            m._set_training(mode)
+
+    def train(self, mode=True):
+        """Training mode (dropout active) or evaluation mode, for this module and all below."""
+        self._set_training(mode)
+        if self._cpp is not None:
+            self._cpp.train(bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    # --- display ----------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        if self._modules:
+            for name, m in self._modules.items():
+                child = repr(m).replace("\n", "\n  ")
+                lines.append(f"  ({name}): {child}")
+            return "\n".join(lines) + "\n)"
+        return lines[0] + ")"
+
+
+class Sequential(Module):
+    """Runs its modules in order. Sub-modules are named "0", "1", ... (parameters
+    "0.w", ...), or by the keys of an OrderedDict: Sequential(OrderedDict(fc1=...))."""
+
+    def __init__(self, *modules):
+        super().__init__(_C.Container("Sequential"))
+        if len(modules) == 1 and isinstance(modules[0], (dict, OrderedDict)):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ModuleList(Module):
+    """A list of sub-modules named "0", "1", ... (no forward of its own)."""
+
+    def __init__(self, modules=()):
+        super().__init__(_C.Container("ModuleList"))
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())

@@ -1,0 +1,134 @@
+"""Optimizers, named like torch.optim, running the C++ update rules
+(paddle_like/optim/update_rules.h) — the same code the parameter servers apply.
+
+    opt = paddle_like.optim.Adam(model.parameters(), lr=1e-3)   # or Adam(model, ...)
+    loss.backward()
+    opt.step()
+
+Differences from torch.optim:
+  * An optimizer covers a whole model: pass model.parameters() (or a list of it, or the
+    model); a subset of a model's parameters is not supported.
+  * step() applies the gradients and then clears them (zero_grad() before backward()
+    is accepted but not needed). Embedding rows are updated lazily: only the rows in
+    the batch, each with its own step count.
+  * SGD with momentum > 0 is the Momentum rule (v = mu v + g; p -= lr v).
+"""
+
+from . import _C
+from .nn.module import Module, ParameterList, _owner_of_param
+
+__all__ = ["Optimizer", "SGD", "Momentum", "Adagrad", "Adam", "spec"]
+
+
+def spec(kind, lr, **kwargs):
+    """An optimizer description (for paddle_like.distributed, where the update runs on
+    the parameter servers): kind "sgd", "momentum", "adagrad" or "adam"; kwargs
+    momentum, beta1, beta2, eps, initial_accumulator, weight_decay. ValueError when a
+    value is out of range."""
+    return _C.OptimizerSpec(kind, float(lr), **kwargs)
+
+
+def _module_of(params):
+    if isinstance(params, Module):
+        return params
+    if isinstance(params, ParameterList):
+        return params.module
+    params = list(params)
+    if not params:
+        raise ValueError("optimizer got an empty parameter list")
+    if isinstance(params[0], dict):
+        raise TypeError("parameter groups are not supported; pass model.parameters()")
+    owner = _owner_of_param.get(getattr(params[0], "_node_id", None))
+    if owner is None:
+        raise TypeError("optimizer: pass model.parameters() or the model itself (got parameters "
+                        "that belong to no known model)")
+    mine = {p._node_id for p in owner.parameters()}
+    given = {getattr(p, "_node_id", None) for p in params}
+    if given != mine:
+        raise ValueError(f"optimizer: the parameters given are not all of {type(owner).__name__}'s "
+                         f"({len(given & mine)} of {len(mine)}); optimizing a subset is not supported")
+    return owner
+
+
+class _ParamGroup(dict):
+    """param_groups[0], whose "lr" writes through to the optimizer (for LR schedules)."""
+
+    def __init__(self, opt):
+        super().__init__(lr=opt.lr)
+        self._opt = opt
+
+    def __setitem__(self, key, value):
+        if key == "lr":
+            self._opt._impl.lr = float(value)
+        super().__setitem__(key, value)
+
+
+class Optimizer:
+    """Base class; construct SGD, Momentum, Adagrad or Adam."""
+
+    def __init__(self, params, spec_):
+        self.module = _module_of(params)
+        if self.module._cpp is None:
+            raise ValueError(f"{type(self.module).__name__} has no parameters to optimize")
+        self.spec = spec_
+        self._impl = _C.Optimizer(self.module._cpp, spec_)
+        self.param_groups = [_ParamGroup(self)]
+
+    def step(self, closure=None):
+        """Applies the accumulated gradients, then clears them (releases the GIL)."""
+        loss = closure() if closure is not None else None
+        self._impl.step()
+        return loss
+
+    def zero_grad(self, set_to_none=None):
+        self._impl.zero_grad()
+
+    @property
+    def lr(self):
+        return self._impl.lr
+
+    @lr.setter
+    def lr(self, value):
+        self._impl.lr = float(value)
+        dict.__setitem__(self.param_groups[0], "lr", float(value))
+
+    @property
+    def steps(self):
+        return self._impl.steps
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.spec!r})"
+
+
+class SGD(Optimizer):
+    """p -= lr * (g + weight_decay p); with momentum > 0, the Momentum rule."""
+
+    def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
+        kind = "momentum" if momentum > 0 else "sgd"
+        super().__init__(params, spec(kind, lr, momentum=float(momentum or 0.9),
+                                      weight_decay=float(weight_decay)))
+
+
+class Momentum(Optimizer):
+    """v = momentum v + g';  p -= lr v."""
+
+    def __init__(self, params, lr=0.01, momentum=0.9, weight_decay=0.0):
+        super().__init__(params, spec("momentum", lr, momentum=float(momentum),
+                                      weight_decay=float(weight_decay)))
+
+
+class Adagrad(Optimizer):
+    """a += g'^2;  p -= lr g' / (sqrt(a) + eps), a starting at initial_accumulator_value."""
+
+    def __init__(self, params, lr=0.01, initial_accumulator_value=0.1, eps=1e-8, weight_decay=0.0):
+        super().__init__(params, spec("adagrad", lr, initial_accumulator=float(initial_accumulator_value),
+                                      eps=float(eps), weight_decay=float(weight_decay)))
+
+
+class Adam(Optimizer):
+    """Adam with bias correction; weight_decay is L2 added to the gradient."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        b1, b2 = betas
+        super().__init__(params, spec("adam", lr, beta1=float(b1), beta2=float(b2), eps=float(eps),
+                                      weight_decay=float(weight_decay)))

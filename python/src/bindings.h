@@ -1,0 +1,18 @@
+// Registration of each part of the paddle_like._C extension (module.cc calls them in
+// order: tensors first, since the other parts take and return Tensors).
+#ifndef PADDLE_LIKE_PYTHON_SRC_BINDINGS_H_
+#define PADDLE_LIKE_PYTHON_SRC_BINDINGS_H_
+
+#include <pybind11/pybind11.h>
+
+namespace pl::python {
+
+void RegisterTensor(pybind11::module_& m);
+void RegisterNN(pybind11::module_& m);
+void RegisterOptim(pybind11::module_& m);
+void RegisterData(pybind11::module_& m);
+void RegisterDistributed(pybind11::module_& m);
+
+}  // namespace pl::python
+
+#endif  // PADDLE_LIKE_PYTHON_SRC_BINDINGS_H_

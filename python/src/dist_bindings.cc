@@ -1,0 +1,329 @@
+// The trainer side of a distributed job for Python (trainer/master_client.h,
+// trainer/param_client.h): the Python loop in paddle_like/distributed.py drives these.
+//
+// Stop signals: install_stop_handlers() puts C handlers on SIGTERM and SIGINT that set
+// one flag, which the clients' retry loops watch (so a stop interrupts a wait on a dead
+// peer) and the Python loop polls between steps; restore_stop_handlers() puts the
+// previous handlers (Python's) back. A Python-level handler would not do: it runs only
+// when the main thread returns to the interpreter, not during a blocking C++ call.
+//
+// Every call that waits on the network or decodes data releases the GIL.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/data/dataset.h"
+#include "python/src/bindings.h"
+#include "python/src/data_bindings.h"
+#include "python/src/status_bridge.h"
+#include "trainer/master_client.h"
+#include "trainer/param_client.h"
+
+namespace pl::python {
+namespace {
+
+using namespace pybind11::literals;
+
+std::atomic<bool> g_stop{false};
+struct sigaction g_old_term, g_old_int;
+bool g_handlers_installed = false;
+
+void OnStopSignal(int) { g_stop.store(true); }
+
+void InstallStopHandlers() {
+  if (g_handlers_installed) return;
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, &g_old_term);
+  sigaction(SIGINT, &sa, &g_old_int);
+  g_handlers_installed = true;
+}
+
+void RestoreStopHandlers() {
+  if (!g_handlers_installed) return;
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGINT, &g_old_int, nullptr);
+  g_handlers_installed = false;
+}
+
+template <typename T, typename Fn>
+T NoGil(Fn fn) {
+  StatusOr<T> out = absl::UnknownError("not run");
+  {
+    py::gil_scoped_release release;
+    out = fn();
+  }
+  return ValueOrThrow(std::move(out));
+}
+
+void NoGilStatus(const std::function<Status()>& fn, NotFoundAs not_found = NotFoundAs::kFile) {
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = fn();
+  }
+  ThrowIfError(s, not_found);
+}
+
+// Renews the trainer's lease (and its current task's) every lease/3 until destroyed.
+class Heartbeat {
+ public:
+  explicit Heartbeat(MasterClient* master) : master_(master), thread_([this] { Run(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void set_task(int64_t id) { task_id_.store(id); }
+  std::string last_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_error_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      const auto period = std::chrono::milliseconds(std::max<int64_t>(master_->lease_ms() / 3, 50));
+      if (cv_.wait_for(lock, period, [this] { return done_; })) break;
+      lock.unlock();
+      Status s = master_->Heartbeat(task_id_.load());
+      lock.lock();
+      last_error_ = s.ok() ? "" : std::string(s.message());
+    }
+  }
+  MasterClient* master_;
+  std::atomic<int64_t> task_id_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string last_error_;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// A leased task: a group of record chunks.
+struct PyTask {
+  proto::Task task;
+  std::vector<ChunkInfo> Chunks() const {
+    std::vector<ChunkInfo> chunks;
+    for (const proto::Chunk& c : task.chunks()) {
+      ChunkInfo info;
+      info.path = c.path();
+      info.index = c.index();
+      info.offset = c.offset();
+      info.length = c.length();
+      info.num_records = c.num_records();
+      chunks.push_back(std::move(info));
+    }
+    return chunks;
+  }
+};
+
+class PyMasterClient {
+ public:
+  PyMasterClient(const std::string& address, const std::string& name, double give_up_after_s)
+      : client_(address, name, absl::Seconds(give_up_after_s)) {
+    client_.set_stop_flag(&g_stop);
+  }
+  ~PyMasterClient() {
+    py::gil_scoped_release release;  // the heartbeat thread may be mid-call
+    heartbeat_.reset();
+  }
+
+  MasterClient& client() { return client_; }
+
+  py::dict Register() {
+    proto::RegisterTrainerResponse r =
+        NoGil<proto::RegisterTrainerResponse>([&] { return client_.Register(); });
+    if (!heartbeat_) heartbeat_ = std::make_unique<Heartbeat>(&client_);
+    py::dict d;
+    d["trainer_id"] = r.trainer_id();
+    d["num_pservers"] = r.num_pservers();
+    d["lease_ms"] = r.lease_ms();
+    return d;
+  }
+
+  py::tuple GetTask() {
+    proto::GetTaskResponse r = NoGil<proto::GetTaskResponse>([&] { return client_.GetTask(); });
+    switch (r.result()) {
+      case proto::GetTaskResponse::TASK: {
+        if (heartbeat_) heartbeat_->set_task(r.task().id());
+        return py::make_tuple("task", PyTask{r.task()});
+      }
+      case proto::GetTaskResponse::WAIT:
+        return py::make_tuple("wait", py::none());
+      default:
+        return py::make_tuple("job_done", py::none());
+    }
+  }
+
+  void TaskFinished(const PyTask& t, int64_t num_samples) {
+    if (heartbeat_) heartbeat_->set_task(0);
+    NoGilStatus([&] { return client_.TaskFinished(t.task, num_samples); });
+  }
+  void TaskFailed(const PyTask& t, const std::string& reason, bool returned) {
+    if (heartbeat_) heartbeat_->set_task(0);
+    NoGilStatus([&] { return client_.TaskFailed(t.task, reason, returned); });
+  }
+  void Leave() {
+    {
+      py::gil_scoped_release release;
+      heartbeat_.reset();
+    }
+    NoGilStatus([&] { return client_.Leave(); });
+  }
+  py::dict JobStatus() {
+    proto::JobStatusResponse s = NoGil<proto::JobStatusResponse>([&] { return client_.JobStatus(); });
+    py::dict d;
+    d["pass"] = s.pass();
+    d["num_passes"] = s.num_passes();
+    d["todo"] = s.todo();
+    d["pending"] = s.pending();
+    d["done"] = s.done();
+    d["failed"] = s.failed();
+    d["samples_done"] = s.samples_done();
+    d["job_done"] = s.job_done();
+    d["live_trainers"] = s.live_trainers();
+    return d;
+  }
+  std::string HeartbeatError() { return heartbeat_ ? heartbeat_->last_error() : ""; }
+
+ private:
+  MasterClient client_;
+  std::unique_ptr<Heartbeat> heartbeat_;
+};
+
+class PyParameterClient {
+ public:
+  PyParameterClient(std::shared_ptr<Module> module, std::shared_ptr<PyMasterClient> master,
+                    int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
+                    double give_up_after_s)
+      : module_(std::move(module)), master_(std::move(master)) {
+    if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
+    ParameterClientOptions o;
+    o.num_pservers = num_pservers;
+    o.optimizer = spec;
+    o.seed = seed;
+    o.sync = sync;
+    o.give_up_after = absl::Seconds(give_up_after_s);
+    MasterClient* mc = &master_->client();
+    auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
+      PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, mc->Membership());
+      std::vector<std::string> addresses(num_pservers);
+      int found = 0;
+      for (const proto::PserverInfo& p : m.pservers()) {
+        if (p.index() >= 0 && p.index() < num_pservers && !p.address().empty()) {
+          if (addresses[p.index()].empty()) ++found;
+          addresses[p.index()] = p.address();
+        }
+      }
+      if (found < num_pservers) {
+        return absl::UnavailableError(absl::StrCat(found, " of ", num_pservers, " pservers registered"));
+      }
+      return addresses;
+    };
+    client_ = std::make_unique<ParameterClient>(module_.get(), o, resolve, &g_stop);
+  }
+  ~PyParameterClient() {
+    py::gil_scoped_release release;
+    client_.reset();
+  }
+
+  void Connect() { NoGilStatus([&] { return client_->Connect(); }); }
+
+  // `sparse_ids`: {table name: int64 ids}.
+  void Pull(const std::map<std::string, py::array_t<int64_t, py::array::c_style | py::array::forcecast>>& sparse_ids) {
+    SparseIds ids;
+    for (const auto& [name, arr] : sparse_ids) {
+      ids.emplace_back(name, std::vector<int64_t>(arr.data(), arr.data() + arr.size()));
+    }
+    NoGilStatus([&] { return client_->Pull(ids); }, NotFoundAs::kKey);
+  }
+  void Push(int64_t num_samples) { NoGilStatus([&] { return client_->Push(num_samples); }); }
+  void SetTrainerId(int64_t id) { client_->set_trainer_id(id); }
+  py::dict Counters() const {
+    TrafficCounters c = client_->counters();
+    py::dict d;
+    d["pulls"] = c.pulls;
+    d["pushes"] = c.pushes;
+    d["sparse_rows_pulled"] = c.sparse_rows_pulled;
+    d["sparse_rows_pushed"] = c.sparse_rows_pushed;
+    d["bytes_pulled"] = c.bytes_pulled;
+    d["bytes_pushed"] = c.bytes_pushed;
+    d["retries"] = c.retries;
+    return d;
+  }
+
+ private:
+  std::shared_ptr<Module> module_;
+  std::shared_ptr<PyMasterClient> master_;  // the resolver calls it
+  std::unique_ptr<ParameterClient> client_;
+};
+
+}  // namespace
+
+void RegisterDistributed(py::module_& m) {
+  m.def("install_stop_handlers", &InstallStopHandlers,
+        "SIGTERM/SIGINT set the stop flag (instead of Python's handlers) until restore_stop_handlers().");
+  m.def("restore_stop_handlers", &RestoreStopHandlers);
+  m.def("stop_requested", [] { return g_stop.load(); });
+  m.def("request_stop", [] { g_stop.store(true); });
+  m.def("clear_stop", [] { g_stop.store(false); });
+
+  py::class_<PyTask>(m, "Task")
+      .def_property_readonly("id", [](const PyTask& t) { return t.task.id(); })
+      .def_property_readonly("pass_", [](const PyTask& t) { return t.task.pass(); })
+      .def_property_readonly("num_chunks", [](const PyTask& t) { return t.task.chunks_size(); })
+      .def_property_readonly("num_records", [](const PyTask& t) {
+        int64_t n = 0;
+        for (const auto& c : t.task.chunks()) n += c.num_records();
+        return n;
+      })
+      .def("load", [](const PyTask& t, const std::string& kind) {
+        const SampleLayout layout = LayoutFromKind(kind);
+        const std::vector<ChunkInfo> chunks = t.Chunks();
+        Examples e = NoGil<Examples>([&] { return LoadRecords(chunks, layout); });
+        return ExamplesToDict(e);
+      }, "kind"_a, "Decodes the task's records (releases the GIL); same dict as load_records.")
+      .def("__repr__", [](const PyTask& t) {
+        return absl::StrCat("Task(id=", t.task.id(), ", pass=", t.task.pass(), ", chunks=", t.task.chunks_size(), ")");
+      });
+
+  py::class_<PyMasterClient, std::shared_ptr<PyMasterClient>>(m, "MasterClient")
+      .def(py::init<const std::string&, const std::string&, double>(), "address"_a, "name"_a,
+           "give_up_after_s"_a = 300.0)
+      .def("register", &PyMasterClient::Register, "Registers and starts the heartbeat thread.")
+      .def("get_task", &PyMasterClient::GetTask, "('task', Task) | ('wait', None) | ('job_done', None)")
+      .def("task_finished", &PyMasterClient::TaskFinished, "task"_a, "num_samples"_a)
+      .def("task_failed", &PyMasterClient::TaskFailed, "task"_a, "reason"_a, "returned"_a)
+      .def("leave", &PyMasterClient::Leave)
+      .def("job_status", &PyMasterClient::JobStatus)
+      .def_property_readonly("trainer_id", [](PyMasterClient& c) { return c.client().trainer_id(); })
+      .def_property_readonly("heartbeat_error", &PyMasterClient::HeartbeatError);
+
+  py::class_<PyParameterClient>(m, "ParameterClient")
+      .def(py::init<std::shared_ptr<Module>, std::shared_ptr<PyMasterClient>, int, const OptimizerSpec&,
+                    uint64_t, bool, double>(),
+           "module"_a, "master"_a, "num_pservers"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
+           "give_up_after_s"_a = 300.0)
+      .def("connect", &PyParameterClient::Connect)
+      .def("pull", &PyParameterClient::Pull, "sparse_ids"_a)
+      .def("push", &PyParameterClient::Push, "num_samples"_a)
+      .def("set_trainer_id", &PyParameterClient::SetTrainerId)
+      .def("counters", &PyParameterClient::Counters);
+}
+
+}  // namespace pl::python

@@ -1,0 +1,226 @@
+// Modules and layers (paddle_like/nn) for the Python package. The Python classes of
+// paddle_like.nn wrap these: each built-in layer holds one of the C++ layers below,
+// and a Python-defined Module holds a Container, to which its sub-modules' C++ objects
+// are attached by attribute name, so the C++ module tree (and with it the parameter
+// names the optimizers, pservers and checkpoints use) mirrors the Python one.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/nn/nn.h"
+#include "python/src/bindings.h"
+#include "python/src/numpy_bridge.h"
+#include "python/src/status_bridge.h"
+
+namespace pl::python {
+namespace {
+
+using namespace pybind11::literals;
+
+// The C++ side of a Module defined in Python: no parameters of its own, children
+// attached by name in assignment order.
+class Container : public Module {
+ public:
+  explicit Container(std::string type_name) : Module(std::move(type_name)) {}
+  Status AddChild(const std::string& name, std::shared_ptr<Module> child) {
+    if (name.empty() || name.find('.') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("sub-module name '", name,
+                                                     "' must be non-empty and contain no '.'"));
+    }
+    for (const auto& [existing, m] : children()) {
+      if (existing == name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            type_name(), ": a sub-module named '", name,
+            "' is already registered; parameter names must stay stable, so it cannot be replaced"));
+      }
+    }
+    RegisterModule(name, std::move(child));
+    return absl::OkStatus();
+  }
+};
+
+// An embedding table as a parameter: the rows this process holds, keyed by id.
+struct SparseParameter {
+  std::shared_ptr<SparseTable> table;
+};
+
+py::tuple RowsToArrays(const SparseRows& rows) {
+  const int64_t n = static_cast<int64_t>(rows.size()), dim = rows.dim();
+  py::array_t<int64_t> ids(n);
+  py::array_t<float> values(std::vector<py::ssize_t>{n, dim});
+  if (n > 0) {
+    std::memcpy(ids.mutable_data(), rows.ids().data(), n * sizeof(int64_t));
+    std::memcpy(values.mutable_data(), rows.values().data(), n * dim * sizeof(float));
+  }
+  return py::make_tuple(ids, values);
+}
+
+template <typename Fn>
+Variable RunOp(Fn fn) {
+  StatusOr<Variable> out = absl::UnknownError("not run");
+  {
+    py::gil_scoped_release release;
+    out = fn();
+  }
+  return ValueOrThrow(std::move(out));
+}
+
+py::list NamedParameters(Module& module) {
+  py::list out;
+  for (const NamedParameter& np : module.NamedParameters()) {
+    if (np.param->kind == ParamKind::kDense) {
+      out.append(py::make_tuple(np.name, np.param->var));
+    } else {
+      out.append(py::make_tuple(np.name, SparseParameter{np.param->table}));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void RegisterNN(py::module_& m) {
+  py::class_<SparseParameter>(m, "SparseParameter", R"doc(
+An embedding table: rows keyed by id, created on first use from the table's
+deterministic initialiser. Only the rows this process has touched (or, in a
+distributed job, pulled for the current batch) are held. rows() and grad_rows()
+return copies: (ids int64 (R,), values float32 (R, dim)).
+)doc")
+      .def_property_readonly("name", [](const SparseParameter& p) { return p.table->name(); })
+      .def_property_readonly("dim", [](const SparseParameter& p) { return p.table->dim(); })
+      .def_property_readonly("num_rows", [](const SparseParameter& p) { return p.table->num_rows(); },
+                             "The id bound (0: any non-negative id).")
+      .def_property_readonly("num_held_rows", [](const SparseParameter& p) { return p.table->rows().size(); })
+      .def_property_readonly("_node_id", [](const SparseParameter& p) { return reinterpret_cast<uintptr_t>(p.table.get()); })
+      .def("rows", [](const SparseParameter& p) { return RowsToArrays(p.table->rows()); })
+      .def("grad_rows", [](const SparseParameter& p) { return RowsToArrays(p.table->grad()); })
+      .def("__repr__", [](const SparseParameter& p) {
+        return absl::StrCat("SparseParameter(name='", p.table->name(), "', dim=", p.table->dim(),
+                            ", num_rows=", p.table->num_rows(), ", held rows=", p.table->rows().size(), ")");
+      });
+
+  py::class_<Module, std::shared_ptr<Module>>(m, "_Module")
+      .def_property_readonly("type_name", &Module::type_name)
+      .def("named_parameters", &NamedParameters)
+      .def("find_parameter", [](Module& module, const std::string& name) -> py::object {
+        Parameter* p = ValueOrThrow(module.FindParameter(name), NotFoundAs::kKey);
+        if (p->kind == ParamKind::kDense) return py::cast(p->var);
+        return py::cast(SparseParameter{p->table});
+      })
+      .def("init_parameters", &Module::InitParameters, "seed"_a)
+      .def("zero_grad", &Module::ZeroGrad)
+      .def("train", &Module::Train, "on"_a)
+      .def_property_readonly("training", &Module::training)
+      .def("num_parameter_elements", &Module::NumParameterElements)
+      .def("child_names", [](const Module& module) {
+        std::vector<std::string> names;
+        for (const auto& [name, child] : module.children()) names.push_back(name);
+        return names;
+      });
+
+  py::class_<Layer, Module, std::shared_ptr<Layer>>(m, "_Layer")
+      .def("forward", [](Layer& layer, py::object x) {
+        Variable in = VariableFromPython(x, layer.type_name() + " input");
+        return RunOp([&] { return layer.Forward(in); });
+      }, "x"_a, "Runs the layer (releases the GIL).");
+
+  py::class_<Container, Module, std::shared_ptr<Container>>(m, "Container")
+      .def(py::init<std::string>(), "type_name"_a)
+      .def("add_child", [](Container& c, const std::string& name, std::shared_ptr<Module> child) {
+        ThrowIfError(c.AddChild(name, std::move(child)));
+      }, "name"_a, "child"_a);
+
+  py::class_<Linear, Layer, std::shared_ptr<Linear>>(m, "Linear")
+      .def(py::init<int64_t, int64_t, bool>(), "in_features"_a, "out_features"_a, "bias"_a = true)
+      .def_property_readonly("in_features", &Linear::in_features)
+      .def_property_readonly("out_features", &Linear::out_features);
+  py::class_<Conv2D, Layer, std::shared_ptr<Conv2D>>(m, "Conv2D")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>(), "in_channels"_a,
+           "out_channels"_a, "kernel_h"_a, "kernel_w"_a, "stride"_a = 1, "padding"_a = 0, "bias"_a = true)
+      .def("describe", &Conv2D::Describe);
+  py::class_<MaxPool2D, Layer, std::shared_ptr<MaxPool2D>>(m, "MaxPool2D")
+      .def(py::init<int64_t, int64_t>(), "kernel"_a, "stride"_a = 0)
+      .def("describe", &MaxPool2D::Describe);
+  py::class_<ReLU, Layer, std::shared_ptr<ReLU>>(m, "ReLU").def(py::init<>());
+  py::class_<Sigmoid, Layer, std::shared_ptr<Sigmoid>>(m, "Sigmoid").def(py::init<>());
+  py::class_<Tanh, Layer, std::shared_ptr<Tanh>>(m, "Tanh").def(py::init<>());
+  py::class_<Flatten, Layer, std::shared_ptr<Flatten>>(m, "Flatten").def(py::init<>());
+  py::class_<Reshape, Layer, std::shared_ptr<Reshape>>(m, "Reshape").def(py::init<Shape>(), "shape"_a);
+  py::class_<Dropout, Layer, std::shared_ptr<Dropout>>(m, "Dropout")
+      .def(py::init<float, uint64_t>(), "p"_a, "seed"_a = 0)
+      .def_property_readonly("p", &Dropout::p);
+  py::class_<Embedding, Layer, std::shared_ptr<Embedding>>(m, "Embedding")
+      .def(py::init([](int64_t num_rows, int64_t dim, float init_std) {
+             return std::make_shared<Embedding>(num_rows, dim, InitSpec::Normal(init_std));
+           }), "num_rows"_a, "dim"_a, "init_std"_a = 0.01f)
+      .def_property_readonly("num_rows", &Embedding::num_rows)
+      .def_property_readonly("dim", &Embedding::dim)
+      .def("describe", &Embedding::Describe);
+
+  m.def("relu", [](py::object x) {
+    Variable v = VariableFromPython(x, "relu input");
+    return RunOp([&] { return ApplyRelu(v); });
+  });
+  m.def("sigmoid", [](py::object x) {
+    Variable v = VariableFromPython(x, "sigmoid input");
+    return RunOp([&] { return ApplySigmoid(v); });
+  });
+  m.def("tanh", [](py::object x) {
+    Variable v = VariableFromPython(x, "tanh input");
+    return RunOp([&] { return ApplyTanh(v); });
+  });
+  m.def("cat", [](py::sequence xs, int axis) {
+    std::vector<Variable> vs;
+    for (size_t i = 0; i < xs.size(); ++i) vs.push_back(VariableFromPython(xs[i], absl::StrCat("cat input ", i)));
+    return RunOp([&] { return Concat(vs, axis); });
+  }, "tensors"_a, "dim"_a = 0);
+  m.def("cross_entropy", [](py::object logits, py::object labels) {
+    Variable l = VariableFromPython(logits, "cross_entropy logits");
+    Tensor y = TensorFromPython(labels, "cross_entropy labels (class indices)", DType::kInt64);
+    return RunOp([&] { return SoftmaxCrossEntropy(l, y); });
+  }, "logits"_a, "labels"_a);
+  m.def("binary_cross_entropy_with_logits", [](py::object logits, py::object labels) {
+    Variable l = VariableFromPython(logits, "binary_cross_entropy_with_logits logits");
+    Tensor y = TensorFromPython(labels, "binary_cross_entropy_with_logits labels", DType::kFloat32);
+    return RunOp([&] { return SigmoidBinaryCrossEntropy(l, y); });
+  }, "logits"_a, "labels"_a);
+  m.def("softmax", [](py::object logits) {
+    Tensor t = TensorFromPython(logits, "softmax input", DType::kFloat32);
+    Tensor out;
+    {
+      py::gil_scoped_release release;
+      out = Softmax(t);
+    }
+    return Variable(out, false);
+  });
+  m.def("sigmoid_of", [](py::object logits) {
+    Tensor t = TensorFromPython(logits, "sigmoid input", DType::kFloat32);
+    return Variable(SigmoidOf(t), false);
+  });
+  m.def("count_correct", [](py::object logits, py::object labels) {
+    Tensor l = TensorFromPython(logits, "logits", DType::kFloat32);
+    Tensor y = TensorFromPython(labels, "labels");
+    const int64_t n = CountCorrect(l, y);
+    if (n < 0) {
+      throw py::value_error(absl::StrCat("accuracy: logits ", l.ShapeString(), " and labels ",
+                                         y.ShapeString(), " (", DTypeName(y.dtype()),
+                                         ") do not fit together"));
+    }
+    return n;
+  });
+  m.def("binary_auc", [](py::array_t<float, py::array::c_style | py::array::forcecast> scores,
+                         py::array_t<float, py::array::c_style | py::array::forcecast> labels) {
+    std::vector<float> s(scores.data(), scores.data() + scores.size());
+    std::vector<float> l(labels.data(), labels.data() + labels.size());
+    if (s.size() != l.size()) {
+      throw py::value_error(absl::StrCat("auc: ", s.size(), " scores but ", l.size(), " labels"));
+    }
+    py::gil_scoped_release release;
+    return BinaryAuc(s, l);
+  });
+}
+
+}  // namespace pl::python

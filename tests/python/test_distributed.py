@@ -1,0 +1,130 @@
+"""A distributed job from Python: `python -m paddle_like.launch` (which execs pl-launch)
+runs python/examples/distributed.py as 2 trainers against 2 pservers and a master on
+127.0.0.1, on a 4000-example subset of Fashion-MNIST. Skips when the binaries are not
+built. Every run is bounded by a timeout and killed (by process group) on failure."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import paddle_like as pl
+from paddle_like.launch import find_binary
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_EXAMPLE = os.path.join(_REPO, "python", "examples", "distributed.py")
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    path = find_binary("pl-launch")
+    if path is None:
+        pytest.skip("pl-launch is not built (set PL_BIN_DIR or build the trainer/launcher targets)")
+    bin_dir = os.path.dirname(path)
+    for name in ("pl-master", "pl-pserver"):
+        if not os.access(os.path.join(bin_dir, name), os.X_OK):
+            pytest.skip(f"{name} is not built next to {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def subset(fashion, tmp_path_factory):
+    train, test = fashion
+    d = tmp_path_factory.mktemp("fashion-subset")
+    pl.data.write_records(d / "train.plrec", train.labels[:4000], images=train.features[:4000],
+                          records_per_chunk=250)
+    pl.data.write_records(d / "test.plrec", test.labels[:1000], images=test.features[:1000],
+                          records_per_chunk=250)
+    return d
+
+
+def _env():
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(pl.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_parent, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["OMP_NUM_THREADS"] = "1"       # 2 trainers + 2 pservers share two cores
+    return env
+
+
+def _start(args, tmp_path):
+    return subprocess.Popen([sys.executable, "-m", "paddle_like.launch", "--workdir", str(tmp_path / "job"),
+                             "--progress_every_s", "1"] + args,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                            cwd=str(tmp_path), start_new_session=True)
+
+
+def _kill(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_two_pservers_two_trainers(launcher, subset, tmp_path):
+    proc = _start(["--pservers", "2", "--trainers", "2", "--data", str(subset / "train.plrec"), "--passes", "2",
+                   _EXAMPLE, "--test", str(subset / "test.plrec")], tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 0, out[-4000:]
+    assert "job done" in out
+    assert re.search(r"\[launch\] trainer-0 exited \(status 0\)", out), out[-4000:]
+    assert re.search(r"\[launch\] trainer-1 exited \(status 0\)", out), out[-4000:]
+    accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
+    assert accuracies and min(accuracies) > 0.6, out[-4000:]
+
+
+_STOPPING_TRAINER = """
+import os, signal, sys
+sys.path.insert(0, {examples!r})
+import paddle_like as pl
+from paddle_like import nn
+from distributed import MLP
+
+model = MLP(32)
+model.init_parameters(1)
+cross_entropy = nn.CrossEntropyLoss()
+steps = [0]
+
+def loss_fn(outputs, labels):
+    steps[0] += 1
+    if os.environ["PL_TRAINER_RANK"] == "0" and steps[0] == 5:
+        os.kill(os.getpid(), signal.SIGTERM)        # as a preempting cluster would
+    return cross_entropy(outputs, labels)
+
+result = pl.distributed.train(model, loss_fn, optimizer="adam", lr=1e-3, progress=False)
+print("result:", "stopped" if result.stopped else "job done", flush=True)
+"""
+
+
+def test_sigterm_returns_the_task_and_exits_0(launcher, subset, tmp_path):
+    script = tmp_path / "stopping_trainer.py"
+    script.write_text(_STOPPING_TRAINER.format(examples=os.path.dirname(_EXAMPLE)))
+    proc = _start(["--pservers", "2", "--trainers", "2", "--data", str(subset / "train.plrec"),
+                   "--chunks_per_task", "4", str(script)], tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 0, out[-4000:]
+    # trainer-0 gave its task back mid-way and exited 0; trainer-1 finished the job.
+    assert re.search(r"\[trainer-0\] trainer-0: stop requested: returned task \d+ to the master", out), out[-4000:]
+    assert "[trainer-0] result: stopped" in out, out[-4000:]
+    assert re.search(r"\[launch\] trainer-0 exited \(status 0\)", out), out[-4000:]
+    assert "[trainer-1] result: job done" in out, out[-4000:]
+    assert re.search(r"job done in .* failed 0", out), out[-4000:]
+
+
+def test_launch_module_usage_errors(tmp_path):
+    env = _env()
+    r = subprocess.run([sys.executable, "-m", "paddle_like.launch", "--pservers"], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 2 and "--pservers needs a value" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "paddle_like.launch", "--pservers", "1", "--trainers", "1",
+                        str(tmp_path / "missing.py")], capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 2 and ("missing.py" in r.stderr)
