@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
-#include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -14,6 +12,7 @@
 #include "paddle_like/data/chunk_index.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"
+#include "trainer/heartbeat.h"
 #include "trainer/master_client.h"
 #include "trainer/param_client.h"
 #include "trainer/step_backend.h"
@@ -28,57 +27,6 @@ void OnStopSignal(int) { g_stop.store(true); }
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-std::vector<ChunkInfo> ChunksOf(const proto::Task& task) {
-  std::vector<ChunkInfo> chunks;
-  for (const proto::Chunk& c : task.chunks()) {
-    ChunkInfo info;
-    info.path = c.path();
-    info.index = c.index();
-    info.offset = c.offset();
-    info.length = c.length();
-    info.num_records = c.num_records();
-    chunks.push_back(std::move(info));
-  }
-  return chunks;
-}
-
-// Renews the trainer's lease (and its task's) every lease/3 until stopped.
-class Heartbeat {
- public:
-  Heartbeat(MasterClient* master, std::ostream* log) : master_(master), log_(log) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void set_task(int64_t id) { task_id_.store(id); }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!done_) {
-      const auto period = std::chrono::milliseconds(std::max<int64_t>(master_->lease_ms() / 3, 50));
-      if (cv_.wait_for(lock, period, [this] { return done_; })) break;
-      lock.unlock();
-      Status s = master_->Heartbeat(task_id_.load());
-      if (!s.ok()) *log_ << "heartbeat failed: " << s.message() << std::endl;
-      lock.lock();
-    }
-  }
-  MasterClient* master_;
-  std::ostream* log_;
-  std::atomic<int64_t> task_id_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -102,7 +50,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   log << absl::StrFormat("%s: registered as trainer %d with the master at %s (%d pservers, lease %d ms)",
                          o.name, reg.trainer_id(), o.master_address, num_pservers, reg.lease_ms())
       << std::endl;
-  Heartbeat heartbeat(&master, &log);
+  HeartbeatThread heartbeat(&master, [&log](const Status& s) { log << "heartbeat failed: " << s.message() << std::endl; });
 
   ParameterClientOptions pco;
   pco.num_pservers = num_pservers;
@@ -154,7 +102,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     }
     const proto::Task& task = got->task();
     heartbeat.set_task(task.id());
-    auto data = LoadExampleChunks(ChunksOf(task), model.task());
+    auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
     if (!data.ok()) {
       log << absl::StrFormat("%s: task %d failed: %s", o.name, task.id(), data.status().message()) << std::endl;
       (void)master.TaskFailed(task, std::string(data.status().message()), /*returned=*/false);

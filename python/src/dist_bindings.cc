@@ -25,6 +25,7 @@
 #include "python/src/bindings.h"
 #include "python/src/data_bindings.h"
 #include "python/src/status_bridge.h"
+#include "trainer/heartbeat.h"
 #include "trainer/master_client.h"
 #include "trainer/param_client.h"
 
@@ -75,61 +76,10 @@ void NoGilStatus(const std::function<Status()>& fn, NotFoundAs not_found = NotFo
   ThrowIfError(s, not_found);
 }
 
-// Renews the trainer's lease (and its current task's) every lease/3 until destroyed.
-class Heartbeat {
- public:
-  explicit Heartbeat(MasterClient* master) : master_(master), thread_([this] { Run(); }) {}
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void set_task(int64_t id) { task_id_.store(id); }
-  std::string last_error() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_error_;
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!done_) {
-      const auto period = std::chrono::milliseconds(std::max<int64_t>(master_->lease_ms() / 3, 50));
-      if (cv_.wait_for(lock, period, [this] { return done_; })) break;
-      lock.unlock();
-      Status s = master_->Heartbeat(task_id_.load());
-      lock.lock();
-      last_error_ = s.ok() ? "" : std::string(s.message());
-    }
-  }
-  MasterClient* master_;
-  std::atomic<int64_t> task_id_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::string last_error_;
-  std::thread thread_;  // last: starts after the members it uses
-};
-
 // A leased task: a group of record chunks.
 struct PyTask {
   proto::Task task;
-  std::vector<ChunkInfo> Chunks() const {
-    std::vector<ChunkInfo> chunks;
-    for (const proto::Chunk& c : task.chunks()) {
-      ChunkInfo info;
-      info.path = c.path();
-      info.index = c.index();
-      info.offset = c.offset();
-      info.length = c.length();
-      info.num_records = c.num_records();
-      chunks.push_back(std::move(info));
-    }
-    return chunks;
-  }
+  std::vector<ChunkInfo> Chunks() const { return ChunksOfTask(task); }
 };
 
 class PyMasterClient {
@@ -148,7 +98,7 @@ class PyMasterClient {
   py::dict Register() {
     proto::RegisterTrainerResponse r =
         NoGil<proto::RegisterTrainerResponse>([&] { return client_.Register(); });
-    if (!heartbeat_) heartbeat_ = std::make_unique<Heartbeat>(&client_);
+    if (!heartbeat_) heartbeat_ = std::make_unique<HeartbeatThread>(&client_);
     py::dict d;
     d["trainer_id"] = r.trainer_id();
     d["num_pservers"] = r.num_pservers();
@@ -203,7 +153,7 @@ class PyMasterClient {
 
  private:
   MasterClient client_;
-  std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<HeartbeatThread> heartbeat_;
 };
 
 class PyParameterClient {
