@@ -1,0 +1,479 @@
+// pl-bench-ps: what one real pl-pserver process moves and holds, each figure as a
+// ratio against a reference measured in this same run.
+//
+//   Raw loopback  a plain TCP sender/receiver thread pair on 127.0.0.1: streaming
+//                 bandwidth (64 MB x several) and, per size S, a ping-pong that moves
+//                 S bytes up and S bytes back, the same bytes as a push + pull.
+//   Dense         push+pull of one dense parameter of 1 KB .. 64 MB through
+//                 trainer/param_client.h's ParameterClient (the trainer's real path),
+//                 MB/s = 2*S / time, / the raw ping-pong of S and / streaming loopback.
+//   Sparse        pull and push of 10k distinct rows (dim 8 and 64) through raw stubs,
+//                 rows/s, / the rows/s raw loopback streaming would carry.
+//   Memory        the pserver's resident set (Stats.rss_bytes) after Init of a dense
+//                 parameter, / its raw bytes (value + Adam's 2 slots); and its growth per
+//                 stored sparse row after pushing 1M rows, / the raw row bytes
+//                 (id + value + 2 slots + step count).
+//
+//   pl-bench-ps [--quick] [--only loopback,dense,sparse,memory]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "benchmarks/bench_util.h"
+#include "paddle_like/dist/wire.h"
+#include "paddle_like/rpc/rpc.h"
+#include "tests/testing/process.h"
+#include "trainer/param_client.h"
+
+namespace pl::bench {
+namespace {
+
+struct Options {
+  bool quick = false;
+  std::set<std::string> only;
+  bool Want(const std::string& part) const { return only.empty() || only.count(part) > 0; }
+};
+
+// ---- raw loopback ----------------------------------------------------------------
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= w;
+  }
+  return true;
+}
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= r;
+  }
+  return true;
+}
+
+// A connected pair of loopback TCP sockets (client, server side), Nagle off as gRPC does.
+bool LoopbackPair(int* client, int* server) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(listener);
+    return false;
+  }
+  *client = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(*client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
+  *server = accept(listener, nullptr, nullptr);
+  close(listener);
+  const int one = 1;
+  setsockopt(*client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(*server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return *server >= 0;
+}
+
+// Streaming: the sender writes `total` bytes in 1 MB writes, the receiver thread reads
+// them all and answers one byte. Returns the best MB/s of `reps`.
+double RawStreamMBps(size_t total, int reps) {
+  int c = -1, s = -1;
+  if (!LoopbackPair(&c, &s)) return 0;
+  std::vector<char> buf(1 << 20, 'x');
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::thread receiver([&] {
+      std::vector<char> in(1 << 20);
+      size_t got = 0;
+      while (got < total) {
+        const ssize_t n = read(s, in.data(), in.size());
+        if (n <= 0) break;
+        got += n;
+      }
+      const char ack = 1;
+      (void)WriteAll(s, &ack, 1);
+    });
+    const double start = NowSeconds();
+    for (size_t sent = 0; sent < total; sent += buf.size()) WriteAll(c, buf.data(), std::min(buf.size(), total - sent));
+    char ack;
+    (void)ReadAll(c, &ack, 1);
+    const double t = NowSeconds() - start;
+    receiver.join();
+    best = std::max(best, total / t / 1e6);
+  }
+  close(c);
+  close(s);
+  return best;
+}
+
+// Ping-pong: S bytes to the server thread, S bytes back, like one push and one pull.
+// Returns the best seconds per round trip.
+double RawPingPongSeconds(size_t size, int reps, double min_seconds) {
+  int c = -1, s = -1;
+  if (!LoopbackPair(&c, &s)) return 0;
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    std::vector<char> in(size);
+    while (!stop.load()) {
+      if (!ReadAll(s, in.data(), size)) break;
+      if (!WriteAll(s, in.data(), size)) break;
+    }
+  });
+  std::vector<char> out(size, 'y'), back(size);
+  const double t = BestSecondsPerCall(
+      [&] {
+        WriteAll(c, out.data(), size);
+        ReadAll(c, back.data(), size);
+      },
+      reps, min_seconds);
+  stop = true;
+  shutdown(c, SHUT_RDWR);
+  close(c);
+  server.join();
+  close(s);
+  return t;
+}
+
+// ---- a pserver process -----------------------------------------------------------
+
+class Pserver {
+ public:
+  Status Start(const std::string& tag) {
+    if (dir_.path().empty()) return absl::InternalError("cannot create a temp dir");
+    PL_ASSIGN_OR_RETURN(std::string bin, BinPath("pl-pserver"));
+    const std::string port_file = dir_.path() + "/ps.port";
+    PL_ASSIGN_OR_RETURN(child_, testing::Spawn({bin, "--index", "0", "--num_pservers", "1", "--port", "0",
+                                                "--port_file", port_file},
+                                               dir_.path() + "/" + tag + ".log"));
+    PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(port_file, std::chrono::seconds(20), child_.get()));
+    address_ = "127.0.0.1:" + std::to_string(port);
+    stub_ = proto::ParameterServer::NewStub(rpc::MakeChannel(address_));
+    return absl::OkStatus();
+  }
+  static StatusOr<std::string> BinPath(const std::string& name) {
+    const std::string path = SelfBinDir() + "/" + name;
+    if (!FileExists(path)) return absl::NotFoundError(path + " is not built");
+    return path;
+  }
+  StatusOr<proto::StatsResponse> Stats() {
+    proto::StatsResponse r;
+    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Stats(ctx.get(), proto::StatsRequest(), &r)));
+    return r;
+  }
+  const std::string& address() const { return address_; }
+  proto::ParameterServer::Stub& stub() { return *stub_; }
+  ~Pserver() {
+    if (child_) child_->Stop(std::chrono::milliseconds(2000));
+  }
+
+ private:
+  testing::TempDir dir_{"pl-bench-ps"};
+  std::unique_ptr<ChildProcess> child_;
+  std::string address_;
+  std::unique_ptr<proto::ParameterServer::Stub> stub_;
+};
+
+// A module holding exactly one dense parameter "w" of n floats, or one sparse table.
+class OneDense : public Module {
+ public:
+  explicit OneDense(int64_t n) : Module("OneDense") { w = RegisterDense("w", {n}, InitSpec::Zeros()); }
+  Variable w;
+};
+class OneTable : public Module {
+ public:
+  explicit OneTable(int64_t dim) : Module("OneTable") { t = RegisterSparse("emb", dim, 0, InitSpec::Uniform(0.01f)); }
+  std::shared_ptr<SparseTable> t;
+};
+
+OptimizerSpec Optimizer(OptimizerKind kind) {
+  OptimizerSpec o;
+  o.kind = kind;
+  o.learning_rate = 1e-3f;
+  return o;
+}
+
+std::string SizeName(size_t bytes) {
+  if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + " MB";
+  return std::to_string(bytes >> 10) + " KB";
+}
+
+// The pserver scans every pushed gradient for NaN/Inf before applying it; that scan
+// should run at memory speed: GB/s / a memcpy of the same 16 MB.
+void RunValidationScan() {
+  const int64_t n = 4 << 20;
+  std::vector<float> a(n, 1e-3f), b(n);
+  int64_t sink = 0;
+  const double t_scan = BestSecondsPerCall([&] { sink += FirstNonFinite(a.data(), n); }, 5, 0.2);
+  const double t_copy = BestSecondsPerCall([&] { std::memcpy(b.data(), a.data(), n * 4); }, 5, 0.2);
+  if (sink == 42) std::printf(" ");  // keeps the scan from being optimised away
+  const double gbs = n * 4 / t_scan / 1e9, copy_gbs = n * 4 / t_copy / 1e9;
+  ReportLine("FirstNonFinite scan of 16 MB (push validation)", gbs, "GB/s", copy_gbs, "GB/s", "memcpy, same bytes",
+             gbs / copy_gbs);
+}
+
+void RunDense(const Options& o, double stream_mbps) {
+  RunValidationScan();
+  std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  if (o.quick) sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20};
+  for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdam}) {
+    for (size_t bytes : sizes) {
+      if (kind == OptimizerKind::kAdam && bytes != (16u << 20)) continue;  // one Adam line: the target size
+      Pserver ps;
+      if (Status s = ps.Start("dense"); !s.ok()) {
+        std::cout << "  " << s << std::endl;
+        return;
+      }
+      OneDense module(static_cast<int64_t>(bytes / 4));
+      module.w.MutableGrad().Fill(1e-3f);
+      ParameterClientOptions po;
+      po.optimizer = Optimizer(kind);
+      const std::string address = ps.address();
+      ParameterClient client(&module, po, [address]() -> StatusOr<std::vector<std::string>> {
+        return std::vector<std::string>{address};
+      });
+      if (Status s = client.Connect(); !s.ok()) {
+        std::cout << "  connect: " << s << std::endl;
+        return;
+      }
+      Status error;
+      auto push = [&] {
+        module.w.MutableGrad();  // Push zeroes the gradient; the bytes sent are the same
+        if (Status s = client.Push(64); !s.ok()) error = s;
+      };
+      auto pull = [&] {
+        if (Status s = client.Pull({}); !s.ok()) error = s;
+      };
+      const int reps = bytes >= (16u << 20) ? 3 : 5;
+      const double min_s = o.quick ? 0.1 : 0.4;
+      const double t_both = BestSecondsPerCall([&] { push(); pull(); }, reps, min_s);
+      const double t_push = BestSecondsPerCall(push, reps, min_s / 2);
+      const double t_pull = BestSecondsPerCall(pull, reps, min_s / 2);
+      if (!error.ok()) {
+        std::cout << "  " << SizeName(bytes) << ": " << error << std::endl;
+        continue;
+      }
+      const double raw = RawPingPongSeconds(bytes, reps, min_s);
+      const double mbps = 2.0 * bytes / t_both / 1e6, raw_mbps = 2.0 * bytes / raw / 1e6;
+      const std::string opt = kind == OptimizerKind::kSGD ? "sgd" : "adam";
+      ReportLine("push+pull " + SizeName(bytes) + " (" + opt + ")", mbps, "MB/s", raw_mbps, "MB/s",
+                 "raw ping-pong, same bytes", mbps / raw_mbps);
+      if (bytes >= (1u << 20)) {
+        ReportLine("  vs streaming loopback", mbps, "MB/s", stream_mbps, "MB/s", "raw stream", mbps / stream_mbps);
+      }
+      std::printf("    (per call: push+pull %.3f ms, push %.3f ms, pull %.3f ms, raw ping-pong %.3f ms)\n",
+                  t_both * 1e3, t_push * 1e3, t_pull * 1e3, raw * 1e3);
+    }
+  }
+}
+
+proto::InitRequest InitFor(Module& module, OptimizerKind kind) {
+  proto::InitRequest req;
+  for (const proto::ParamSpec& spec : ParamSpecsOf(module)) *req.add_params() = spec;
+  *req.mutable_optimizer() = OptimizerToProto(Optimizer(kind));
+  req.set_seed(1);
+  return req;
+}
+
+Status Init(Pserver& ps, Module& module, OptimizerKind kind) {
+  proto::InitResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::seconds(60));
+  return rpc::FromGrpc(ps.stub().Init(ctx.get(), InitFor(module, kind), &resp));
+}
+
+// A push of `ids` rows of `dim` into table "emb".
+proto::PushRequest SparsePush(const std::vector<int64_t>& ids, int64_t dim) {
+  proto::PushRequest req;
+  req.set_num_samples(64);
+  proto::SparseRowsMsg* rows = req.add_sparse();
+  rows->set_table("emb");
+  rows->set_dim(dim);
+  std::vector<float> values(ids.size() * dim, 1e-3f);
+  for (int64_t id : ids) rows->add_ids(id);
+  SetFloats(rows->mutable_values(), values.data(), static_cast<int64_t>(values.size()));
+  return req;
+}
+
+std::vector<int64_t> Ids(int64_t begin, int64_t n) {
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = (begin + i) * 7919 + 13;  // distinct, scattered
+  return ids;
+}
+
+void RunSparse(const Options& o, double stream_mbps) {
+  const int64_t batch = 10000, batches = 10;
+  for (int64_t dim : {8, 64}) {
+    Pserver ps;
+    if (Status s = ps.Start("sparse"); !s.ok()) {
+      std::cout << "  " << s << std::endl;
+      return;
+    }
+    OneTable module(dim);
+    if (Status s = Init(ps, module, OptimizerKind::kAdam); !s.ok()) {
+      std::cout << "  init: " << s << std::endl;
+      return;
+    }
+    std::vector<proto::PushRequest> pushes;
+    std::vector<proto::PullRequest> pulls(batches);
+    for (int64_t b = 0; b < batches; ++b) {
+      pushes.push_back(SparsePush(Ids(b * batch, batch), dim));
+      proto::SparseRowsMsg* rows = pulls[b].add_sparse();
+      rows->set_table("emb");
+      rows->set_dim(dim);
+      for (int64_t id : Ids(b * batch, batch)) rows->add_ids(id);
+    }
+    Status error;
+    int64_t next = 0;
+    // Pushes first: they create the rows, so the pulls then read existing ones.
+    const double min_s = o.quick ? 0.2 : 0.5;
+    const double t_push = BestSecondsPerCall(
+        [&] {
+          proto::PushResponse resp;
+          auto ctx = rpc::MakeContext(std::chrono::seconds(30));
+          Status s = rpc::FromGrpc(ps.stub().Push(ctx.get(), pushes[next++ % batches], &resp));
+          if (!s.ok()) error = s;
+        },
+        3, min_s);
+    const double t_pull = BestSecondsPerCall(
+        [&] {
+          proto::PullResponse resp;
+          auto ctx = rpc::MakeContext(std::chrono::seconds(30));
+          Status s = rpc::FromGrpc(ps.stub().Pull(ctx.get(), pulls[next++ % batches], &resp));
+          if (!s.ok()) error = s;
+        },
+        3, min_s);
+    if (!error.ok()) {
+      std::cout << "  sparse dim " << dim << ": " << error << std::endl;
+      continue;
+    }
+    const double row_bytes = 8.0 + 4.0 * dim;  // id + values on the wire
+    const double raw_rows = stream_mbps * 1e6 / row_bytes;
+    const std::string d = "dim " + std::to_string(dim);
+    ReportLine("sparse push 10k rows " + d + " (adam)", batch / t_push, "rows/s", raw_rows, "rows/s",
+               "raw stream of id+values", batch / t_push / raw_rows);
+    ReportLine("sparse pull 10k rows " + d, batch / t_pull, "rows/s", raw_rows, "rows/s", "raw stream of id+values",
+               batch / t_pull / raw_rows);
+  }
+}
+
+void RunMemory(const Options& o) {
+  // Dense: Adam keeps 2 slots beside each value.
+  {
+    const int64_t n = o.quick ? (4 << 20) : (16 << 20);  // floats
+    Pserver ps;
+    if (Status s = ps.Start("mem-dense"); !s.ok()) {
+      std::cout << "  " << s << std::endl;
+      return;
+    }
+    auto before = ps.Stats();
+    OneDense module(n);
+    module.w.MutableGrad().Fill(1e-3f);
+    ParameterClientOptions po;
+    po.optimizer = Optimizer(OptimizerKind::kAdam);
+    const std::string address = ps.address();
+    ParameterClient client(&module, po, [address]() -> StatusOr<std::vector<std::string>> {
+      return std::vector<std::string>{address};
+    });
+    Status s = client.Connect();
+    auto after_init = ps.Stats();
+    for (int i = 0; s.ok() && i < 3; ++i) {
+      module.w.MutableGrad();
+      s = client.Push(64);
+      if (s.ok()) s = client.Pull({});
+    }
+    auto after = ps.Stats();
+    if (!s.ok() || !before.ok() || !after.ok() || !after_init.ok()) {
+      std::cout << "  dense memory: " << s << std::endl;
+    } else {
+      const double raw = n * 4.0 * 3;  // value + m + v
+      std::printf("  (dense %lld floats, Adam: raw %.1f MB; pserver rss before init %.1f MB)\n",
+                  static_cast<long long>(n), raw / 1e6, before->rss_bytes() / 1e6);
+      ReportLine("pserver rss after init", after_init->rss_bytes() / 1e6, "MB", raw / 1e6, "MB", "raw value+2 slots",
+                 after_init->rss_bytes() / raw);
+      ReportLine("pserver rss after 3 push+pull", after->rss_bytes() / 1e6, "MB", raw / 1e6, "MB",
+                 "raw value+2 slots", after->rss_bytes() / raw);
+      ReportLine("  growth over the empty process", (after->rss_bytes() - before->rss_bytes()) / 1e6, "MB", raw / 1e6,
+                 "MB", "raw value+2 slots", (after->rss_bytes() - before->rss_bytes()) / raw);
+    }
+  }
+  // Sparse: rss growth per stored row.
+  for (int64_t dim : {8, 64}) {
+    const int64_t rows = o.quick ? 200000 : 1000000, batch = 10000;
+    Pserver ps;
+    if (Status s = ps.Start("mem-sparse"); !s.ok()) {
+      std::cout << "  " << s << std::endl;
+      return;
+    }
+    OneTable module(dim);
+    Status s = Init(ps, module, OptimizerKind::kAdam);
+    auto before = ps.Stats();
+    for (int64_t b = 0; s.ok() && b < rows / batch; ++b) {
+      proto::PushRequest req = SparsePush(Ids(b * batch, batch), dim);
+      proto::PushResponse resp;
+      auto ctx = rpc::MakeContext(std::chrono::seconds(30));
+      s = rpc::FromGrpc(ps.stub().Push(ctx.get(), req, &resp));
+    }
+    auto after = ps.Stats();
+    if (!s.ok() || !before.ok() || !after.ok()) {
+      std::cout << "  sparse memory: " << s << std::endl;
+      continue;
+    }
+    const double per_row = double(after->rss_bytes() - before->rss_bytes()) / after->sparse_rows();
+    const double raw = 8 + 4.0 * dim * 3 + 8;  // id, value + m + v, step count
+    ReportLine("pserver rss per sparse row, dim " + std::to_string(dim) + " (" + std::to_string(after->sparse_rows()) +
+                   " rows)",
+               per_row, "B/row", raw, "B/row", "raw id+value+2 slots+step", per_row / raw);
+  }
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--only" && i + 1 < argc) {
+      std::stringstream ss(argv[++i]);
+      for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
+    } else {
+      std::cerr << "usage: pl-bench-ps [--quick] [--only loopback,dense,sparse,memory]" << std::endl;
+      return 2;
+    }
+  }
+  std::printf("pl-bench-ps: load average at start %s\n", LoadAverage().c_str());
+  Header("Raw loopback TCP (the reference)");
+  const double stream = RawStreamMBps(64u << 20, o.quick ? 3 : 5);
+  std::printf("  raw loopback stream, 64 MB x %d (best): %.0f MB/s\n", o.quick ? 3 : 5, stream);
+  if (o.Want("dense")) {
+    Header("Dense push+pull through pl-pserver (ParameterClient), MB/s = 2*size/time");
+    RunDense(o, stream);
+  }
+  if (o.Want("sparse")) {
+    Header("Sparse rows through pl-pserver (batches of 10k distinct ids)");
+    RunSparse(o, stream);
+  }
+  if (o.Want("memory")) {
+    Header("pserver memory vs raw bytes");
+    RunMemory(o);
+  }
+  std::printf("\nload average at end %s\n", LoadAverage().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace pl::bench
+
+int main(int argc, char** argv) { return pl::bench::Main(argc, argv); }
