@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/core/runtime.h"
 #include "pserver/checkpoint.h"
 #include "pserver/log.h"
 #include "pserver/membership_watcher.h"
@@ -204,4 +205,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  pl::KeepLargeBuffersInHeap();
+  return Run(argc, argv);
+}

@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/io/safetensors.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
@@ -52,12 +53,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("pl-trainer --model mlp --data DIR [flags]   (see --help)");
   absl::ParseCommandLine(argc, argv);
   const int threads = absl::GetFlag(FLAGS_threads);
-  if (threads > 0) omp_set_num_threads(threads);
-  // Eigen's own GEMM stays on one thread; the layers' OpenMP loops use `threads`.
-  // Eigen's parallel GEMM synchronises its threads by spinning, so on a shared machine
-  // a descheduled peer stalls every product for a time slice: pl-bench-core measured
-  // the mlp on 2 threads at ~3.7k samples/s with it and ~19k without it.
-  Eigen::setNbThreads(1);
+  pl::SetMathThreads(threads);
+  pl::KeepLargeBuffersInHeap();
 
   pl::OptimizerSpec opt;
   auto kind = pl::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));

@@ -6,9 +6,11 @@
 
 #include <Eigen/Core>
 
+#include "paddle_like/core/runtime.h"
 #include "python/src/bindings.h"
 
 PYBIND11_MODULE(_C, m) {
+  pl::SetMathThreads(0);  // keep Eigen's spinning GEMM threads out of shared machines
   m.doc() = "paddle_like's C++ core (tensors, layers, optimizers, data, distributed clients)";
   pl::python::RegisterTensor(m);
   pl::python::RegisterNN(m);
@@ -20,8 +22,7 @@ PYBIND11_MODULE(_C, m) {
   // trainers, pservers, builds) OpenMP threads cost far more than they bring.
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw pybind11::value_error("set_num_threads: n must be >= 1, got " + std::to_string(n));
-    omp_set_num_threads(n);
-    Eigen::setNbThreads(n);
-  }, "Threads for the C++ math (OpenMP and Eigen), like torch.set_num_threads.");
+    pl::SetMathThreads(n);
+  }, "Threads for the C++ math (OpenMP loops; Eigen's GEMM stays on one), like torch.set_num_threads.");
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
 }

@@ -1,0 +1,20 @@
+#include "paddle_like/core/runtime.h"
+
+#include <malloc.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+
+namespace pl {
+
+void SetMathThreads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+  Eigen::setNbThreads(1);
+}
+
+void KeepLargeBuffersInHeap() {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+}  // namespace pl

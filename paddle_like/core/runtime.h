@@ -1,0 +1,24 @@
+// Process-wide settings for the math and the allocator. Each binary's main applies
+// them (and the Python module on import); library code never calls them.
+//
+// Thread-safety: call from main before starting threads.
+#ifndef PADDLE_LIKE_CORE_RUNTIME_H_
+#define PADDLE_LIKE_CORE_RUNTIME_H_
+
+namespace pl {
+
+// OpenMP loops (convolutions, the optimizer) use `threads` (0: all cores); Eigen's own
+// GEMM stays on one thread: it synchronises its threads by spinning, so on a shared
+// machine a descheduled peer stalls every product for a time slice (pl-bench-core:
+// the mlp on 2 threads ran at ~3.7k samples/s with it, ~19k without).
+void SetMathThreads(int threads);
+
+// Keeps large freed buffers in the heap instead of returning them to the kernel.
+// Every step sends and receives multi-megabyte messages; with glibc's defaults each
+// one is a fresh mmap whose pages fault in again (pl-bench-ps: 16-25% of a 16 MB
+// push+pull; about 1.6x faster with this).
+void KeepLargeBuffersInHeap();
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_CORE_RUNTIME_H_
