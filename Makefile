@@ -42,7 +42,7 @@ build: configure
 
 # Training data in the project's record format, converted once from the Debian package.
 data: build
-	@mkdir -p $(DATA)
+	@mkdir -p $(DATA)/fashion-mnist
 	@[ -f $(DATA)/fashion-mnist/train.plrec.index ] || \
 	  $(BUILD)/bin/pl-convert idx --images $(FASHION)/train-images-idx3-ubyte.gz \
 	    --labels $(FASHION)/train-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/train.plrec
