@@ -113,18 +113,26 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(o.model_options.seed ^ (task.id() * 0x9e3779b97f4a7c15ULL) ^ task.pass());
     std::shuffle(order.begin(), order.end(), rng);
-    Batcher batcher(&*data);
+    // Two batchers: the next batch is gathered (for its sparse ids) while the current
+    // one's buffers are still in use.
+    Batcher batchers[2] = {Batcher(&*data), Batcher(&*data)};
     bool interrupted = false;
+    bool have_params = false;  // the next step's parameters arrived with the last push
     Status step_error;
-    for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
+    ExampleSet batch;
+    size_t step_in_task = 0;
+    for (size_t begin = 0; begin < order.size(); begin += o.batch_size, ++step_in_task) {
       if (g_stop.load()) {
         interrupted = true;
         break;
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
-      ExampleSet batch = batcher.Gather(order, begin, end);
-      step_error = params.Pull(model.SparseInputs(batch.inputs));
-      if (step_error.ok()) step_error = backend->ImportParameters();
+      if (!have_params) {
+        batch = batchers[step_in_task % 2].Gather(order, begin, end);
+        step_error = params.Pull(model.SparseInputs(batch.inputs));
+        if (!step_error.ok()) break;
+      }
+      step_error = backend->ImportParameters();
       if (!step_error.ok()) break;
       auto stats = backend->ComputeGradients(model, batch);
       if (!stats.ok()) {
@@ -132,7 +140,17 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         break;
       }
       step_error = backend->ExportGradients();
-      if (step_error.ok()) step_error = params.Push(stats->samples);
+      if (!step_error.ok()) break;
+      if (end < order.size() && !o.sync) {
+        // Overlap this step's push with the next step's pull (async staleness <= 1).
+        ExampleSet next = batchers[(step_in_task + 1) % 2].Gather(order, end, std::min(order.size(), end + o.batch_size));
+        step_error = params.PushAndPull(stats->samples, model.SparseInputs(next.inputs));
+        batch = next;
+        have_params = true;
+      } else {
+        step_error = params.Push(stats->samples);
+        have_params = false;
+      }
       if (!step_error.ok()) break;
       ++result.steps;
       result.samples += stats->samples;

@@ -124,6 +124,28 @@ Status ParameterClient::ResolveWithRetry() {
 }
 
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
+  PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
+  std::vector<proto::PullResponse> responses(options_.num_pservers);
+  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PullAttempt(&responses[i]), "pull"); },
+                                  "pull"));
+  return InstallPull(responses);
+}
+
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(proto::PullResponse* response) {
+  return [this, response](Shard& s) {
+    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    return rpc::FromGrpc(s.stub->Pull(ctx.get(), s.pull, response));
+  };
+}
+
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
+  return [this, response](Shard& s) {
+    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    return rpc::FromGrpc(s.stub->Push(ctx.get(), s.push, response));
+  };
+}
+
+Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   const int P = options_.num_pservers;
   auto params = module_->NamedParameters();
   for (auto& sh : shards_) {
@@ -142,7 +164,6 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
     }
   }
   // Sparse: only the requested rows.
-  std::vector<SparseTable*> tables;
   for (const auto& [name, ids] : sparse_ids) {
     PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(name));
     if (p->kind != ParamKind::kSparse) return absl::InvalidArgumentError("'" + name + "' is not a sparse table");
@@ -156,19 +177,19 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
       }
       per_shard[owner]->add_ids(id);
     }
-    p->table->rows().Clear();
-    tables.push_back(p->table.get());
   }
-  std::vector<proto::PullResponse> responses(P);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) {
-        return CallWithRetry(i, [&](Shard& s) {
-          auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-          return rpc::FromGrpc(s.stub->Pull(ctx.get(), s.pull, &responses[i]));
-        }, "pull");
-      },
-      "pull"));
-  // Install the values.
+  return absl::OkStatus();
+}
+
+Status ParameterClient::InstallPull(const std::vector<proto::PullResponse>& responses) {
+  const int P = options_.num_pservers;
+  // The tables hold exactly the rows pulled for this step.
+  for (const auto& sh : shards_) {
+    for (const proto::SparseRowsMsg& rows : sh->pull.sparse()) {
+      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(rows.table()));
+      p->table->rows().Clear();
+    }
+  }
   for (int i = 0; i < P; ++i) {
     const proto::PullResponse& r = responses[i];
     shards_[i]->version = r.version();
@@ -203,6 +224,47 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
 }
 
 Status ParameterClient::Push(int64_t num_samples) {
+  BuildPush(num_samples);
+  std::vector<proto::PushResponse> responses(options_.num_pservers);
+  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PushAttempt(&responses[i]), "push"); },
+                                  "push"));
+  PushDone();
+  return absl::OkStatus();
+}
+
+Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
+  if (options_.sync) {  // a sync step must be complete before its parameters are read
+    PL_RETURN_IF_ERROR(Push(num_samples));
+    return Pull(next_sparse_ids);
+  }
+  BuildPush(num_samples);
+  PL_RETURN_IF_ERROR(BuildPull(next_sparse_ids));
+  const int P = options_.num_pservers;
+  std::vector<proto::PushResponse> pushed(P);
+  std::vector<proto::PullResponse> pulled(P);
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) {
+        // One attempt of each at the same time (TCP carries both directions at once);
+        // a failed one is then retried on its own, so retries never race on a shard.
+        Shard& s = *shards_[i];
+        auto push = std::async(std::launch::async, PushAttempt(&pushed[i]), std::ref(s));
+        Status pull_status = PullAttempt(&pulled[i])(s);
+        Status push_status = push.get();
+        if (!push_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(&pushed[i]), "push"));
+        if (!pull_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PullAttempt(&pulled[i]), "pull"));
+        return absl::OkStatus();
+      },
+      "push+pull"));
+  PushDone();
+  return InstallPull(pulled);
+}
+
+void ParameterClient::PushDone() {
+  for (auto& sh : shards_) sh->wait_version = sh->push.step() + 1;
+  ++counters_.pushes;
+}
+
+void ParameterClient::BuildPush(int64_t num_samples) {
   const int P = options_.num_pservers;
   for (auto& sh : shards_) {
     sh->push.Clear();
@@ -251,21 +313,6 @@ Status ParameterClient::Push(int64_t num_samples) {
     }
   }
   for (auto& sh : shards_) sh->push.set_trainer_id(trainer_id_);
-  std::vector<proto::PushResponse> responses(P);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) {
-        return CallWithRetry(i, [&](Shard& s) {
-          auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-          return rpc::FromGrpc(s.stub->Push(ctx.get(), s.push, &responses[i]));
-        }, "push");
-      },
-      "push"));
-  for (int i = 0; i < P; ++i) {
-    Shard& s = *shards_[i];
-    s.wait_version = s.push.step() + 1;
-  }
-  ++counters_.pushes;
-  return absl::OkStatus();
 }
 
 }  // namespace pl

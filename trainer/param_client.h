@@ -66,6 +66,10 @@ class ParameterClient {
   // Pushes the module's dense gradients and its tables' sparse gradients, then
   // clears them. `step` is this trainer's step counter.
   Status Push(int64_t num_samples);
+  // Push, and the Pull of the next step's parameters, at the same time (async mode:
+  // the pulled values may or may not include this push, a staleness of at most one
+  // step that async training tolerates). Sync mode does them one after the other.
+  Status PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids);
 
   // The trainer id the master gave this trainer (sync barriers count by it).
   void set_trainer_id(int64_t id) { trainer_id_ = id; }
@@ -82,6 +86,13 @@ class ParameterClient {
   Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
   // Updates the address and stub of shard `only` (-1: all) from the master.
   Status Resolve(int only = -1);
+  // Pull and Push in parts, so PushAndPull can overlap them.
+  Status BuildPull(const SparseIds& sparse_ids);
+  Status InstallPull(const std::vector<proto::PullResponse>& responses);
+  void BuildPush(int64_t num_samples);
+  void PushDone();
+  std::function<Status(Shard&)> PullAttempt(proto::PullResponse* response);
+  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response);
   Status ResolveWithRetry();
   Status InitShard(Shard& shard);
 
