@@ -39,6 +39,7 @@
 #include "cuda/nccl_communicator.h"
 #include "cuda/status.h"
 #include "paddle_like/nn/nn.h"
+#include "trainer/models.h"
 
 namespace pl::cuda {
 namespace {
@@ -145,22 +146,11 @@ Status BenchConv(bool tf32) {
   return absl::OkStatus();
 }
 
-// The cnn of trainer/models.h, built here so the benchmark needs only the layers.
-std::shared_ptr<Sequential> Cnn() {
-  auto net = std::make_shared<Sequential>();
-  net->Add("conv1", std::make_shared<Conv2D>(1, 32, 5, 5, 1, 2))
-      .Add("relu1", std::make_shared<ReLU>())
-      .Add("pool1", std::make_shared<MaxPool2D>(2, 2))
-      .Add("conv2", std::make_shared<Conv2D>(32, 64, 5, 5, 1, 2))
-      .Add("relu2", std::make_shared<ReLU>())
-      .Add("pool2", std::make_shared<MaxPool2D>(2, 2))
-      .Add("flatten", std::make_shared<Flatten>())
-      .Add("fc1", std::make_shared<Linear>(7 * 7 * 64, 1024))
-      .Add("relu3", std::make_shared<ReLU>())
-      .Add("dropout", std::make_shared<Dropout>(0.4f, 1))
-      .Add("fc2", std::make_shared<Linear>(1024, 10));
-  net->InitParameters(1);
-  return net;
+// The cnn of trainer/models.h (the model pl-trainer trains), seed 1.
+StatusOr<std::unique_ptr<ExampleModel>> Cnn() {
+  ModelOptions o;
+  o.seed = 1;
+  return MakeExampleModel("cnn", o);
 }
 
 Status BenchCnn(bool tf32) {
@@ -171,10 +161,10 @@ Status BenchCnn(bool tf32) {
   for (int64_t i = 0; i < batch; ++i) ids[i] = i % 10;
   Tensor labels = Tensor::FromIds({batch}, ids);
 
-  auto gpu_net = Cnn();
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ExampleModel> gpu_net, Cnn());
   GpuModelOptions o;
   o.allow_tf32 = tf32;
-  PL_ASSIGN_OR_RETURN(auto gpu, GpuModel::Create(gpu_net.get(), o));
+  PL_ASSIGN_OR_RETURN(auto gpu, GpuModel::Create(AsSequential(*gpu_net), o));
   for (int i = 0; i < 3; ++i) PL_RETURN_IF_ERROR(gpu->TrainStep(x, labels).status());
   const int gpu_iters = 30;
   auto t0 = std::chrono::steady_clock::now();
@@ -182,7 +172,8 @@ Status BenchCnn(bool tf32) {
   PL_RETURN_IF_ERROR(gpu->context().Synchronize());
   const double gpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  auto cpu_net = Cnn();
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ExampleModel> cpu_model, Cnn());
+  Sequential* cpu_net = AsSequential(*cpu_model);
   cpu_net->Train(true);
   const int64_t cpu_batch = 64;
   Tensor xc = x.Slice(0, cpu_batch), lc = labels.Slice(0, cpu_batch);
