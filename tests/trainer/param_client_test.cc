@@ -1,0 +1,119 @@
+// ParameterClient against two in-process parameter servers on 127.0.0.1: placement,
+// one request per pserver, sparse rows only as touched, and the overlapped
+// push-then-pull of async training.
+#include "trainer/param_client.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/nn/nn.h"
+#include "paddle_like/rpc/rpc.h"
+#include "pserver/pserver_service.h"
+#include "pserver/shard.h"
+
+namespace pl {
+namespace {
+
+// Embedding(100 rows, dim 2) -> flatten -> Linear(4 -> 3): one sparse, two dense parameters.
+class TinyModel : public Module {
+ public:
+  TinyModel() : Module("TinyModel") {
+    emb = RegisterModule("emb", std::make_shared<Embedding>(100, 2));
+    fc = RegisterModule("fc", std::make_shared<Linear>(4, 3));
+  }
+  std::shared_ptr<Embedding> emb;
+  std::shared_ptr<Linear> fc;
+};
+
+class TwoPservers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      shards_.push_back(std::make_unique<pserver::ParameterShard>(i, 2));
+      services_.push_back(std::make_unique<pserver::PserverService>(shards_[i].get(), nullptr));
+      int port = 0;
+      rpc::ServerOptions o;
+      auto server = rpc::StartServer(o, {services_[i].get()}, &port);
+      ASSERT_TRUE(server.ok()) << server.status();
+      servers_.push_back(std::move(*server));
+      addresses_.push_back(absl::StrCat("127.0.0.1:", port));
+    }
+  }
+  void TearDown() override {
+    for (auto& s : shards_) s->Shutdown();
+    for (auto& s : servers_) s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  std::unique_ptr<ParameterClient> Client(TinyModel* model, int64_t trainer_id) {
+    ParameterClientOptions o;
+    o.num_pservers = 2;
+    o.optimizer.kind = OptimizerKind::kSGD;
+    o.optimizer.learning_rate = 0.5f;
+    o.seed = 9;
+    auto client = std::make_unique<ParameterClient>(
+        model, o, [this]() -> StatusOr<std::vector<std::string>> { return addresses_; });
+    client->set_trainer_id(trainer_id);
+    return client;
+  }
+
+  std::vector<std::unique_ptr<pserver::ParameterShard>> shards_;
+  std::vector<std::unique_ptr<pserver::PserverService>> services_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::vector<std::string> addresses_;
+};
+
+TEST_F(TwoPservers, PullGivesEveryTrainerTheSameDeterministicParameters) {
+  TinyModel a, b;
+  a.InitParameters(9);
+  auto ca = Client(&a, 1), cb = Client(&b, 2);
+  ASSERT_TRUE(ca->Connect().ok());
+  ASSERT_TRUE(cb->Connect().ok());
+  ASSERT_TRUE(cb->Pull({{"emb.table", {3, 42}}}).ok());
+  // b never initialised its own parameters: what it holds came from the pservers, and
+  // equals a's local draw from the same seed.
+  for (int64_t i = 0; i < 12; ++i) {
+    EXPECT_FLOAT_EQ(b.fc->weight().value().f32()[i], a.fc->weight().value().f32()[i]) << i;
+  }
+  EXPECT_EQ(b.emb->table()->rows().size(), 2u);  // exactly the rows asked for
+  EXPECT_FLOAT_EQ(b.emb->table()->rows().Find(42)[1], a.emb->table()->Row(42)[1]);
+  EXPECT_EQ(cb->counters().sparse_rows_pulled, 2);
+}
+
+TEST_F(TwoPservers, PushAndPullAppliesThePushAndInstallsTheNextRows) {
+  TinyModel m;
+  auto c = Client(&m, 1);
+  ASSERT_TRUE(c->Connect().ok());
+  ASSERT_TRUE(c->Pull({{"emb.table", {5}}}).ok());
+  const float w0 = m.fc->weight().value().f32()[0];
+  const float r0 = m.emb->table()->rows().Find(5)[0];
+  m.fc->weight().MutableGrad().f32()[0] = 2.0f;
+  const float g[2] = {1.0f, 0.0f};
+  m.emb->table()->AccumulateGrad(5, g);
+
+  ASSERT_TRUE(c->PushAndPull(/*num_samples=*/1, {{"emb.table", {5, 7}}}).ok());
+  // The gradients left with the push; the tables now hold the next step's rows.
+  EXPECT_FLOAT_EQ(m.fc->weight().grad().f32()[0], 0.0f);
+  EXPECT_EQ(m.emb->table()->grad().size(), 0u);
+  EXPECT_EQ(m.emb->table()->rows().size(), 2u);
+  EXPECT_TRUE(m.emb->table()->rows().Contains(7));
+  EXPECT_EQ(c->counters().sparse_rows_pushed, 1);
+  // Whether or not that pull saw the push (async), the next one does: SGD, lr 0.5.
+  ASSERT_TRUE(c->Pull({{"emb.table", {5}}}).ok());
+  EXPECT_FLOAT_EQ(m.fc->weight().value().f32()[0], w0 - 0.5f * 2.0f);
+  EXPECT_FLOAT_EQ(m.emb->table()->rows().Find(5)[0], r0 - 0.5f * 1.0f);
+}
+
+TEST_F(TwoPservers, AnUnreachablePserverIsAnErrorNamingItAfterTheRetries) {
+  TinyModel m;
+  ParameterClientOptions o;
+  o.num_pservers = 2;
+  o.give_up_after = absl::Milliseconds(300);
+  o.call_timeout = absl::Milliseconds(200);
+  std::vector<std::string> addresses = {addresses_[0], "127.0.0.1:1"};
+  ParameterClient c(&m, o, [&]() -> StatusOr<std::vector<std::string>> { return addresses; });
+  Status s = c.Connect();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("pserver 1 (127.0.0.1:1)"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace pl
