@@ -8,6 +8,9 @@ JOBS       ?= 2
 PYTHON     ?= /usr/bin/python3
 CMAKE_ARGS ?=
 FASHION    ?= /usr/share/datasets/fashion-mnist
+# ccache hashes absolute include paths; relative to the checkout, a fresh clone elsewhere
+# (CI) still hits the cache.
+export CCACHE_BASEDIR := $(CURDIR)
 
 DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config git \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
