@@ -11,9 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace pl {
-namespace {
-
-std::string DirOf(const std::string& path) {
+std::string DirectoryOf(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
@@ -21,8 +19,7 @@ std::string DirOf(const std::string& path) {
 }
 
 // Makes a completed rename durable: without this a crash can forget the new name.
-Status SyncDir(const std::string& path) {
-  std::string dir = DirOf(path);
+Status SyncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open directory", dir, errno);
   int rc = ::fsync(fd);
@@ -32,6 +29,8 @@ Status SyncDir(const std::string& path) {
   if (rc != 0 && err != EINVAL && err != ENOTSUP) return ErrnoStatus("cannot fsync directory", dir, err);
   return absl::OkStatus();
 }
+
+namespace {
 
 std::atomic<uint64_t> tmp_counter{0};
 
@@ -82,7 +81,7 @@ Status AtomicFileWriter::Commit() {
     return ErrnoStatus(absl::StrCat("cannot rename '", tmp_path_, "' over"), path_, errno);
   }
   tmp_path_.clear();
-  return SyncDir(path_);
+  return SyncDirectory(DirectoryOf(path_));
 }
 
 void AtomicFileWriter::Abandon() {

@@ -49,6 +49,12 @@ class AtomicFileWriter {
 // (ENOENT -> NOT_FOUND, EACCES -> PERMISSION_DENIED, ...).
 Status ErrnoStatus(absl::string_view what, const std::string& path, int err);
 
+// The directory part of `path`: "." when it has none, "/" for a file in the root.
+std::string DirectoryOf(const std::string& path);
+// fsyncs directory `dir` so a rename or create in it survives a crash (filesystems
+// that cannot fsync a directory are tolerated).
+Status SyncDirectory(const std::string& dir);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_IO_ATOMIC_FILE_H_

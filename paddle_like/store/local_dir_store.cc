@@ -43,21 +43,6 @@ uint64_t GetU64(const char* p) {
   return v;
 }
 
-std::string DirOf(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-Status SyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open directory", dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0 && err != EINVAL && err != ENOTSUP) return ErrnoStatus("cannot fsync directory", dir, err);
-  return absl::OkStatus();
-}
-
 // mkdir -p for `dir`, fsyncing each parent whose entry it adds.
 Status MakeDirs(const std::string& dir) {
   struct stat st;
@@ -65,10 +50,10 @@ Status MakeDirs(const std::string& dir) {
     if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat("'", dir, "' is not a directory"));
     return absl::OkStatus();
   }
-  std::string parent = DirOf(dir);
+  std::string parent = DirectoryOf(dir);
   if (parent != dir && parent != "." && !parent.empty()) PL_RETURN_IF_ERROR(MakeDirs(parent));
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("cannot create directory", dir, errno);
-  return SyncDir(parent.empty() ? "/" : parent);
+  return SyncDirectory(parent.empty() ? "/" : parent);
 }
 
 Status WriteAndSync(const std::string& path, absl::string_view data) {
@@ -201,7 +186,7 @@ Status LocalDirStore::Put(const std::string& key, absl::string_view value) {
   PL_RETURN_IF_ERROR(ValidateKey(key));
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = absl::StrCat(dir_, "/", key);
-  const std::string dir = DirOf(path);
+  const std::string dir = DirectoryOf(path);
   PL_RETURN_IF_ERROR(Annotate(MakeDirs(dir), "state store"));
   const uint64_t n = tmp_counter_++;
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", n);
@@ -235,7 +220,7 @@ Status LocalDirStore::Put(const std::string& key, absl::string_view value) {
     ::unlink(tmp.c_str());
     return Annotate(err, absl::StrCat("state store put '", key, "'"));
   }
-  return Annotate(SyncDir(dir), absl::StrCat("state store put '", key, "'"));
+  return Annotate(SyncDirectory(dir), absl::StrCat("state store put '", key, "'"));
 }
 
 StatusOr<std::string> LocalDirStore::Get(const std::string& key) {
@@ -277,8 +262,8 @@ Status LocalDirStore::Delete(const std::string& key) {
       return Annotate(ErrnoStatus("cannot remove", copy, errno), absl::StrCat("state store delete '", key, "'"));
     }
   }
-  if (!Exists(DirOf(path))) return absl::OkStatus();
-  return Annotate(SyncDir(DirOf(path)), absl::StrCat("state store delete '", key, "'"));
+  if (!Exists(DirectoryOf(path))) return absl::OkStatus();
+  return Annotate(SyncDirectory(DirectoryOf(path)), absl::StrCat("state store delete '", key, "'"));
 }
 
 StatusOr<std::vector<std::string>> LocalDirStore::List(const std::string& prefix) {
