@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
 #include "tests/testing/process.h"
@@ -440,6 +441,7 @@ void RunMemory(const Options& o) {
 }
 
 int Main(int argc, char** argv) {
+  KeepLargeBuffersInHeap();  // as pl-trainer does: the client side is the trainer's
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

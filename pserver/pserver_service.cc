@@ -33,6 +33,12 @@ absl::Time DeadlineOf(const grpc::ServerContext* context) {
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
                                std::string restored_from)
     : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)) {
+  // The order and names of proto/pserver.proto's service.
+  AddUnary<proto::InitRequest, proto::InitResponse>("Init", &PserverService::Init);
+  AddUnary<proto::PullRequest, PullFrame>("Pull", &PserverService::Pull);
+  AddUnary<PushFrame, proto::PushResponse>("Push", &PserverService::Push);
+  AddUnary<proto::StatsRequest, proto::StatsResponse>("Stats", &PserverService::Stats);
+  AddUnary<proto::CheckpointRequest, proto::CheckpointResponse>("Checkpoint", &PserverService::Checkpoint);
   // The restored file already holds this state: no need to write it again.
   if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
 }
@@ -55,12 +61,12 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
 }
 
 grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                                  proto::PullResponse* response) {
+                                  PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
 }
 
-grpc::Status PserverService::Push(grpc::ServerContext* context, const proto::PushRequest* request,
+grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
                                   proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   StatusOr<int64_t> version = shard_->Push(*request, DeadlineOf(context));

@@ -2,35 +2,45 @@
 // ParameterShard, with the counters StatsResponse reports and on-demand checkpoints.
 // Every handler first checks the caller's protocol version (rpc::CheckProtocol).
 //
+// It registers its methods itself rather than through the generated Service, so that
+// Push and Pull read and write their dense payloads as DenseFrames (no protobuf copy
+// of the tensors); the bytes on the wire are the same, so generated stubs still work.
+//
 // Thread-safety: thread-safe; gRPC's thread pool calls the handlers concurrently.
 #ifndef PSERVER_PSERVER_SERVICE_H_
 #define PSERVER_PSERVER_SERVICE_H_
 
 #include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include <grpcpp/impl/method_handler_impl.h>
+#include <grpcpp/impl/rpc_service_method.h>
+
+#include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint.h"
 #include "pserver/shard.h"
 #include "proto/pserver.grpc.pb.h"
 
 namespace pl::pserver {
 
-class PserverService final : public proto::ParameterServer::Service {
+class PserverService final : public grpc::Service {
  public:
   // `checkpointer` may be null (no checkpoint directory): the Checkpoint RPC is then
   // FAILED_PRECONDITION. `restored_from` is the checkpoint loaded at start, if any.
   PserverService(ParameterShard* shard, Checkpointer* checkpointer, std::string restored_from = "");
 
   grpc::Status Init(grpc::ServerContext* context, const proto::InitRequest* request,
-                    proto::InitResponse* response) override;
+                    proto::InitResponse* response);
   grpc::Status Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                    proto::PullResponse* response) override;
-  grpc::Status Push(grpc::ServerContext* context, const proto::PushRequest* request,
-                    proto::PushResponse* response) override;
+                    PullFrame* response);
+  grpc::Status Push(grpc::ServerContext* context, const PushFrame* request,
+                    proto::PushResponse* response);
   grpc::Status Stats(grpc::ServerContext* context, const proto::StatsRequest* request,
-                     proto::StatsResponse* response) override;
+                     proto::StatsResponse* response);
   grpc::Status Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest* request,
-                          proto::CheckpointResponse* response) override;
+                          proto::CheckpointResponse* response);
 
   // Writes a checkpoint now (periodic timer, SIGTERM, the RPC); logs the outcome.
   StatusOr<std::string> CheckpointNow();
@@ -39,6 +49,19 @@ class PserverService final : public proto::ParameterServer::Service {
   proto::StatsResponse StatsNow() const;
 
  private:
+  template <typename Request, typename Response>
+  void AddUnary(const char* method,
+                grpc::Status (PserverService::*handler)(grpc::ServerContext*, const Request*, Response*)) {
+    names_.push_back(std::make_unique<std::string>(PserverMethodName(method)));
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        names_.back()->c_str(), grpc::internal::RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<PserverService, Request, Response>(
+            [handler](PserverService* service, grpc::ServerContext* context, const Request* request,
+                      Response* response) { return (service->*handler)(context, request, response); },
+            this)));
+  }
+
+  std::vector<std::unique_ptr<std::string>> names_;  // RpcServiceMethod keeps the pointers
   ParameterShard* const shard_;
   Checkpointer* const checkpointer_;
   const std::string restored_from_;

@@ -224,26 +224,28 @@ Status CheckRowIds(const proto::SparseRowsMsg& msg, const proto::ParamSpec& spec
   return absl::OkStatus();
 }
 
-Status NonFinite(absl::string_view where, const float* v, int64_t n, int64_t base) {
-  const int64_t bad = FirstNonFinite(v, n);
-  if (bad < 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("gradient of ", where, " has a non-finite value (",
-                                                 v[bad], ") at index ", base + bad));
-}
 }  // namespace
 
-Status ParameterShard::Resolve(const proto::PushRequest& request, ResolvedPush* out) const {
-  out->dense.reserve(request.dense_size());
-  for (const proto::DenseBlock& msg : request.dense()) {
-    PL_ASSIGN_OR_RETURN(DenseBlockState* blk, FindBlock(msg.param(), msg.block()));
-    const std::string what = absl::StrCat("parameter '", msg.param(), "' block ", msg.block());
-    PL_ASSIGN_OR_RETURN(FloatView grad, FloatView::Of(msg.values(), what));
-    if (grad.size() != blk->n) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", blk->n,
-                                                     " gradient values, got ", grad.size()));
+Status ParameterShard::Resolve(const PushFrame& frame, ResolvedPush* out) const {
+  const proto::PushRequest& request = frame.header();
+  out->dense.reserve(frame.dense().size());
+  for (const DenseFramePayload& msg : frame.dense()) {
+    PL_ASSIGN_OR_RETURN(DenseBlockState* blk, FindBlock(msg.param, msg.block));
+    const std::string what = absl::StrCat("parameter '", msg.param, "' block ", msg.block);
+    if (msg.values.num_bytes() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg.values.num_bytes(),
+                                                     " bytes is not a whole number of float32 values"));
     }
-    PL_RETURN_IF_ERROR(NonFinite(what, grad.data(), grad.size(), blk->offset));
-    out->dense.push_back({blk, std::move(grad)});
+    if (msg.values.size() != blk->n) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", blk->n,
+                                                     " gradient values, got ", msg.values.size()));
+    }
+    const int64_t bad = msg.values.FirstNonFinite();
+    if (bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("gradient of ", what, " has a non-finite value (",
+                                                     msg.values.At(bad), ") at index ", blk->offset + bad));
+    }
+    out->dense.push_back({blk, &msg.values});
   }
   out->sparse.reserve(request.sparse_size());
   for (const proto::SparseRowsMsg& msg : request.sparse()) {
@@ -304,6 +306,14 @@ Status ParameterShard::WaitForVersion(int64_t min_version, absl::Time deadline) 
 
 Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline,
                             proto::PullResponse* response) {
+  PullFrame frame;
+  PL_RETURN_IF_ERROR(Pull(request, deadline, &frame));
+  *response = frame.ToProto();
+  return absl::OkStatus();
+}
+
+Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame) {
+  proto::PullResponse* response = &frame->header();
   if (request.min_version() > 0) PL_RETURN_IF_ERROR(WaitForVersion(request.min_version(), deadline));
   absl::ReaderMutexLock pl(&params_mu_);
   PL_RETURN_IF_ERROR(CheckInitialized());
@@ -324,14 +334,19 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
     PL_RETURN_IF_ERROR(CheckRowIds(msg, it->second->spec, index_, num_shards_));
     tables.push_back(it->second.get());
   }
-  response->mutable_dense()->Reserve(request.dense_size());
   for (int i = 0; i < request.dense_size(); ++i) {
     DenseBlockState* blk = blocks[i];
-    proto::DenseBlock* out = response->add_dense();
-    out->set_param(request.dense(i).param());
-    out->set_block(request.dense(i).block());
+    if (!sync_) {
+      // Async: sent in place, without the block lock. A push applied while it is being
+      // sent may show in part of the block; each value is either before or after it
+      // (float stores do not tear), the staleness async training already accepts.
+      frame->AddDenseRef(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n, blk->data);
+      continue;
+    }
+    // Sync: exactly the values of the finished step.
+    float* out = frame->AddDenseBuffer(request.dense(i).param(), request.dense(i).block(), blk->n);
     absl::MutexLock l(&blk->mu);
-    SetFloats(out->mutable_values(), blk->data.get(), blk->n);
+    std::memcpy(out, blk->data.get(), blk->n * sizeof(float));
   }
   int64_t rows = 0;
   for (int i = 0; i < request.sparse_size(); ++i) {
@@ -360,11 +375,16 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
 // ---------------------------------------------------------------------------- Push
 
 StatusOr<int64_t> ParameterShard::Push(const proto::PushRequest& request, absl::Time deadline) {
+  return Push(PushFrame::FromProtoRef(request), deadline);
+}
+
+StatusOr<int64_t> ParameterShard::Push(const PushFrame& frame, absl::Time deadline) {
+  const proto::PushRequest& request = frame.header();
   ResolvedPush push;
   {
     absl::ReaderMutexLock pl(&params_mu_);
     PL_RETURN_IF_ERROR(CheckInitialized());
-    Status valid = Resolve(request, &push);
+    Status valid = Resolve(frame, &push);
     if (!valid.ok()) {
       ++pushes_rejected_;
       return valid;
@@ -408,11 +428,17 @@ StatusOr<int64_t> ParameterShard::Push(const proto::PushRequest& request, absl::
   return version();
 }
 
+
 void ParameterShard::ApplyAsync(const ResolvedPush& push) {
   for (const ResolvedPush::Dense& d : push.dense) {
     DenseBlockState* blk = d.block;
     absl::MutexLock l(&blk->mu);
-    ApplyUpdate(optimizer_, blk->data.get(), d.grad.data(), blk->data.get() + blk->n, blk->n, ++blk->step);
+    const int64_t step = ++blk->step;
+    float* value = blk->data.get();
+    float* slots = NumSlots(optimizer_.kind) > 0 ? value + blk->n : nullptr;
+    d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
+      ApplyUpdate(optimizer_, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+    });
   }
   for (const ResolvedPush::Sparse& s : push.sparse) {
     SparseTableState* t = s.table;
@@ -435,10 +461,12 @@ void ParameterShard::Accumulate(const ResolvedPush& push) {
     if (!blk->accum) blk->accum.reset(new float[blk->n]);
     float* acc = blk->accum.get();
     if (!blk->has_accum) {
-      std::memcpy(acc, d.grad.data(), blk->n * sizeof(float));
+      d.grad->CopyTo(acc);
       blk->has_accum = true;
     } else {
-      for (int64_t i = 0; i < blk->n; ++i) acc[i] += d.grad.data()[i];
+      d.grad->ForEachChunk([acc](int64_t offset, const float* grad, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) acc[offset + i] += grad[i];
+      });
     }
   }
   for (const ResolvedPush::Sparse& s : push.sparse) {

@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
+#include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/init.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.pb.h"
@@ -73,10 +74,15 @@ class ParameterShard {
 
   // Fills `response` with the requested blocks and rows, after waiting (until
   // `deadline`, else DEADLINE_EXCEEDED) for version >= request.min_version.
+  // Each dense block is copied once, under its lock, into a buffer gRPC sends as is.
+  Status Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* response);
+  // The same as one protobuf message (copies; for tests and tools).
   Status Pull(const proto::PullRequest& request, absl::Time deadline,
               proto::PullResponse* response);
 
   // Applies (async) or accumulates (sync) one trainer's gradients; returns the version.
+  // Dense gradients are read where gRPC received them.
+  StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline = absl::InfiniteFuture());
   StatusOr<int64_t> Push(const proto::PushRequest& request,
                          absl::Time deadline = absl::InfiniteFuture());
 
@@ -112,7 +118,7 @@ class ParameterShard {
   StatusOr<DenseBlockState*> FindBlock(const std::string& param, int64_t block) const
       ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
   Status AddParam(const proto::ParamSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(params_mu_);
-  Status Resolve(const proto::PushRequest& request, ResolvedPush* out) const
+  Status Resolve(const PushFrame& request, ResolvedPush* out) const
       ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
   Status WaitForVersion(int64_t min_version, absl::Time deadline) const;
   void ApplyAsync(const ResolvedPush& push) ABSL_SHARED_LOCKS_REQUIRED(params_mu_);

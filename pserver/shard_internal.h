@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/wire.h"
 #include "pserver/shard.h"
 
@@ -38,7 +39,9 @@ struct ParameterShard::DenseBlockState {
   int64_t offset = 0;
   int64_t n = 0;
   int64_t step ABSL_GUARDED_BY(mu) = 0;  // updates applied to this block
-  std::unique_ptr<float[]> data;         // (1 + S) * n: value (n), then S slots of n
+  // (1 + S) * n: value (n), then S slots of n. Shared: an async pull sends the values
+  // in place, and gRPC may hold them a little longer than the shard exists.
+  std::shared_ptr<float[]> data;
   std::unique_ptr<float[]> accum;        // sync: (n) gradient sum of the current step
   bool has_accum ABSL_GUARDED_BY(mu) = false;
 };
@@ -97,7 +100,7 @@ struct ParameterShard::SparseTableState {
 struct ParameterShard::ResolvedPush {
   struct Dense {
     DenseBlockState* block;
-    FloatView grad;  // (n)
+    const FloatPieces* grad;  // (n), where gRPC received it
   };
   struct Sparse {
     SparseTableState* table;

@@ -14,11 +14,12 @@ namespace pl {
 struct ParameterClient::Shard {
   int index = 0;
   std::string address;
-  std::unique_ptr<proto::ParameterServer::Stub> stub;
+  std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init
+  std::unique_ptr<PserverFrameStub> frames;             // Push, Pull
   int64_t version = 0;        // last version seen
   int64_t wait_version = 0;   // sync: the version the next pull must see
   proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
-  proto::PushRequest push;
+  PushFrame push;
 };
 
 ParameterClient::ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
@@ -47,7 +48,9 @@ Status ParameterClient::Resolve(int only) {
     Shard& s = *shards_[i];
     if (s.address != addresses[i] || !s.stub) {
       s.address = addresses[i];
-      s.stub = proto::ParameterServer::NewStub(rpc::MakeChannel(s.address));
+      std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(s.address);
+      s.stub = proto::ParameterServer::NewStub(channel);
+      s.frames = std::make_unique<PserverFrameStub>(channel);
     }
   }
   return absl::OkStatus();
@@ -125,23 +128,23 @@ Status ParameterClient::ResolveWithRetry() {
 
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
   PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
-  std::vector<proto::PullResponse> responses(options_.num_pservers);
+  std::vector<PullFrame> responses(options_.num_pservers);
   PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PullAttempt(&responses[i]), "pull"); },
                                   "pull"));
   return InstallPull(responses);
 }
 
-std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(proto::PullResponse* response) {
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(PullFrame* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    return rpc::FromGrpc(s.stub->Pull(ctx.get(), s.pull, response));
+    return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
   };
 }
 
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    return rpc::FromGrpc(s.stub->Push(ctx.get(), s.push, response));
+    return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
   };
 }
 
@@ -181,7 +184,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   return absl::OkStatus();
 }
 
-Status ParameterClient::InstallPull(const std::vector<proto::PullResponse>& responses) {
+Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
   const int P = options_.num_pservers;
   // The tables hold exactly the rows pulled for this step.
   for (const auto& sh : shards_) {
@@ -191,19 +194,19 @@ Status ParameterClient::InstallPull(const std::vector<proto::PullResponse>& resp
     }
   }
   for (int i = 0; i < P; ++i) {
-    const proto::PullResponse& r = responses[i];
+    const proto::PullResponse& r = responses[i].header();
     shards_[i]->version = r.version();
-    for (const proto::DenseBlock& blk : r.dense()) {
-      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(blk.param()));
+    for (const DenseFramePayload& blk : responses[i].dense()) {
+      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(blk.param));
       const Tensor& v = p->var.value();
-      const int64_t offset = static_cast<int64_t>(blk.block()) * kDefaultBlockSize;
+      const int64_t offset = static_cast<int64_t>(blk.block) * kDefaultBlockSize;
       const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
-      if (static_cast<int64_t>(blk.values().size()) != n * 4) {
-        return absl::DataLossError(absl::StrCat("pull: pserver ", i, " sent ", blk.values().size() / 4,
-                                                " values for block ", blk.block(), " of '", blk.param(),
-                                                "', expected ", n));
+      if (offset < 0 || n <= 0 || blk.values.num_bytes() != n * 4) {
+        return absl::DataLossError(absl::StrCat("pull: pserver ", i, " sent ", blk.values.num_bytes(),
+                                                " bytes for block ", blk.block, " of '", blk.param,
+                                                "', expected ", std::max<int64_t>(n, 0) * 4));
       }
-      std::memcpy(v.f32() + offset, blk.values().data(), n * 4);
+      blk.values.CopyTo(v.f32() + offset);
       counters_.bytes_pulled += n * 4;
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
@@ -241,7 +244,7 @@ Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_s
   PL_RETURN_IF_ERROR(BuildPull(next_sparse_ids));
   const int P = options_.num_pservers;
   std::vector<proto::PushResponse> pushed(P);
-  std::vector<proto::PullResponse> pulled(P);
+  std::vector<PullFrame> pulled(P);
   PL_RETURN_IF_ERROR(ForEachShard(
       [&](int i) {
         // One attempt of each at the same time (TCP carries both directions at once);
@@ -260,7 +263,14 @@ Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_s
 }
 
 void ParameterClient::PushDone() {
-  for (auto& sh : shards_) sh->wait_version = sh->push.step() + 1;
+  for (auto& sh : shards_) {
+    sh->wait_version = sh->push.header().step() + 1;
+    sh->push.Clear();  // lets go of the gradient memory
+  }
+  // The frames sent the gradients in place: only now may they change.
+  for (const NamedParameter& np : module_->NamedParameters()) {
+    if (np.param->kind == ParamKind::kDense && np.param->var.grad().defined()) np.param->var.grad().SetZero();
+  }
   ++counters_.pushes;
 }
 
@@ -268,8 +278,8 @@ void ParameterClient::BuildPush(int64_t num_samples) {
   const int P = options_.num_pservers;
   for (auto& sh : shards_) {
     sh->push.Clear();
-    sh->push.set_step(sh->version);
-    sh->push.set_num_samples(num_samples);
+    sh->push.header().set_step(sh->version);
+    sh->push.header().set_num_samples(num_samples);
   }
   for (const NamedParameter& np : module_->NamedParameters()) {
     Parameter* p = np.param;
@@ -280,17 +290,14 @@ void ParameterClient::BuildPush(int64_t num_samples) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t offset = b * kDefaultBlockSize;
         const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
-        proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)]->push.add_dense();
-        blk->set_param(np.name);
-        blk->set_block(static_cast<int32_t>(b));
+        PushFrame& frame = shards_[ShardOfDenseBlock(np.name, b, P)]->push;
         if (g.defined()) {
-          SetFloats(blk->mutable_values(), g.f32() + offset, n);
+          frame.AddDenseRef(np.name, static_cast<int32_t>(b), g.f32() + offset, n, g.storage());
         } else {
-          blk->mutable_values()->assign(n * 4, '\0');
+          std::memset(frame.AddDenseBuffer(np.name, static_cast<int32_t>(b), n), 0, n * 4);
         }
         counters_.bytes_pushed += n * 4;
       }
-      if (g.defined()) g.SetZero();
     } else {
       SparseTable& t = *p->table;
       const SparseRows& g = t.grad();
@@ -299,7 +306,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
         const int64_t id = g.ids()[k];
         const int owner = ShardOfRow(id, P);
         if (!per_shard[owner]) {
-          per_shard[owner] = shards_[owner]->push.add_sparse();
+          per_shard[owner] = shards_[owner]->push.header().add_sparse();
           per_shard[owner]->set_table(np.name);
           per_shard[owner]->set_dim(t.dim());
         }
@@ -312,7 +319,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
       t.ZeroGrad();
     }
   }
-  for (auto& sh : shards_) sh->push.set_trainer_id(trainer_id_);
+  for (auto& sh : shards_) sh->push.header().set_trainer_id(trainer_id_);
 }
 
 }  // namespace pl

@@ -2,7 +2,9 @@
 // parameters onto the P pservers (paddle_like/dist/sharding.h), and each Pull or
 // Push sends exactly one request to each pserver, all in parallel.
 //
-// Dense parameters travel whole (every block, every step); sparse tables travel as
+// Dense parameters travel whole (every block, every step) as DenseFrames: a push
+// sends the gradient tensors' memory as is and a pull copies each received block
+// straight into its parameter (one copy). Sparse tables travel as
 // the rows a batch touches only: Pull fetches the ids it is given, Push sends the
 // rows of the tables' sparse gradients.
 //
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.grpc.pb.h"
@@ -88,10 +91,10 @@ class ParameterClient {
   Status Resolve(int only = -1);
   // Pull and Push in parts, so PushAndPull can overlap them.
   Status BuildPull(const SparseIds& sparse_ids);
-  Status InstallPull(const std::vector<proto::PullResponse>& responses);
+  Status InstallPull(const std::vector<PullFrame>& responses);
   void BuildPush(int64_t num_samples);
   void PushDone();
-  std::function<Status(Shard&)> PullAttempt(proto::PullResponse* response);
+  std::function<Status(Shard&)> PullAttempt(PullFrame* response);
   std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response);
   Status ResolveWithRetry();
   Status InitShard(Shard& shard);

@@ -72,6 +72,11 @@ void InitSlots(const OptimizerSpec& spec, float* state, int64_t n) {
 // every pserver's hot path.
 void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float* state, int64_t n,
                  int64_t step) {
+  ApplyUpdate(s, param, grad, state, n, step, n);
+}
+
+void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float* state, int64_t n,
+                 int64_t step, int64_t state_stride) {
   using Arr = Eigen::Map<Eigen::ArrayXf>;
   using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
   Arr p(param, n);
@@ -109,7 +114,7 @@ void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float*
     }
     case OptimizerKind::kAdam: {
       Arr m(state, n);
-      Arr v(state + n, n);
+      Arr v(state + state_stride, n);
       const double t = static_cast<double>(std::max<int64_t>(step, 1));
       const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta1, t)));
       const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta2, t)));

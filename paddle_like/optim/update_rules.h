@@ -49,6 +49,10 @@ void InitSlots(const OptimizerSpec& spec, float* state, int64_t n);
 // have received including this one (Adam's bias correction uses it).
 void ApplyUpdate(const OptimizerSpec& spec, float* param, const float* grad, float* state,
                  int64_t n, int64_t step);
+// The same over part of a larger array: slot k of element i is state[k * state_stride + i].
+// Updates are elementwise, so a block updated in parts equals the block updated whole.
+void ApplyUpdate(const OptimizerSpec& spec, float* param, const float* grad, float* state,
+                 int64_t n, int64_t step, int64_t state_stride);
 
 }  // namespace pl
 

@@ -116,5 +116,35 @@ TEST(OptimizerTest, DenseStepMatchesRuleAndClearsGrad) {
   EXPECT_FLOAT_EQ(layer.weight().grad().f32()[0], 0.0f);
 }
 
+// The pserver updates a block in the pieces it received: for every rule that must
+// equal the update of the whole block (slots of the whole block, strided).
+TEST(UpdateRulesTest, ABlockUpdatedInPartsEqualsTheBlockUpdatedWhole) {
+  const int64_t n = 37, split = 11;
+  for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kMomentum, OptimizerKind::kAdagrad,
+                             OptimizerKind::kAdam}) {
+    OptimizerSpec spec = Spec(kind, 0.1f);
+    spec.weight_decay = 0.01f;
+    const int slots = NumSlots(kind);
+    std::vector<float> whole(n), parts(n), grad(n);
+    std::vector<float> whole_state(std::max(1, slots) * n), parts_state(std::max(1, slots) * n);
+    InitSlots(spec, whole_state.data(), n);
+    InitSlots(spec, parts_state.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      whole[i] = parts[i] = 0.1f * static_cast<float>(i) - 1.0f;
+      grad[i] = 0.3f - 0.02f * static_cast<float>(i);
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      ApplyUpdate(spec, whole.data(), grad.data(), whole_state.data(), n, step);
+      ApplyUpdate(spec, parts.data(), grad.data(), parts_state.data(), split, step, n);
+      ApplyUpdate(spec, parts.data() + split, grad.data() + split, parts_state.data() + split, n - split, step, n);
+    }
+    // Equal up to rounding: vector lanes and the scalar tail fall on other elements.
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(parts[i], whole[i], 1e-6) << OptimizerName(kind) << " element " << i;
+    for (size_t i = 0; i < whole_state.size(); ++i) {
+      ASSERT_NEAR(parts_state[i], whole_state[i], 1e-6 * (1 + std::fabs(whole_state[i]))) << OptimizerName(kind);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pl

@@ -1,0 +1,159 @@
+// DenseFrame: a PushRequest or PullResponse whose dense float payloads travel as
+// their own gRPC slices instead of through protobuf's bytes fields.
+//
+// Why: protobuf copies a bytes field when it serialises (into the message buffer) and
+// when it parses (into a std::string), and the caller copies again to and from its
+// tensors. For a model of tens of MB per step those copies cost more than the kernel's
+// own. Here a sender hands gRPC slices that point at the tensor (or at a buffer the
+// pserver filled once), and a receiver reads the payload where gRPC received it.
+//
+// The bytes on the wire are exactly the protobuf encoding of the message
+// (proto/pserver.proto): every field but `dense` is serialised by protobuf, each
+// DenseBlock is written by hand as field `dense` (param, block, values). So a peer
+// using the generated stubs reads and writes the same messages.
+//
+// Thread-safety: a frame is used by one thread at a time; const methods may be called
+// concurrently. Received payloads stay valid while the frame lives.
+#ifndef PADDLE_LIKE_DIST_DENSE_FRAME_H_
+#define PADDLE_LIKE_DIST_DENSE_FRAME_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
+
+#include "absl/container/inlined_vector.h"
+#include "proto/pserver.grpc.pb.h"
+
+namespace pl {
+
+// A float32 payload spread over byte pieces (the slices it arrived in); pieces need
+// not be 4-byte aligned and a float may straddle two of them.
+class FloatPieces {
+ public:
+  void Append(const char* data, size_t n);
+  int64_t num_bytes() const { return num_bytes_; }
+  int64_t size() const { return num_bytes_ / 4; }
+  // The floats in place when they are one 4-byte aligned piece, else nullptr.
+  const float* contiguous() const;
+  // Copies the first size() floats to dst.
+  void CopyTo(float* dst) const;
+  // Calls fn(offset, data, n) over consecutive runs of at most kChunk floats covering
+  // [0, size()); data is aligned: in place when a run lies aligned inside one piece,
+  // else gathered into a small buffer that stays in cache.
+  static constexpr int64_t kChunk = 4096;
+  template <typename Fn>
+  void ForEachChunk(Fn&& fn) const;
+  // Index of the first NaN/Inf, or -1.
+  int64_t FirstNonFinite() const;
+  float At(int64_t i) const;
+
+ private:
+  // Copies bytes [begin, begin + n) to dst.
+  void CopyBytes(int64_t begin, int64_t n, char* dst) const;
+  absl::InlinedVector<std::pair<const char*, size_t>, 2> pieces_;
+  int64_t num_bytes_ = 0;
+};
+
+struct DenseFramePayload {
+  std::string param;
+  int32_t block = 0;
+  FloatPieces values;
+};
+
+template <typename Header>
+class DenseFrame {
+ public:
+  // Header holds every field but `dense` (which stays empty there).
+  Header& header() { return header_; }
+  const Header& header() const { return header_; }
+  const std::vector<DenseFramePayload>& dense() const { return dense_; }
+
+  // Sends `n` floats at `values` without copying them; `owner` keeps that memory alive
+  // until gRPC lets go of it. The caller must not change the floats until the call
+  // that sends this frame has finished.
+  void AddDenseRef(std::string param, int32_t block, const float* values, int64_t n,
+                   std::shared_ptr<const void> owner);
+  // A fresh payload of `n` floats for the caller to fill (e.g. under a block lock).
+  float* AddDenseBuffer(std::string param, int32_t block, int64_t n);
+  // Copies `n` floats into a fresh payload.
+  void AddDenseCopy(std::string param, int32_t block, const float* values, int64_t n);
+  void Clear();
+
+  // gRPC's codec (grpc::SerializationTraits below).
+  grpc::Status ToByteBuffer(grpc::ByteBuffer* out) const;
+  grpc::Status FromByteBuffer(grpc::ByteBuffer* in);
+
+  // The whole message as the generated protobuf type (copies; for tests and tools).
+  Header ToProto() const;
+  static DenseFrame FromProtoRef(const Header& message);  // payloads point into `message`
+
+ private:
+  Header header_;
+  std::vector<DenseFramePayload> dense_;
+  std::vector<grpc::Slice> slices_;  // owned payload slices (sent) or received slices
+  std::vector<size_t> payload_slice_;  // for a sent payload: its index in slices_
+};
+
+using PushFrame = DenseFrame<proto::PushRequest>;  // dense = field 3
+using PullFrame = DenseFrame<proto::PullResponse>;  // dense = field 1
+
+// Client calls of the ParameterServer service that send or receive frames; the other
+// methods go through the generated stub.
+class PserverFrameStub {
+ public:
+  explicit PserverFrameStub(std::shared_ptr<grpc::Channel> channel);
+  grpc::Status Push(grpc::ClientContext* context, const PushFrame& request, proto::PushResponse* response);
+  grpc::Status Pull(grpc::ClientContext* context, const proto::PullRequest& request, PullFrame* response);
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::internal::RpcMethod push_;
+  grpc::internal::RpcMethod pull_;
+};
+
+// "/pl.proto.ParameterServer/<method>".
+std::string PserverMethodName(const char* method);
+
+extern template class DenseFrame<proto::PushRequest>;
+extern template class DenseFrame<proto::PullResponse>;
+
+template <typename Fn>
+void FloatPieces::ForEachChunk(Fn&& fn) const {
+  if (const float* p = contiguous()) {
+    for (int64_t begin = 0; begin < size(); begin += kChunk) fn(begin, p + begin, std::min(kChunk, size() - begin));
+    return;
+  }
+  alignas(64) float buf[kChunk];
+  for (int64_t begin = 0; begin < size(); begin += kChunk) {
+    const int64_t len = std::min(kChunk, size() - begin);
+    CopyBytes(begin * 4, len * 4, reinterpret_cast<char*>(buf));
+    fn(begin, static_cast<const float*>(buf), len);
+  }
+}
+
+}  // namespace pl
+
+namespace grpc {
+template <typename Header>
+class SerializationTraits<pl::DenseFrame<Header>, void> {
+ public:
+  static Status Serialize(const pl::DenseFrame<Header>& frame, ByteBuffer* buffer, bool* own_buffer) {
+    *own_buffer = true;
+    return frame.ToByteBuffer(buffer);
+  }
+  static Status Deserialize(ByteBuffer* buffer, pl::DenseFrame<Header>* frame) {
+    Status s = frame->FromByteBuffer(buffer);
+    buffer->Clear();
+    return s;
+  }
+};
+}  // namespace grpc
+
+#endif  // PADDLE_LIKE_DIST_DENSE_FRAME_H_
