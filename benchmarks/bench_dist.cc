@@ -6,6 +6,7 @@
 //               1 thread (pl-trainer local, 1 epoch) measured in the same run. Two
 //               views: the trainers' own training-loop rate, and the whole command's
 //               wall clock (start-up, data loading and the final evaluation included).
+//               1 + 1 is measured again with --pipeline --defer_apply.
 //   Recovery    a cluster with --lease_ms 2000 whose pass is one task: SIGKILL the
 //               trainer holding it, time until the master leases it again to a standby
 //               trainer (/ the lease period, the design's detection bound), then until
@@ -22,6 +23,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "benchmarks/bench_util.h"
 #include "paddle_like/rpc/rpc.h"
@@ -79,15 +81,18 @@ RunResult LocalRun(const Options& o, int64_t train_n) {
   return r;
 }
 
-RunResult ClusterRun(const Options& o, int trainers, int pservers, int64_t train_n) {
+RunResult ClusterRun(const Options& o, int trainers, int pservers, int64_t train_n,
+                     const std::vector<std::string>& trainer_flags = {}) {
   RunResult r;
-  const std::string log = "/tmp/pl-bench-dist-" + std::to_string(trainers) + "x" + std::to_string(pservers) + ".log";
-  ChildRun run = RunAndMeasure({Bin("pl-launch"), "--pservers", std::to_string(pservers), "--trainers",
-                                std::to_string(trainers), "--data", o.data + "/train.plrec", "--passes", "1",
-                                "--progress_every_s", "1000", "--", Bin("pl-trainer"), "--model", "mlp", "--threads",
-                                "1", "--test_data", o.data + "/test.plrec", "--test_limit", "1000", "--log_every_s",
-                                "1000"},
-                               log);
+  const std::string log = "/tmp/pl-bench-dist-" + std::to_string(trainers) + "x" + std::to_string(pservers) +
+                          (trainer_flags.empty() ? "" : "-tuned") + ".log";
+  std::vector<std::string> command = {Bin("pl-launch"), "--pservers", std::to_string(pservers), "--trainers",
+                                      std::to_string(trainers), "--data", o.data + "/train.plrec", "--passes", "1",
+                                      "--progress_every_s", "1000", "--", Bin("pl-trainer"), "--model", "mlp",
+                                      "--threads", "1", "--test_data", o.data + "/test.plrec", "--test_limit", "1000",
+                                      "--log_every_s", "1000"};
+  command.insert(command.end(), trainer_flags.begin(), trainer_flags.end());
+  ChildRun run = RunAndMeasure(command, log);
   const std::string text = ReadWholeFile(log);
   std::vector<double> samples;
   const std::vector<double> rates = RatesAfter(text, "job done after", &samples);
@@ -120,10 +125,15 @@ void RunThroughput(const Options& o) {
   std::printf("  single process, 1 thread: %.0f samples/s (training loop), %.0f samples/s (wall)\n", local.loop_rate,
               local.wall_rate);
   if (o.quick) std::printf("  (quick: the local run used 10000 examples; clusters always train the whole file)\n");
-  for (auto [t, p] : {std::pair<int, int>{1, 1}, {2, 2}}) {
-    const RunResult c = ClusterRun(o, t, p, n);
+  // The defaults, then 1 + 1 with traffic overlapped with computation (the trainer has
+  // a core to spare there) and pushes acknowledged before they are applied.
+  const std::vector<std::string> overlapped = {"--pipeline", "--defer_apply"};
+  for (auto [t, p, flags] : {std::make_tuple(1, 1, std::vector<std::string>{}),
+                             std::make_tuple(2, 2, std::vector<std::string>{}), std::make_tuple(1, 1, overlapped)}) {
+    const RunResult c = ClusterRun(o, t, p, n, flags);
     if (!c.ok) continue;
-    const std::string name = std::to_string(t) + " trainer(s) + " + std::to_string(p) + " pserver(s)";
+    const std::string name = std::to_string(t) + " trainer(s) + " + std::to_string(p) + " pserver(s)" +
+                             (flags.empty() ? "" : ", --pipeline --defer_apply");
     ReportLine(name + ", training loop", c.loop_rate, "samples/s", local.loop_rate, "samples/s",
                "1 process, 1 thread", c.loop_rate / local.loop_rate);
     ReportLine(name + ", wall clock", c.wall_rate, "samples/s", local.wall_rate, "samples/s", "1 process, 1 thread",

@@ -69,7 +69,10 @@ grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::Pul
 grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
                                   proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
-  StatusOr<int64_t> version = shard_->Push(*request, DeadlineOf(context));
+  // gRPC is done with the request once this handler returns: take its slices over, so
+  // that a deferred push can be applied after the reply.
+  PushFrame frame = std::move(*const_cast<PushFrame*>(request));
+  StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context));
   if (!version.ok()) return rpc::ToGrpc(version.status());
   response->set_version(*version);
   return grpc::Status::OK;

@@ -19,7 +19,9 @@
 // (stale); a push for a later step waits, bounded by its deadline, for that step.
 //
 // A push is validated whole before anything is applied, so a rejected push leaves the
-// shard exactly as it was.
+// shard exactly as it was. An async push with defer_apply is validated, queued and
+// answered; one applier thread applies queued pushes in arrival order (at most
+// kMaxQueuedPushes wait, further pushes block until there is room).
 //
 // Thread-safety: thread-safe. Pushes to different dense blocks and different row
 // stripes proceed in parallel (a mutex per block, striped mutexes for rows); Init
@@ -29,10 +31,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -83,14 +87,19 @@ class ParameterShard {
   // Applies (async) or accumulates (sync) one trainer's gradients; returns the version.
   // Dense gradients are read where gRPC received them.
   StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline = absl::InfiniteFuture());
+  // The same, taking the frame over so that a deferred push can outlive the call.
+  StatusOr<int64_t> Push(PushFrame&& request, absl::Time deadline = absl::InfiniteFuture());
   StatusOr<int64_t> Push(const proto::PushRequest& request,
                          absl::Time deadline = absl::InfiniteFuture());
 
   // Sync mode: the trainers the barrier waits for (from the master's membership).
   void SetLiveTrainers(const std::vector<int64_t>& trainer_ids);
 
-  // Wakes waiting pulls/pushes with UNAVAILABLE, for a server that is going down.
+  // Wakes waiting pulls/pushes with UNAVAILABLE, for a server that is going down, and
+  // applies the queued pushes (so a checkpoint written afterwards holds them).
   void Shutdown();
+  // Waits until every queued push is applied.
+  void WaitForQueuedPushes();
 
   bool initialized() const;
   bool sync() const;
@@ -112,6 +121,7 @@ class ParameterShard {
   struct RowStripe;
   struct SparseTableState;
   struct ResolvedPush;
+  struct QueuedPush;
 
   Status CheckInitialized() const;
   Status CheckCompatible(const proto::InitRequest& request) const;
@@ -127,6 +137,9 @@ class ParameterShard {
   void MaybeCompleteStep() ABSL_LOCKS_EXCLUDED(params_mu_, step_mu_, barrier_mu_);
   void ApplyStep(int contributors) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_)
       ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
+  StatusOr<int64_t> Enqueue(std::unique_ptr<QueuedPush> push, absl::Time deadline);
+  void ApplyQueued();  // the applier thread
+  bool QueueIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) { return queue_.empty() && !applying_; }
   float* FindOrCreateRow(SparseTableState* table, RowStripe* stripe, int64_t id) const;
   void SetVersion(int64_t v);
 
@@ -159,6 +172,14 @@ class ParameterShard {
   mutable absl::CondVar version_cv_;
   int64_t version_ ABSL_GUARDED_BY(version_mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(version_mu_) = false;
+
+  // Deferred async pushes, and the thread that applies them (started on first use).
+  static constexpr size_t kMaxQueuedPushes = 2;
+  absl::Mutex queue_mu_;
+  std::deque<std::unique_ptr<QueuedPush>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool applying_ ABSL_GUARDED_BY(queue_mu_) = false;  // the applier holds a popped push
+  bool queue_closed_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread applier_;
 
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};

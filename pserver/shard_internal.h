@@ -112,6 +112,12 @@ struct ParameterShard::ResolvedPush {
   int64_t rows = 0;
 };
 
+// A validated push waiting for the applier; it owns the frame its payloads point into.
+struct ParameterShard::QueuedPush {
+  PushFrame frame;
+  ResolvedPush resolved;
+};
+
 }  // namespace pl::pserver
 
 #endif  // PSERVER_SHARD_INTERNAL_H_

@@ -15,6 +15,7 @@
 #include "trainer/heartbeat.h"
 #include "trainer/master_client.h"
 #include "trainer/param_client.h"
+#include "trainer/pipelined_exchange.h"
 #include "trainer/step_backend.h"
 
 namespace pl {
@@ -57,6 +58,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   pco.optimizer = o.optimizer;
   pco.seed = o.model_options.seed;
   pco.sync = o.sync;
+  pco.defer_apply = o.defer_apply;
   pco.give_up_after = give_up;
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
     PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, master.Membership());
@@ -73,15 +75,26 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     }
     return addresses;
   };
-  ParameterClient params(&model.module(), pco, resolve, &g_stop);
+  // Async dense models overlap their traffic with computation (pipelined_exchange.h):
+  // the client then works on a mirror of the model.
+  std::unique_ptr<ExampleModel> mirror;
+  if (!o.sync && o.pipeline && PipelinedExchange::Supports(model.module())) {
+    PL_ASSIGN_OR_RETURN(mirror, MakeExampleModel(o.model_name, o.model_options));
+  }
+  Module& wire_module = mirror ? mirror->module() : model.module();
+  pco.zero_gradients_after_push = !mirror;  // the mirror's gradients are overwritten each step
+  ParameterClient params(&wire_module, pco, resolve, &g_stop);
   params.set_trainer_id(master.trainer_id());
   PL_RETURN_IF_ERROR(params.Connect());
-  log << o.name << ": connected to " << num_pservers << " pservers" << std::endl;
+  PipelinedExchange exchange(&model.module(), &wire_module, &params);
+  log << o.name << ": connected to " << num_pservers << " pservers"
+      << (mirror ? " (traffic overlapped with computation)" : "") << std::endl;
 
   PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
   model.module().Train(true);
   bool job_done = false;
+  bool pipeline_primed = false;
   double last_log = Now(), window_loss = 0;
   int64_t window_steps = 0, window_correct = 0, window_samples = 0;
   const double start = Now();
@@ -127,7 +140,13 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         break;
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
-      if (!have_params) {
+      if (mirror) {
+        // The first step pulls; later ones use what the previous exchange brought.
+        if (!pipeline_primed) step_error = exchange.PullNow();
+        if (!step_error.ok()) break;
+        pipeline_primed = true;
+        batch = batchers[0].Gather(order, begin, end);
+      } else if (!have_params) {
         batch = batchers[step_in_task % 2].Gather(order, begin, end);
         step_error = params.Pull(model.SparseInputs(batch.inputs));
         if (!step_error.ok()) break;
@@ -141,7 +160,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       }
       step_error = backend->ExportGradients();
       if (!step_error.ok()) break;
-      if (end < order.size() && !o.sync) {
+      if (mirror) {
+        step_error = exchange.Submit(stats->samples);
+      } else if (end < order.size() && !o.sync) {
         // Overlap this step's push with the next step's pull (async staleness <= 1).
         ExampleSet next = batchers[(step_in_task + 1) % 2].Gather(order, end, std::min(order.size(), end + o.batch_size));
         step_error = params.PushAndPull(stats->samples, model.SparseInputs(next.inputs));
@@ -171,6 +192,8 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         window_steps = window_correct = window_samples = 0;
       }
     }
+    // The task is done only once its last gradients are pushed.
+    if (Status drained = exchange.Drain(); step_error.ok()) step_error = drained;
     if (interrupted || (!step_error.ok() && g_stop.load())) {
       (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true);
       log << absl::StrFormat("%s: stop requested: returned task %d to the master", o.name, task.id()) << std::endl;
@@ -202,7 +225,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   if (job_done && !o.test_path.empty()) {
     auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);
     if (!test.ok()) return test.status();
-    PL_RETURN_IF_ERROR(params.Pull(model.SparseInputs(test->inputs)));
+    if (mirror) {
+      PL_RETURN_IF_ERROR(exchange.PullNow());
+    } else {
+      PL_RETURN_IF_ERROR(params.Pull(model.SparseInputs(test->inputs)));
+    }
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, *test, 500));
     result.evaluated = true;
     result.final_metric = r.metric;

@@ -29,6 +29,8 @@ struct DistTrainerOptions {
   double log_every_s = 2.0;
   double give_up_after_s = 300;      // how long a peer may stay unreachable
   std::string device = "cpu";        // cpu, gpu or auto (see step_backend.h)
+  bool pipeline = false;             // async dense models: overlap traffic and compute
+  bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
 };
 
 struct DistResult {

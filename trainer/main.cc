@@ -36,6 +36,12 @@ ABSL_FLAG(std::string, save, "", "write the trained parameters to this .safetens
 ABSL_FLAG(std::string, master, "", "master address host:port (default: $PL_MASTER_ADDR); empty: local mode");
 ABSL_FLAG(std::string, device, "auto", "cpu, gpu or auto (the GPU when one is present)");
 ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
+ABSL_FLAG(bool, pipeline, false,
+          "distributed async mlp/cnn: push and pull in the background while the next step computes "
+          "(a step misses the previous step's update); pays off when the trainer has a core to spare");
+ABSL_FLAG(bool, defer_apply, false,
+          "distributed async: pservers acknowledge a push once validated and queued, before applying it "
+          "(less waiting, one more step of staleness)");
 
 namespace {
 
@@ -96,6 +102,8 @@ int main(int argc, char** argv) {
     d.sync = std::getenv("PL_SYNC") && std::string(std::getenv("PL_SYNC")) == "1";
     d.log_every_s = absl::GetFlag(FLAGS_log_every_s);
     d.device = device;
+    d.pipeline = absl::GetFlag(FLAGS_pipeline);
+    d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     if (const char* rank = std::getenv("PL_TRAINER_RANK")) d.name = std::string("trainer-") + rank;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, std::cout);

@@ -267,11 +267,12 @@ void ParameterClient::PushDone() {
     sh->wait_version = sh->push.header().step() + 1;
     sh->push.Clear();  // lets go of the gradient memory
   }
+  ++counters_.pushes;
   // The frames sent the gradients in place: only now may they change.
+  if (!options_.zero_gradients_after_push) return;
   for (const NamedParameter& np : module_->NamedParameters()) {
     if (np.param->kind == ParamKind::kDense && np.param->var.grad().defined()) np.param->var.grad().SetZero();
   }
-  ++counters_.pushes;
 }
 
 void ParameterClient::BuildPush(int64_t num_samples) {
@@ -280,6 +281,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
     sh->push.Clear();
     sh->push.header().set_step(sh->version);
     sh->push.header().set_num_samples(num_samples);
+    sh->push.header().set_defer_apply(options_.defer_apply && !options_.sync);
   }
   for (const NamedParameter& np : module_->NamedParameters()) {
     Parameter* p = np.param;

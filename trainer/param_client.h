@@ -42,6 +42,11 @@ struct ParameterClientOptions {
   bool sync = false;
   absl::Duration give_up_after = absl::Minutes(5);
   absl::Duration call_timeout = absl::Seconds(30);
+  // Async: pservers answer a push once it is validated and queued, not applied
+  // (PushRequest.defer_apply), so a push costs the trainer no optimizer time.
+  bool defer_apply = false;
+  // Push zeroes the dense gradients it sent (false: the caller overwrites them anyway).
+  bool zero_gradients_after_push = true;
 };
 
 struct TrafficCounters {

@@ -70,6 +70,14 @@ struct DenseFramePayload {
 template <typename Header>
 class DenseFrame {
  public:
+  DenseFrame() = default;
+  // Moves keep received payloads valid; a copy would not (small slices hold their
+  // bytes inline), so there is none.
+  DenseFrame(DenseFrame&&) = default;
+  DenseFrame& operator=(DenseFrame&&) = default;
+  DenseFrame(const DenseFrame&) = delete;
+  DenseFrame& operator=(const DenseFrame&) = delete;
+
   // Header holds every field but `dense` (which stays empty there).
   Header& header() { return header_; }
   const Header& header() const { return header_; }

@@ -111,7 +111,7 @@ class DistFaultTest : public ::testing::Test {
 // Fault-free async run: the job completes, every chunk is trained exactly once per pass
 // (the sum of the trainers' finished tasks equals passes x tasks), and the model learns.
 TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
-  constexpr int kPasses = 2, kPerTask = 2, kTasks = kChunks / kPerTask;
+  constexpr int kPasses = 3, kPerTask = 2, kTasks = kChunks / kPerTask;
   // A long lease: nothing in this run may expire, even on a loaded machine.
   ASSERT_NO_FATAL_FAILURE(StartCluster(Options(kPasses, kPerTask, 10000), 3));
   auto done = cluster_->WaitForJobDone(seconds(120));
@@ -126,8 +126,10 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
   int64_t tasks_by_trainers = 0;
   for (int r = 0; r < 3; ++r) {
     const double acc = ExpectFinishedWithAccuracy(r);
-    // Calibrated: 12000 samples x 2 passes reach 0.80-0.82 on the first 2000 test images.
-    EXPECT_GE(acc, 0.75) << cluster_->TrainerLog(r);
+    // Calibrated on the 2-core machine: 12000 samples x 3 passes, three async trainers
+    // with one step of staleness each, reach 0.76-0.79 on the first 2000 test images
+    // (4 runs); the interleaving of the trainers moves it by a few points.
+    EXPECT_GE(acc, 0.72) << cluster_->TrainerLog(r);
     tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
   }
   EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << "a task was trained twice or lost\n" << cluster_->AllLogs();

@@ -81,6 +81,46 @@ TEST(ShardInit, BadRequestsAndUninitialisedShard) {
   EXPECT_FALSE(shard.initialized());
 }
 
+// A deferred push is answered once queued; the applier applies it, in order, and a
+// refused one is refused at once and never reaches the queue.
+TEST(ShardAsync, DeferredPushesAreAppliedInOrderAndBadOnesRefusedAtOnce) {
+  ParameterShard shard(0, 1);
+  ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {4}, 4, InitSpec::Constant(1.0f))}, Sgd(0.1f))).ok());
+  std::vector<proto::PushRequest> pushes(5);  // the frames point into them until applied
+  for (proto::PushRequest& push : pushes) {
+    push.set_defer_apply(true);
+    AddDense(&push, "p", 0, {1, 2, 3, 4});
+    ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
+  }
+  proto::PushRequest bad;
+  bad.set_defer_apply(true);
+  AddDense(&bad, "p", 0, {1, std::nanf(""), 3, 4});
+  EXPECT_EQ(shard.Push(PushFrame::FromProtoRef(bad)).status().code(), absl::StatusCode::kInvalidArgument);
+  shard.WaitForQueuedPushes();
+  EXPECT_EQ(shard.version(), 5);
+  EXPECT_EQ(shard.Counters().pushes_applied, 5);
+  EXPECT_EQ(shard.Counters().pushes_rejected, 1);
+  std::vector<float> got = PullBlock(shard, "p", 0);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], 1 - 0.5f * (i + 1), 1e-5);
+}
+
+TEST(ShardAsync, ShutdownAppliesWhatIsQueued) {
+  ParameterShard shard(0, 1);
+  ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {2}, 2, InitSpec::Constant(0.0f))}, Sgd(1.0f))).ok());
+  std::vector<proto::PushRequest> pushes(2);
+  for (proto::PushRequest& push : pushes) {
+    push.set_defer_apply(true);
+    AddDense(&push, "p", 0, {1, 1});
+    ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
+  }
+  shard.Shutdown();
+  EXPECT_EQ(shard.version(), 2);
+  proto::PushRequest late;
+  late.set_defer_apply(true);
+  AddDense(&late, "p", 0, {1, 1});
+  EXPECT_EQ(shard.Push(PushFrame::FromProtoRef(late)).status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(ShardAsync, SgdAppliesEachPushOnArrival) {
   ParameterShard shard(0, 1);
   ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {4}, 4, InitSpec::Constant(1.0f))}, Sgd(0.1f))).ok());

@@ -2,6 +2,7 @@
 // one request per pserver, sparse rows only as touched, and the overlapped
 // push-then-pull of async training.
 #include "trainer/param_client.h"
+#include "trainer/pipelined_exchange.h"
 
 #include <gtest/gtest.h>
 
@@ -100,6 +101,48 @@ TEST_F(TwoPservers, PushAndPullAppliesThePushAndInstallsTheNextRows) {
   ASSERT_TRUE(c->Pull({{"emb.table", {5}}}).ok());
   EXPECT_FLOAT_EQ(m.fc->weight().value().f32()[0], w0 - 0.5f * 2.0f);
   EXPECT_FLOAT_EQ(m.emb->table()->rows().Find(5)[0], r0 - 0.5f * 1.0f);
+}
+
+class DenseModel : public Module {
+ public:
+  DenseModel() : Module("DenseModel") { fc = RegisterModule("fc", std::make_shared<Linear>(4, 3)); }
+  std::shared_ptr<Linear> fc;
+};
+
+// The pipelined exchange: the model's parameters change only at Submit/Drain, its
+// gradients leave at Submit, and the pservers apply them (deferred) exactly once.
+TEST_F(TwoPservers, PipelinedExchangeSendsGradientsAndInstallsParametersBetweenSteps) {
+  DenseModel model, mirror, reference;
+  reference.InitParameters(9);
+  ASSERT_TRUE(PipelinedExchange::Supports(model));
+  EXPECT_FALSE(PipelinedExchange::Supports(*std::make_unique<TinyModel>()));  // it has a sparse table
+  ParameterClientOptions o;
+  o.num_pservers = 2;
+  o.optimizer.kind = OptimizerKind::kSGD;
+  o.optimizer.learning_rate = 0.5f;
+  o.seed = 9;
+  o.defer_apply = true;
+  o.zero_gradients_after_push = false;
+  ParameterClient client(&mirror, o, [this]() -> StatusOr<std::vector<std::string>> { return addresses_; });
+  ASSERT_TRUE(client.Connect().ok());
+  PipelinedExchange exchange(&model, &mirror, &client);
+  ASSERT_TRUE(exchange.PullNow().ok());
+  const float* w = model.fc->weight().value().f32();
+  const float w0 = reference.fc->weight().value().f32()[0], w5 = reference.fc->weight().value().f32()[5];
+  EXPECT_FLOAT_EQ(w[0], w0);
+
+  model.fc->weight().MutableGrad().f32()[0] = 2.0f;
+  ASSERT_TRUE(exchange.Submit(1).ok());
+  EXPECT_FLOAT_EQ(model.fc->weight().grad().f32()[0], 0.0f);  // handed over
+  model.fc->weight().MutableGrad().f32()[5] = 4.0f;
+  ASSERT_TRUE(exchange.Submit(1).ok());  // waits for the first exchange
+  ASSERT_TRUE(exchange.Drain().ok());
+  for (auto& shard : shards_) shard->WaitForQueuedPushes();
+  EXPECT_EQ(client.counters().pushes, 2);
+  EXPECT_EQ(shards_[0]->Counters().pushes_applied + shards_[1]->Counters().pushes_applied, 4);  // 2 each
+  ASSERT_TRUE(exchange.PullNow().ok());
+  EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
+  EXPECT_FLOAT_EQ(w[5], w5 - 0.5f * 4.0f);
 }
 
 TEST_F(TwoPservers, AnUnreachablePserverIsAnErrorNamingItAfterTheRetries) {
