@@ -126,16 +126,54 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
   int64_t tasks_by_trainers = 0;
   for (int r = 0; r < 3; ++r) {
     const double acc = ExpectFinishedWithAccuracy(r);
-    // Calibrated on the 2-core machine: 12000 samples x 3 passes, three async trainers
-    // with one step of staleness each, reach 0.76-0.79 on the first 2000 test images
-    // (4 runs); the interleaving of the trainers moves it by a few points.
-    EXPECT_GE(acc, 0.72) << cluster_->TrainerLog(r);
+    // Calibrated on the 2-core machine: 12000 samples x 3 passes reach 0.785-0.80 on
+    // the first 2000 test images (x 2 passes: 0.76-0.79); the interleaving of three
+    // async trainers moves it by a few points from run to run.
+    EXPECT_GE(acc, 0.74) << cluster_->TrainerLog(r);
     tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
   }
   EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << "a task was trained twice or lost\n" << cluster_->AllLogs();
   EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("expired")));
   EXPECT_THAT(cluster_->MasterLog(), HasSubstr(absl::StrCat("job done: ", kPasses, " passes, ", kPasses * kChunks,
                                                                 " chunks trained, ", kPasses * kSamples, " samples")));
+}
+
+// The same with every trainer overlapping its traffic with its computation and the
+// pservers applying pushes after acknowledging them: nothing is lost or trained twice.
+TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndLearn) {
+  constexpr int kPasses = 3, kPerTask = 2, kTasks = kChunks / kPerTask;
+  ClusterOptions o = Options(kPasses, kPerTask, 10000);
+  o.trainer_args.push_back("--pipeline");
+  o.trainer_args.push_back("--defer_apply");
+  ASSERT_NO_FATAL_FAILURE(StartCluster(o, 2));
+  auto done = cluster_->WaitForJobDone(seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
+  EXPECT_EQ(done->chunks_trained(), kPasses * kChunks);
+  EXPECT_EQ(done->failed(), 0);
+  int64_t tasks_by_trainers = 0, steps = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(traffic overlapped with computation)"));
+    const double acc = ExpectFinishedWithAccuracy(r);
+    // About two steps of staleness per trainer: measured 0.757-0.767 (3 runs).
+    EXPECT_GE(acc, 0.70) << cluster_->TrainerLog(r);
+    tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
+    steps += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), " tasks, ").value_or(0));
+  }
+  EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << cluster_->AllLogs();
+  // Every step's push reached both pservers and was applied (the final checkpoint on
+  // SIGTERM is written after the queue is drained).
+  EXPECT_GT(steps, 0);
+  for (int i = 0; i < 2; ++i) {
+    int64_t applied = -1;
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] {
+          auto stats = cluster_->PserverStats(i);
+          applied = stats.ok() ? stats->pushes_applied() : -1;
+          return applied == steps;
+        },
+        seconds(10)))
+        << "pserver " << i << " applied " << applied << " of " << steps << " pushes";
+  }
 }
 
 // A trainer SIGKILLed mid-task: its task is leased again once its lease expires, the
