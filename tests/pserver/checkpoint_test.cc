@@ -1,4 +1,5 @@
 // Checkpoints: round trip with optimizer state, rotation, corrupt-newest fallback.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -14,10 +15,24 @@ using ::testing::HasSubstr;
 using namespace ::pl::pserver::testing;
 namespace fs = std::filesystem;
 
+std::vector<fs::path>& TempDirsMade() {
+  static auto* dirs = new std::vector<fs::path>();
+  return *dirs;
+}
+
+// A fresh directory for one test, removed when the test binary exits.
 std::string TempDir(const std::string& name) {
+  static const bool cleanup_registered = [] {
+    return std::atexit([] {
+             std::error_code ignored;
+             for (const fs::path& d : TempDirsMade()) fs::remove_all(d, ignored);
+           }) == 0;
+  }();
+  (void)cleanup_registered;
   const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("pserver_ckpt_", name, "_", getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
+  TempDirsMade().push_back(dir);
   return dir.string();
 }
 

@@ -91,6 +91,7 @@ TEST(PserverProcess, StartupErrorIsOneLineAndNonZero) {
   const std::string text = ReadAll(log);
   EXPECT_THAT(text, HasSubstr("--index (or PL_PSERVER_INDEX) 3 must be in [0, 2)"));
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
+  fs::remove(log);
 }
 
 TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
