@@ -50,13 +50,32 @@ float FloatPieces::At(int64_t i) const {
 }
 
 int64_t FloatPieces::FirstNonFinite() const {
-  int64_t first = -1;
-  ForEachChunk([&first](int64_t offset, const float* data, int64_t n) {
-    if (first >= 0) return;
-    const int64_t bad = pl::FirstNonFinite(data, n);
-    if (bad >= 0) first = offset + bad;
-  });
-  return first;
+  // In place, piece by piece: only a float that straddles two pieces is stitched.
+  char partial[4];
+  int64_t partial_bytes = 0;
+  int64_t index = 0;  // of the next float to test
+  for (const auto& [data, size] : pieces_) {
+    int64_t off = 0;
+    const int64_t len = static_cast<int64_t>(size);
+    if (partial_bytes > 0) {
+      const int64_t take = std::min<int64_t>(4 - partial_bytes, len);
+      std::memcpy(partial + partial_bytes, data, take);
+      partial_bytes += take;
+      off = take;
+      if (partial_bytes < 4) continue;
+      if (pl::FirstNonFiniteBytes(partial, 1) == 0) return index;
+      ++index;
+      partial_bytes = 0;
+    }
+    const int64_t whole = (len - off) / 4;
+    const int64_t bad = pl::FirstNonFiniteBytes(data + off, whole);
+    if (bad >= 0) return index + bad;
+    index += whole;
+    off += whole * 4;
+    partial_bytes = len - off;
+    std::memcpy(partial, data + off, partial_bytes);
+  }
+  return -1;
 }
 
 // ------------------------------------------------------------------ wire helpers

@@ -144,18 +144,24 @@ StatusOr<FloatView> FloatView::Of(const std::string& bytes, absl::string_view wh
 }
 
 int64_t FirstNonFinite(const float* v, int64_t n) {
+  return FirstNonFiniteBytes(reinterpret_cast<const char*>(v), n);
+}
+
+int64_t FirstNonFiniteBytes(const char* bytes, int64_t n) {
   // A branch-free scan first, the position only when something is wrong. The scan
   // tests the exponent bits (all ones: Inf or NaN) as integers, a max-reduction the
-  // compiler vectorises; a loop over std::isfinite compiles to scalar compares.
-  uint32_t max_exponent = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  // compiler vectorises; a loop over std::isfinite compiles to scalar compares. The
+  // loads are memcpy's, so any alignment is fine.
+  auto exponent = [bytes](int64_t i) {
     uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    max_exponent = std::max(max_exponent, bits & 0x7f800000u);
-  }
+    std::memcpy(&bits, bytes + 4 * i, sizeof bits);
+    return bits & 0x7f800000u;
+  };
+  uint32_t max_exponent = 0;
+  for (int64_t i = 0; i < n; ++i) max_exponent = std::max(max_exponent, exponent(i));
   if (max_exponent != 0x7f800000u) return -1;
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return i;
+    if (exponent(i) == 0x7f800000u) return i;
   }
   return -1;
 }

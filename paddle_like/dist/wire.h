@@ -69,6 +69,8 @@ class FloatView {
 
 // Index of the first non-finite value in v[0..n), or -1.
 int64_t FirstNonFinite(const float* v, int64_t n);
+// The same over n float32 values packed at `bytes`, which need not be aligned.
+int64_t FirstNonFiniteBytes(const char* bytes, int64_t n);
 
 }  // namespace pl
 

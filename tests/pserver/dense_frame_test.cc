@@ -153,7 +153,16 @@ TEST(DenseFrameTest, ScatteredPayloadsAreScannedAndChunkedExactly) {
     covered += len;
   });
   EXPECT_EQ(covered, n);
+  // A NaN whose bytes straddle two pieces: float 1024 has 3 bytes in piece 0.
   v[nan_at] = 1.0f;
+  v[1024] = -std::numeric_limits<float>::infinity();
+  const std::string straddling(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  FloatPieces cut;
+  for (size_t i = 0; i < straddling.size(); i += 4099) {
+    cut.Append(straddling.data() + i, std::min<size_t>(4099, straddling.size() - i));
+  }
+  EXPECT_EQ(cut.FirstNonFinite(), 1024);
+  v[1024] = 1.0f;
   FloatPieces whole;
   whole.Append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   EXPECT_EQ(whole.contiguous(), v.data());
