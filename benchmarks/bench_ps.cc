@@ -10,7 +10,8 @@
 //   Sparse        pull and push of 10k distinct rows (dim 8 and 64) through raw stubs,
 //                 rows/s, / the rows/s raw loopback streaming would carry.
 //   Memory        the pserver's resident set (Stats.rss_bytes) after Init of a dense
-//                 parameter, / its raw bytes (value + Adam's 2 slots); and its growth per
+//                 parameter, right after traffic and once traffic has paused, / its raw
+//                 bytes (value + Adam's 2 slots); and its growth per
 //                 stored sparse row after pushing 1M rows, / the raw row bytes
 //                 (id + value + 2 slots + step count).
 //
@@ -396,7 +397,10 @@ void RunMemory(const Options& o) {
       if (s.ok()) s = client.Pull({});
     }
     auto after = ps.Stats();
-    if (!s.ok() || !before.ok() || !after.ok() || !after_init.ok()) {
+    // pl-pserver returns the message buffers of a burst once traffic pauses (1 s).
+    absl::SleepFor(absl::Milliseconds(1600));
+    auto at_rest = ps.Stats();
+    if (!s.ok() || !before.ok() || !after.ok() || !after_init.ok() || !at_rest.ok()) {
       std::cout << "  dense memory: " << s << std::endl;
     } else {
       const double raw = n * 4.0 * 3;  // value + m + v
@@ -404,8 +408,10 @@ void RunMemory(const Options& o) {
                   static_cast<long long>(n), raw / 1e6, before->rss_bytes() / 1e6);
       ReportLine("pserver rss after init", after_init->rss_bytes() / 1e6, "MB", raw / 1e6, "MB", "raw value+2 slots",
                  after_init->rss_bytes() / raw);
-      ReportLine("pserver rss after 3 push+pull", after->rss_bytes() / 1e6, "MB", raw / 1e6, "MB",
+      ReportLine("pserver rss right after 3 push+pull", after->rss_bytes() / 1e6, "MB", raw / 1e6, "MB",
                  "raw value+2 slots", after->rss_bytes() / raw);
+      ReportLine("pserver rss 1.6 s later (traffic paused)", at_rest->rss_bytes() / 1e6, "MB", raw / 1e6, "MB",
+                 "raw value+2 slots", at_rest->rss_bytes() / raw);
       ReportLine("  growth over the empty process", (after->rss_bytes() - before->rss_bytes()) / 1e6, "MB", raw / 1e6,
                  "MB", "raw value+2 slots", (after->rss_bytes() - before->rss_bytes()) / raw);
     }

@@ -2,7 +2,8 @@
 // PL_PSERVER_INDEX, PL_NUM_PSERVERS, PL_MASTER_ADDR, PL_CHECKPOINT_DIR,
 // PL_ADVERTISE_HOST, read here only), restores the newest valid checkpoint, serves
 // the ParameterServer service, registers with the master, checkpoints every N
-// seconds, and on SIGTERM/SIGINT stops serving, writes a final checkpoint and exits 0.
+// seconds, returns freed message buffers to the kernel when traffic pauses, and on
+// SIGTERM/SIGINT stops serving, writes a final checkpoint and exits 0.
 //
 //   pl-pserver --index 0 --num_pservers 2 --master 127.0.0.1:7000 --port 0
 //              --port_file /tmp/ps0.port --checkpoint_dir /tmp/ckpt --checkpoint_every_s 10
@@ -33,7 +34,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: pl-pserver --index I --num_pservers P [--master HOST:PORT] [--host 0.0.0.0] "
     "[--port 0] [--advertise_host H] [--port_file PATH] [--checkpoint_dir DIR] "
-    "[--checkpoint_every_s 10] [--max_message_mb 256] [--threads 0]";
+    "[--checkpoint_every_s 10] [--max_message_mb 256] [--threads 0] [--trim_idle_ms 1000]";
 
 // SIGTERM/SIGINT are noted by a handler (whichever thread takes them, including
 // threads libraries start before main) and woken through a self-pipe.
@@ -63,7 +64,7 @@ struct Flags {
 };
 
 const char* const kKnownFlags[] = {"index", "num_pservers", "master", "host", "port", "advertise_host",
-                                   "port_file", "checkpoint_dir", "checkpoint_every_s", "max_message_mb",
+                                   "port_file", "checkpoint_dir", "checkpoint_every_s", "max_message_mb", "trim_idle_ms",
                                    "threads"};
 
 pl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
@@ -101,12 +102,13 @@ pl::Status ParseInt(const std::string& name, const std::string& text, T* out) {
 int Run(int argc, char** argv) {
   pl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
-  int index = -1, num_pservers = 0, port = 0, every_s = 10, max_mb = 256, threads = 0;
+  int index = -1, num_pservers = 0, port = 0, every_s = 10, max_mb = 256, threads = 0, trim_idle_ms = 1000;
   pl::Status s;
   if (s.ok()) s = ParseInt("index", flags->Get("index", "PL_PSERVER_INDEX", "-1"), &index);
   if (s.ok()) s = ParseInt("num_pservers", flags->Get("num_pservers", "PL_NUM_PSERVERS", "0"), &num_pservers);
   if (s.ok()) s = ParseInt("port", flags->Get("port", nullptr, "0"), &port);
   if (s.ok()) s = ParseInt("checkpoint_every_s", flags->Get("checkpoint_every_s", nullptr, "10"), &every_s);
+  if (s.ok()) s = ParseInt("trim_idle_ms", flags->Get("trim_idle_ms", nullptr, "1000"), &trim_idle_ms);
   if (s.ok()) s = ParseInt("max_message_mb", flags->Get("max_message_mb", nullptr, "256"), &max_mb);
   if (s.ok()) s = ParseInt("threads", flags->Get("threads", nullptr, "0"), &threads);
   if (!s.ok()) return Fail(std::string(s.message()));
@@ -115,6 +117,7 @@ int Run(int argc, char** argv) {
     return Fail(absl::StrCat("--index (or PL_PSERVER_INDEX) ", index, " must be in [0, ", num_pservers, ")"));
   }
   if (port < 0 || port > 65535) return Fail(absl::StrCat("--port ", port, " is not a port"));
+  if (trim_idle_ms < 0) return Fail(absl::StrCat("--trim_idle_ms ", trim_idle_ms, " must be >= 0 (0: never)"));
   if (max_mb <= 0 || max_mb > 2047) return Fail(absl::StrCat("--max_message_mb ", max_mb, " must be in [1, 2047]"));
   const std::string master = flags->Get("master", "PL_MASTER_ADDR", "");
   const std::string host = flags->Get("host", nullptr, "0.0.0.0");
@@ -176,13 +179,26 @@ int Run(int argc, char** argv) {
     watcher->Start();
   }
 
-  // Main loop: signals and the checkpoint timer.
+  // Main loop: signals, the checkpoint timer, and returning the message buffers of a
+  // burst of traffic to the kernel once it has paused for --trim_idle_ms.
   const absl::Duration every = absl::Seconds(std::max(every_s, 1));
   absl::Time next_checkpoint = absl::Now() + every;
+  int64_t calls_seen = 0;
+  absl::Time last_traffic = absl::Now();
+  bool trimmed = true;
   while (g_signal == 0) {
     pollfd wake{g_signal_pipe[0], POLLIN, 0};
-    (void)poll(&wake, 1, 200);
+    (void)poll(&wake, 1, trim_idle_ms > 0 ? std::min(200, trim_idle_ms) : 200);
     if (g_signal != 0) break;
+    if (const int64_t calls = service.data_calls(); calls != calls_seen) {
+      calls_seen = calls;
+      last_traffic = absl::Now();
+      trimmed = false;
+    } else if (!trimmed && trim_idle_ms > 0 && absl::Now() - last_traffic >= absl::Milliseconds(trim_idle_ms)) {
+      shard->WaitForQueuedPushes();
+      pl::ReleaseFreeHeapMemory();
+      trimmed = true;
+    }
     if (checkpointer && every_s > 0 && absl::Now() >= next_checkpoint) {
       next_checkpoint = absl::Now() + every;
       // Nothing new since the last file: skip writing an identical one.

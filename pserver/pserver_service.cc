@@ -63,12 +63,14 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
 grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
                                   PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  ++data_calls_;
   return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
 }
 
 grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
                                   proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  ++data_calls_;
   // gRPC is done with the request once this handler returns: take its slices over, so
   // that a deferred push can be applied after the reply.
   PushFrame frame = std::move(*const_cast<PushFrame*>(request));

@@ -47,6 +47,8 @@ class PserverService final : public grpc::Service {
   // The shard's version when the last checkpoint was written (-1: none yet).
   int64_t checkpointed_version() const { return checkpointed_version_.load(); }
   proto::StatsResponse StatsNow() const;
+  // Push and Pull calls served so far (the main loop notices when traffic pauses).
+  int64_t data_calls() const { return data_calls_.load(); }
 
  private:
   template <typename Request, typename Response>
@@ -67,6 +69,7 @@ class PserverService final : public grpc::Service {
   const std::string restored_from_;
   std::atomic<int64_t> checkpoints_written_{0};
   std::atomic<int64_t> checkpointed_version_{-1};
+  std::atomic<int64_t> data_calls_{0};
 };
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.

@@ -17,4 +17,6 @@ void KeepLargeBuffersInHeap() {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
+void ReleaseFreeHeapMemory() { malloc_trim(0); }
+
 }  // namespace pl

@@ -19,6 +19,11 @@ void SetMathThreads(int threads);
 // push+pull; about 1.6x faster with this).
 void KeepLargeBuffersInHeap();
 
+// Returns the heap's free pages to the kernel (glibc's malloc_trim), undoing what
+// KeepLargeBuffersInHeap keeps: a server calls it when its traffic pauses, so the
+// message buffers of the last burst do not stay resident. Thread-safe.
+void ReleaseFreeHeapMemory();
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_CORE_RUNTIME_H_

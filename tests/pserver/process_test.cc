@@ -141,5 +141,58 @@ TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// The pserver keeps freed message buffers while traffic flows (they are reused at
+// once) and gives them back once it pauses for --trim_idle_ms; 0 keeps them.
+TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("ps_trim_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto rss_after_traffic = [&](const std::string& trim_idle_ms, int64_t* right_after, int64_t* later) {
+    const std::string port_file = (dir / ("port" + trim_idle_ms)).string();
+    const std::string log = (dir / ("run" + trim_idle_ms + ".log")).string();
+    Process p({Binary(), "--index", "0", "--num_pservers", "1", "--port", "0", "--port_file", port_file,
+               "--trim_idle_ms", trim_idle_ms},
+              log);
+    const int port = WaitForPort(port_file, absl::Seconds(10));
+    ASSERT_GT(port, 0) << ReadAll(log);
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    const int64_t n = 4 << 20;  // 16 MB
+    proto::InitResponse init;
+    ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(30)).get(),
+                           MakeInit({DenseSpec("p", {n}, n, InitSpec::Constant(0.0f))}, Sgd(0.5f)), &init).ok());
+    proto::PushRequest push;
+    AddDense(&push, "p", 0, std::vector<float>(n, 1e-3f));
+    for (int i = 0; i < 3; ++i) {
+      proto::PushResponse pushed;
+      ASSERT_TRUE(stub->Push(rpc::MakeContext(std::chrono::seconds(30)).get(), push, &pushed).ok());
+    }
+    auto rss = [&] {
+      proto::StatsResponse stats;
+      EXPECT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(5)).get(), proto::StatsRequest(), &stats).ok());
+      return stats.rss_bytes();
+    };
+    *right_after = rss();
+    absl::SleepFor(absl::Milliseconds(1500));
+    *later = rss();
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << ReadAll(log);
+  };
+  int64_t kept_after = 0, kept_later = 0, trimmed_after = 0, trimmed_later = 0;
+  ASSERT_NO_FATAL_FAILURE(rss_after_traffic("0", &kept_after, &kept_later));
+  ASSERT_NO_FATAL_FAILURE(rss_after_traffic("300", &trimmed_after, &trimmed_later));
+  // At least one 16 MB message's worth is returned, and none without trimming.
+  EXPECT_LT(trimmed_later, trimmed_after - (12 << 20)) << trimmed_after << " -> " << trimmed_later;
+  EXPECT_GT(kept_later, kept_after - (4 << 20)) << kept_after << " -> " << kept_later;
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+TEST(PserverProcess, ANegativeTrimDelayIsRefused) {
+  const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_trim_err_", getpid(), ".log")).string();
+  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--trim_idle_ms", "-5"}, log);
+  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
+  EXPECT_THAT(ReadAll(log), HasSubstr("--trim_idle_ms -5 must be >= 0"));
+  fs::remove(log);
+}
+
 }  // namespace
 }  // namespace pl::pserver
