@@ -1,6 +1,10 @@
 #include "pserver/shard.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -185,6 +189,31 @@ Status ParameterShard::AddParam(const proto::ParamSpec& spec) {
 // ------------------------------------------------------------------ lookups, checks
 
 namespace {
+// Runs fn(i) for i in [0, n) in contiguous ranges on `threads` threads, this one
+// included. Dense blocks are independent (each has its own lock), so a large push is
+// scanned and applied on several cores while its trainer waits for the reply.
+void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  auto range = [&](int t) {
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) fn(i);
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(range, t);
+  range(0);
+  for (std::thread& h : helpers) h.join();
+}
+
+// One thread per MB of dense payload, up to the cores (at most 4).
+int ThreadsForDense(int64_t floats) {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp<int64_t>(floats >> 18, 1, std::min<int64_t>(cores, 4)));
+}
+}  // namespace
+
+namespace {
 Status BlockNotHere(const proto::ParamSpec& spec, int64_t numel, int64_t block_size, int64_t block,
                     int index, int num_shards) {
   const int64_t nb = NumBlocks(numel, block_size);
@@ -241,6 +270,8 @@ Status CheckRowIds(const proto::SparseRowsMsg& msg, const proto::ParamSpec& spec
 Status ParameterShard::Resolve(const PushFrame& frame, ResolvedPush* out) const {
   const proto::PushRequest& request = frame.header();
   out->dense.reserve(frame.dense().size());
+  std::vector<std::string> names;
+  int64_t floats = 0;
   for (const DenseFramePayload& msg : frame.dense()) {
     PL_ASSIGN_OR_RETURN(DenseBlockState* blk, FindBlock(msg.param, msg.block));
     const std::string what = absl::StrCat("parameter '", msg.param, "' block ", msg.block);
@@ -252,12 +283,18 @@ Status ParameterShard::Resolve(const PushFrame& frame, ResolvedPush* out) const 
       return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", blk->n,
                                                      " gradient values, got ", msg.values.size()));
     }
-    const int64_t bad = msg.values.FirstNonFinite();
-    if (bad >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("gradient of ", what, " has a non-finite value (",
-                                                     msg.values.At(bad), ") at index ", blk->offset + bad));
-    }
     out->dense.push_back({blk, &msg.values});
+    floats += blk->n;
+  }
+  std::vector<int64_t> bad(out->dense.size(), -1);
+  ParallelFor(static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
+              [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); });
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (bad[i] < 0) continue;
+    const DenseFramePayload& msg = frame.dense()[i];
+    return absl::InvalidArgumentError(absl::StrCat("gradient of parameter '", msg.param, "' block ", msg.block,
+                                                   " has a non-finite value (", msg.values.At(bad[i]),
+                                                   ") at index ", out->dense[i].block->offset + bad[i]));
   }
   out->sparse.reserve(request.sparse_size());
   for (const proto::SparseRowsMsg& msg : request.sparse()) {
@@ -503,16 +540,20 @@ StatusOr<int64_t> ParameterShard::Push(const PushFrame& frame, absl::Time deadli
 
 
 void ParameterShard::ApplyAsync(const ResolvedPush& push) {
-  for (const ResolvedPush::Dense& d : push.dense) {
-    DenseBlockState* blk = d.block;
-    absl::MutexLock l(&blk->mu);
-    const int64_t step = ++blk->step;
-    float* value = blk->data.get();
-    float* slots = NumSlots(optimizer_.kind) > 0 ? value + blk->n : nullptr;
-    d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
-      ApplyUpdate(optimizer_, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
-    });
-  }
+  int64_t floats = 0;
+  for (const ResolvedPush::Dense& d : push.dense) floats += d.block->n;
+  ParallelFor(static_cast<int64_t>(push.dense.size()), ThreadsForDense(floats),
+              [&](int64_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // the caller holds params_mu_
+                const ResolvedPush::Dense& d = push.dense[i];
+                DenseBlockState* blk = d.block;
+                absl::MutexLock l(&blk->mu);
+                const int64_t step = ++blk->step;
+                float* value = blk->data.get();
+                float* slots = NumSlots(optimizer_.kind) > 0 ? value + blk->n : nullptr;
+                d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
+                  ApplyUpdate(optimizer_, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+                });
+              });
   for (const ResolvedPush::Sparse& s : push.sparse) {
     SparseTableState* t = s.table;
     for (int i = 0; i < s.msg->ids_size(); ++i) {
