@@ -1,5 +1,6 @@
 // The pl-pserver binary: startup errors, serving, SIGTERM with a final checkpoint,
 // and a restart that restores it. Processes are started by fork/exec and killed by pid.
+#include <iostream>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,7 +157,7 @@ TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
     const int port = WaitForPort(port_file, absl::Seconds(10));
     ASSERT_GT(port, 0) << ReadAll(log);
     auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
-    const int64_t n = 4 << 20;  // 16 MB
+    const int64_t n = 8 << 20;  // 32 MB
     proto::InitResponse init;
     ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(30)).get(),
                            MakeInit({DenseSpec("p", {n}, n, InitSpec::Constant(0.0f))}, Sgd(0.5f)), &init).ok());
@@ -180,9 +181,12 @@ TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
   int64_t kept_after = 0, kept_later = 0, trimmed_after = 0, trimmed_later = 0;
   ASSERT_NO_FATAL_FAILURE(rss_after_traffic("0", &kept_after, &kept_later));
   ASSERT_NO_FATAL_FAILURE(rss_after_traffic("300", &trimmed_after, &trimmed_later));
-  // At least one 16 MB message's worth is returned, and none without trimming.
-  EXPECT_LT(trimmed_later, trimmed_after - (12 << 20)) << trimmed_after << " -> " << trimmed_later;
-  EXPECT_GT(kept_later, kept_after - (4 << 20)) << kept_after << " -> " << kept_later;
+  // Half of a 32 MB message's worth at least is returned (measured: 30-60 MB), and
+  // nothing much without trimming.
+  EXPECT_LT(trimmed_later, trimmed_after - (16 << 20)) << trimmed_after << " -> " << trimmed_later;
+  EXPECT_GT(kept_later, kept_after - (8 << 20)) << kept_after << " -> " << kept_later;
+  std::cout << "[measured] rss right after / 1.5 s later: kept " << kept_after << " / " << kept_later
+            << ", trimmed " << trimmed_after << " / " << trimmed_later << std::endl;
   if (!HasFailure()) fs::remove_all(dir);
 }
 
