@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/rpc/rpc.h"
@@ -196,8 +197,11 @@ int Run(int argc, char** argv) {
       trimmed = false;
     } else if (!trimmed && trim_idle_ms > 0 && absl::Now() - last_traffic >= absl::Milliseconds(trim_idle_ms)) {
       shard->WaitForQueuedPushes();
+      const int64_t before = pl::pserver::ResidentBytes();
       pl::ReleaseFreeHeapMemory();
       trimmed = true;
+      pl::pserver::LogEvent(absl::StrFormat("%s: traffic paused for %d ms: freed buffers returned (rss %.1f MB -> %.1f MB)",
+                                            tag, trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
     }
     if (checkpointer && every_s > 0 && absl::Now() >= next_checkpoint) {
       next_checkpoint = absl::Now() + every;

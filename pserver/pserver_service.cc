@@ -22,6 +22,17 @@ int64_t ResidentBytes() {
 }
 
 namespace {
+// Counts a Push or Pull when it starts and again when it ends, so that a long call
+// still counts as traffic while it runs.
+class DataCall {
+ public:
+  explicit DataCall(std::atomic<int64_t>* counter) : counter_(counter) { ++*counter_; }
+  ~DataCall() { ++*counter_; }
+
+ private:
+  std::atomic<int64_t>* counter_;
+};
+
 absl::Time DeadlineOf(const grpc::ServerContext* context) {
   const auto d = context->deadline();
   // gRPC reports "no deadline" as the far future; keep absl's arithmetic in range.
@@ -63,14 +74,14 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
 grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
                                   PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
-  ++data_calls_;
+  DataCall counted(&data_calls_);
   return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
 }
 
 grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
                                   proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
-  ++data_calls_;
+  DataCall counted(&data_calls_);
   // gRPC is done with the request once this handler returns: take its slices over, so
   // that a deferred push can be applied after the reply.
   PushFrame frame = std::move(*const_cast<PushFrame*>(request));

@@ -47,7 +47,8 @@ class PserverService final : public grpc::Service {
   // The shard's version when the last checkpoint was written (-1: none yet).
   int64_t checkpointed_version() const { return checkpointed_version_.load(); }
   proto::StatsResponse StatsNow() const;
-  // Push and Pull calls served so far (the main loop notices when traffic pauses).
+  // Changes whenever a Push or Pull starts or ends (the main loop notices when traffic
+  // pauses).
   int64_t data_calls() const { return data_calls_.load(); }
 
  private:

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle_like/dist/sharding.h"
+#include "pserver/parallel_for.h"
 #include "pserver/shard_internal.h"
 
 namespace pl::pserver {
@@ -50,10 +49,6 @@ void ParameterShard::Shutdown() {
   if (applier_.joinable()) applier_.join();
 }
 
-void ParameterShard::WaitForQueuedPushes() {
-  absl::MutexLock q(&queue_mu_);
-  queue_mu_.Await(absl::Condition(this, &ParameterShard::QueueIdle));
-}
 
 ShardCounters ParameterShard::Counters() const {
   ShardCounters c;
@@ -188,30 +183,6 @@ Status ParameterShard::AddParam(const proto::ParamSpec& spec) {
 
 // ------------------------------------------------------------------ lookups, checks
 
-namespace {
-// Runs fn(i) for i in [0, n) in contiguous ranges on `threads` threads, this one
-// included. Dense blocks are independent (each has its own lock), so a large push is
-// scanned and applied on several cores while its trainer waits for the reply.
-void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
-  if (threads <= 1 || n <= 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  auto range = [&](int t) {
-    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) fn(i);
-  };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < threads; ++t) helpers.emplace_back(range, t);
-  range(0);
-  for (std::thread& h : helpers) h.join();
-}
-
-// One thread per MB of dense payload, up to the cores (at most 4).
-int ThreadsForDense(int64_t floats) {
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::clamp<int64_t>(floats >> 18, 1, std::min<int64_t>(cores, 4)));
-}
-}  // namespace
 
 namespace {
 Status BlockNotHere(const proto::ParamSpec& spec, int64_t numel, int64_t block_size, int64_t block,
@@ -425,67 +396,6 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
 
 StatusOr<int64_t> ParameterShard::Push(const proto::PushRequest& request, absl::Time deadline) {
   return Push(PushFrame::FromProtoRef(request), deadline);
-}
-
-StatusOr<int64_t> ParameterShard::Push(PushFrame&& frame, absl::Time deadline) {
-  if (!frame.header().defer_apply() || sync()) return Push(static_cast<const PushFrame&>(frame), deadline);
-  auto queued = std::make_unique<QueuedPush>();
-  queued->frame = std::move(frame);  // before Resolve: the resolved push points into it
-  {
-    absl::ReaderMutexLock pl(&params_mu_);
-    PL_RETURN_IF_ERROR(CheckInitialized());
-    Status valid = Resolve(queued->frame, &queued->resolved);
-    if (!valid.ok()) {
-      ++pushes_rejected_;
-      return valid;
-    }
-  }
-  return Enqueue(std::move(queued), deadline);
-}
-
-StatusOr<int64_t> ParameterShard::Enqueue(std::unique_ptr<QueuedPush> push, absl::Time deadline) {
-  absl::MutexLock q(&queue_mu_);
-  auto has_room = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return queue_closed_ || queue_.size() < kMaxQueuedPushes;
-  };
-  if (!queue_mu_.AwaitWithDeadline(absl::Condition(&has_room), deadline)) {
-    return absl::DeadlineExceededError(absl::StrCat("pserver ", index_, ": ", queue_.size(),
-                                                    " pushes still wait to be applied at the deadline"));
-  }
-  if (queue_closed_) return absl::UnavailableError(absl::StrCat("pserver ", index_, " is shutting down"));
-  if (!applier_.joinable()) applier_ = std::thread([this] { ApplyQueued(); });
-  queue_.push_back(std::move(push));
-  return version();
-}
-
-void ParameterShard::ApplyQueued() {
-  while (true) {
-    std::unique_ptr<QueuedPush> push;
-    {
-      absl::MutexLock q(&queue_mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return queue_closed_ || !queue_.empty(); };
-      queue_mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // closed, and everything queued is applied
-      push = std::move(queue_.front());
-      queue_.pop_front();
-      applying_ = true;
-    }
-    {
-      absl::ReaderMutexLock pl(&params_mu_);
-      absl::ReaderMutexLock sl(&step_mu_);
-      ApplyAsync(push->resolved);
-      ++pushes_applied_;
-      sparse_rows_pushed_ += push->resolved.rows;
-    }
-    {
-      absl::MutexLock l(&version_mu_);
-      ++version_;
-      version_cv_.SignalAll();
-    }
-    push.reset();  // lets go of the received message
-    absl::MutexLock q(&queue_mu_);
-    applying_ = false;
-  }
 }
 
 StatusOr<int64_t> ParameterShard::Push(const PushFrame& frame, absl::Time deadline) {
