@@ -89,6 +89,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   PipelinedExchange exchange(&model.module(), &wire_module, &params);
   log << o.name << ": connected to " << num_pservers << " pservers"
       << (mirror ? " (traffic overlapped with computation)" : "") << std::endl;
+  if (o.pipeline && !mirror) {
+    log << o.name << ": --pipeline ignored: "
+        << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
+        << std::endl;
+  }
 
   PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
