@@ -7,6 +7,12 @@
 //   Dense         push+pull of one dense parameter of 1 KB .. 64 MB through
 //                 trainer/param_client.h's ParameterClient (the trainer's real path),
 //                 MB/s = 2*S / time, / the raw ping-pong of S and / streaming loopback.
+//                 Over gRPC (--shm=false on the client side) and through a
+//                 shared-memory region (a trainer on the pserver's host).
+//   Exchange      one training step's parameter exchange of the `mlp` example model
+//                 (2.1 MB, Adam) through ParameterClient::PushAndPull, over gRPC and
+//                 through shared memory, / the same Adam step applied in-process (what
+//                 a single process does instead): the cost of distributing the update.
 //   Sparse        pull and push of 10k distinct rows (dim 8 and 64) through raw stubs,
 //                 rows/s, / the rows/s raw loopback streaming would carry.
 //   Memory        the pserver's resident set (Stats.rss_bytes) after Init of a dense
@@ -15,7 +21,7 @@
 //                 stored sparse row after pushing 1M rows, / the raw row bytes
 //                 (id + value + 2 slots + step count).
 //
-//   pl-bench-ps [--quick] [--only loopback,dense,sparse,memory]
+//   pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +41,7 @@
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
 #include "tests/testing/process.h"
+#include "trainer/models.h"
 #include "trainer/param_client.h"
 
 namespace pl::bench {
@@ -227,13 +234,27 @@ void RunValidationScan() {
              gbs / copy_gbs);
 }
 
+// A trainer's client of the one pserver at `address`, connected.
+StatusOr<std::unique_ptr<ParameterClient>> ConnectedClient(Module* module, const OptimizerSpec& optimizer,
+                                                           bool shared_memory, const std::string& address) {
+  ParameterClientOptions po;
+  po.optimizer = optimizer;
+  po.shared_memory = shared_memory;
+  auto client = std::make_unique<ParameterClient>(
+      module, po, [address]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{address}; });
+  PL_RETURN_IF_ERROR(client->Connect());
+  return client;
+}
+
 void RunDense(const Options& o, double stream_mbps) {
   RunValidationScan();
   std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   if (o.quick) sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20};
+  for (const bool shm : {false, true}) {
   for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdam}) {
     for (size_t bytes : sizes) {
       if (kind == OptimizerKind::kAdam && bytes != (16u << 20)) continue;  // one Adam line: the target size
+      if (shm && bytes < (1u << 20)) continue;  // small tensors: the call, not the bytes
       Pserver ps;
       if (Status s = ps.Start("dense"); !s.ok()) {
         std::cout << "  " << s << std::endl;
@@ -241,16 +262,12 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       OneDense module(static_cast<int64_t>(bytes / 4));
       module.w.MutableGrad().Fill(1e-3f);
-      ParameterClientOptions po;
-      po.optimizer = Optimizer(kind);
-      const std::string address = ps.address();
-      ParameterClient client(&module, po, [address]() -> StatusOr<std::vector<std::string>> {
-        return std::vector<std::string>{address};
-      });
-      if (Status s = client.Connect(); !s.ok()) {
-        std::cout << "  connect: " << s << std::endl;
+      auto connected = ConnectedClient(&module, Optimizer(kind), shm, ps.address());
+      if (!connected.ok()) {
+        std::cout << "  connect: " << connected.status() << std::endl;
         return;
       }
+      ParameterClient& client = **connected;
       Status error;
       auto push = [&] {
         module.w.MutableGrad();  // Push zeroes the gradient; the bytes sent are the same
@@ -270,7 +287,11 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       const double raw = RawPingPongSeconds(bytes, reps, min_s);
       const double mbps = 2.0 * bytes / t_both / 1e6, raw_mbps = 2.0 * bytes / raw / 1e6;
-      const std::string opt = kind == OptimizerKind::kSGD ? "sgd" : "adam";
+      const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") + (shm ? ", shared memory" : "");
+      if (shm != (client.counters().shm_attaches > 0)) {
+        std::cout << "  " << SizeName(bytes) << ": expected shared memory " << (shm ? "on" : "off") << std::endl;
+        continue;
+      }
       ReportLine("push+pull " + SizeName(bytes) + " (" + opt + ")", mbps, "MB/s", raw_mbps, "MB/s",
                  "raw ping-pong, same bytes", mbps / raw_mbps);
       if (bytes >= (1u << 20)) {
@@ -279,6 +300,65 @@ void RunDense(const Options& o, double stream_mbps) {
       std::printf("    (per call: push+pull %.3f ms, push %.3f ms, pull %.3f ms, raw ping-pong %.3f ms)\n",
                   t_both * 1e3, t_push * 1e3, t_pull * 1e3, raw * 1e3);
     }
+  }
+  }
+}
+
+// The mlp's exchange per step against applying the same Adam step in-process.
+void RunExchange(const Options& o) {
+  StatusOr<std::unique_ptr<ExampleModel>> model = MakeExampleModel("mlp", ModelOptions());
+  if (!model.ok()) {
+    std::cout << "  " << model.status() << std::endl;
+    return;
+  }
+  Module& module = (*model)->module();
+  const OptimizerSpec adam = Optimizer(OptimizerKind::kAdam);
+  // The reference: Adam over every parameter with its state beside it, in this process.
+  std::vector<std::vector<float>> state;
+  int64_t floats = 0;
+  for (const NamedParameter& np : module.NamedParameters()) {
+    np.param->var.MutableGrad().Fill(1e-3f);
+    state.emplace_back(2 * np.param->var.value().numel(), 0.0f);
+    floats += np.param->var.value().numel();
+  }
+  int64_t step = 0;
+  const double min_s = o.quick ? 0.2 : 0.6;
+  const double t_local = BestSecondsPerCall(
+      [&] {
+        ++step;
+        size_t k = 0;
+        for (const NamedParameter& np : module.NamedParameters()) {
+          const Tensor& v = np.param->var.value();
+          ApplyUpdate(adam, v.f32(), np.param->var.grad().f32(), state[k++].data(), v.numel(), step);
+        }
+      },
+      5, min_s);
+  std::printf("  in-process Adam step over %lld floats: %.3f ms\n", static_cast<long long>(floats), t_local * 1e3);
+  for (const bool shm : {false, true}) {
+    Pserver ps;
+    if (Status s = ps.Start(shm ? "exchange-shm" : "exchange-grpc"); !s.ok()) {
+      std::cout << "  " << s << std::endl;
+      return;
+    }
+    auto connected = ConnectedClient(&module, adam, shm, ps.address());
+    if (!connected.ok()) {
+      std::cout << "  connect: " << connected.status() << std::endl;
+      return;
+    }
+    ParameterClient& client = **connected;
+    Status error;
+    const double t = BestSecondsPerCall(
+        [&] {
+          for (const NamedParameter& np : module.NamedParameters()) np.param->var.MutableGrad().Fill(1e-3f);
+          if (Status s = client.PushAndPull(64, {}); !s.ok()) error = s;
+        },
+        5, min_s);
+    if (!error.ok()) {
+      std::cout << "  " << error << std::endl;
+      continue;
+    }
+    ReportLine("PushAndPull over " + client.Transports()[0],
+               t * 1e3, "ms", t_local * 1e3, "ms", "in-process Adam step", t / t_local);
   }
 }
 
@@ -457,7 +537,7 @@ int Main(int argc, char** argv) {
       std::stringstream ss(argv[++i]);
       for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
     } else {
-      std::cerr << "usage: pl-bench-ps [--quick] [--only loopback,dense,sparse,memory]" << std::endl;
+      std::cerr << "usage: pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory]" << std::endl;
       return 2;
     }
   }
@@ -468,6 +548,10 @@ int Main(int argc, char** argv) {
   if (o.Want("dense")) {
     Header("Dense push+pull through pl-pserver (ParameterClient), MB/s = 2*size/time");
     RunDense(o, stream);
+  }
+  if (o.Want("exchange")) {
+    Header("One step's parameter exchange of the mlp model (2.1 MB, Adam), per step");
+    RunExchange(o);
   }
   if (o.Want("sparse")) {
     Header("Sparse rows through pl-pserver (batches of 10k distinct ids)");

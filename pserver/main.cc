@@ -35,7 +35,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: pl-pserver --index I --num_pservers P [--master HOST:PORT] [--host 0.0.0.0] "
     "[--port 0] [--advertise_host H] [--port_file PATH] [--checkpoint_dir DIR] "
-    "[--checkpoint_every_s 10] [--max_message_mb 256] [--threads 0] [--trim_idle_ms 1000]";
+    "[--checkpoint_every_s 10] [--max_message_mb 256] [--threads 0] [--trim_idle_ms 1000] [--shm true]";
 
 // SIGTERM/SIGINT are noted by a handler (whichever thread takes them, including
 // threads libraries start before main) and woken through a self-pipe.
@@ -66,7 +66,7 @@ struct Flags {
 
 const char* const kKnownFlags[] = {"index", "num_pservers", "master", "host", "port", "advertise_host",
                                    "port_file", "checkpoint_dir", "checkpoint_every_s", "max_message_mb", "trim_idle_ms",
-                                   "threads"};
+                                   "threads", "shm"};
 
 pl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
@@ -120,6 +120,8 @@ int Run(int argc, char** argv) {
   if (port < 0 || port > 65535) return Fail(absl::StrCat("--port ", port, " is not a port"));
   if (trim_idle_ms < 0) return Fail(absl::StrCat("--trim_idle_ms ", trim_idle_ms, " must be >= 0 (0: never)"));
   if (max_mb <= 0 || max_mb > 2047) return Fail(absl::StrCat("--max_message_mb ", max_mb, " must be in [1, 2047]"));
+  const std::string shm_text = flags->Get("shm", nullptr, "true");
+  if (shm_text != "true" && shm_text != "false") return Fail("--shm '" + shm_text + "' must be true or false");
   const std::string master = flags->Get("master", "PL_MASTER_ADDR", "");
   const std::string host = flags->Get("host", nullptr, "0.0.0.0");
   const std::string checkpoint_dir = flags->Get("checkpoint_dir", "PL_CHECKPOINT_DIR", "");
@@ -149,7 +151,10 @@ int Run(int argc, char** argv) {
   }
   if (!shard) shard = std::make_unique<pl::pserver::ParameterShard>(index, num_pservers);
 
-  pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from);
+  // Trainers on this host may send their dense traffic through shared memory.
+  pl::pserver::SharedRegionOptions shm;
+  shm.enabled = shm_text == "true";
+  pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from, shm);
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", port);
   server_options.max_message_bytes = max_mb << 20;
@@ -203,6 +208,7 @@ int Run(int argc, char** argv) {
       pl::pserver::LogEvent(absl::StrFormat("%s: traffic paused for %d ms: freed buffers returned (rss %.1f MB -> %.1f MB)",
                                             tag, trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
     }
+    service.DropIdleRegions();
     if (checkpointer && every_s > 0 && absl::Now() >= next_checkpoint) {
       next_checkpoint = absl::Now() + every;
       // Nothing new since the last file: skip writing an identical one.

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "paddle_like/rpc/rpc.h"
 #include "pserver/log.h"
@@ -42,14 +43,15 @@ absl::Time DeadlineOf(const grpc::ServerContext* context) {
 }  // namespace
 
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
-                               std::string restored_from)
-    : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)) {
+                               std::string restored_from, SharedRegionOptions shm)
+    : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)), regions_(shm) {
   // The order and names of proto/pserver.proto's service.
   AddUnary<proto::InitRequest, proto::InitResponse>("Init", &PserverService::Init);
   AddUnary<proto::PullRequest, PullFrame>("Pull", &PserverService::Pull);
   AddUnary<PushFrame, proto::PushResponse>("Push", &PserverService::Push);
   AddUnary<proto::StatsRequest, proto::StatsResponse>("Stats", &PserverService::Stats);
   AddUnary<proto::CheckpointRequest, proto::CheckpointResponse>("Checkpoint", &PserverService::Checkpoint);
+  AddUnary<proto::AttachRequest, proto::AttachResponse>("Attach", &PserverService::Attach);
   // The restored file already holds this state: no need to write it again.
   if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
 }
@@ -75,7 +77,35 @@ grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::Pul
                                   PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   DataCall counted(&data_calls_);
-  return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
+  if (request->shm_region() == 0) return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
+  StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request->shm_region());
+  if (!region.ok()) return rpc::ToGrpc(region.status());
+  if (request->shm_offsets_size() != request->dense_size()) {
+    return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "pull names ", request->dense_size(), " dense blocks but ", request->shm_offsets_size(), " shared-memory offsets")));
+  }
+  const SharedRegion& r = **region;
+  return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response, [&](int i, int64_t n) {
+    return r.Floats(request->shm_offsets(i), n);
+  }));
+}
+
+StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header) {
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, regions_.Find(header.shm_region()));
+  const bool copy = header.defer_apply() && !shard_->sync();
+  PushFrame frame;
+  for (const proto::ShmBlock& b : header.shm_dense()) {
+    PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
+    if (copy) {
+      frame.AddDenseCopy(b.param(), b.block(), values, b.count());
+    } else {
+      frame.AddDenseRef(b.param(), b.block(), values, b.count(), region);
+    }
+  }
+  header.clear_shm_region();
+  header.clear_shm_dense();
+  frame.header() = std::move(header);
+  return frame;
 }
 
 grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
@@ -85,7 +115,33 @@ grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame*
   // gRPC is done with the request once this handler returns: take its slices over, so
   // that a deferred push can be applied after the reply.
   PushFrame frame = std::move(*const_cast<PushFrame*>(request));
-  StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context));
+  const bool write_back = frame.header().shm_write_back();
+  if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
+    return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
+  }
+  if (frame.header().shm_region() != 0) {
+    if (!frame.dense().empty()) {
+      return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
+    }
+    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()));
+    if (!local.ok()) return rpc::ToGrpc(local.status());
+    frame = *std::move(local);
+  }
+  StatusOr<int64_t> version;
+  if (write_back) {
+    // The new values go where the gradients were (FrameFromRegion checked the spans).
+    const PushFrame& f = frame;
+    version = shard_->Push(f, DeadlineOf(context), [&f](int i, int64_t n) -> StatusOr<float*> {
+      const FloatPieces& grad = f.dense()[i].values;
+      if (grad.size() != n || grad.contiguous() == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("block ", f.dense()[i].block, " of '", f.dense()[i].param,
+                                                       "' has ", n, " values, the push sent ", grad.size()));
+      }
+      return const_cast<float*>(grad.contiguous());
+    });
+  } else {
+    version = shard_->Push(std::move(frame), DeadlineOf(context));
+  }
   if (!version.ok()) return rpc::ToGrpc(version.status());
   response->set_version(*version);
   return grpc::Status::OK;
@@ -105,6 +161,8 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_checkpoints_written(checkpoints_written_.load());
   r.set_restored_from(restored_from_);
   r.set_rss_bytes(ResidentBytes());
+  r.set_shm_regions(regions_.size());
+  r.set_shm_bytes(regions_.total_bytes());
   return r;
 }
 
@@ -112,6 +170,17 @@ grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::St
                                    proto::StatsResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   *response = StatsNow();
+  return grpc::Status::OK;
+}
+
+grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
+                                    proto::AttachResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  StatusOr<uint64_t> id = regions_.Attach(*request);
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  LogEvent(absl::StrFormat("pserver %d: trainer %d attached %.1f MB of shared memory (region %d)", shard_->index(),
+                           request->trainer_id(), request->shm_bytes() / 1e6, *id));
+  response->set_region(*id);
   return grpc::Status::OK;
 }
 

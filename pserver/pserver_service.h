@@ -1,6 +1,8 @@
 // PserverService: the ParameterServer gRPC service (proto/pserver.proto) over one
 // ParameterShard, with the counters StatsResponse reports and on-demand checkpoints.
 // Every handler first checks the caller's protocol version (rpc::CheckProtocol).
+// Trainers on this host may attach a shared-memory region (Attach); their Push and
+// Pull then name blocks in it instead of carrying the floats (shared_regions.h).
 //
 // It registers its methods itself rather than through the generated Service, so that
 // Push and Pull read and write their dense payloads as DenseFrames (no protobuf copy
@@ -20,6 +22,7 @@
 
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint.h"
+#include "pserver/shared_regions.h"
 #include "pserver/shard.h"
 #include "proto/pserver.grpc.pb.h"
 
@@ -29,7 +32,8 @@ class PserverService final : public grpc::Service {
  public:
   // `checkpointer` may be null (no checkpoint directory): the Checkpoint RPC is then
   // FAILED_PRECONDITION. `restored_from` is the checkpoint loaded at start, if any.
-  PserverService(ParameterShard* shard, Checkpointer* checkpointer, std::string restored_from = "");
+  PserverService(ParameterShard* shard, Checkpointer* checkpointer, std::string restored_from = "",
+                 SharedRegionOptions shm = {});
 
   grpc::Status Init(grpc::ServerContext* context, const proto::InitRequest* request,
                     proto::InitResponse* response);
@@ -41,6 +45,8 @@ class PserverService final : public grpc::Service {
                      proto::StatsResponse* response);
   grpc::Status Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest* request,
                           proto::CheckpointResponse* response);
+  grpc::Status Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
+                      proto::AttachResponse* response);
 
   // Writes a checkpoint now (periodic timer, SIGTERM, the RPC); logs the outcome.
   StatusOr<std::string> CheckpointNow();
@@ -50,6 +56,8 @@ class PserverService final : public grpc::Service {
   // Changes whenever a Push or Pull starts or ends (the main loop notices when traffic
   // pauses).
   int64_t data_calls() const { return data_calls_.load(); }
+  // Lets go of shared-memory regions their trainers stopped using.
+  void DropIdleRegions() { regions_.DropIdle(); }
 
  private:
   template <typename Request, typename Response>
@@ -64,6 +72,10 @@ class PserverService final : public grpc::Service {
             this)));
   }
 
+  // A shared-memory push as a frame whose payloads point into the region (copies when
+  // the push is deferred: the trainer reuses the region once it has the reply).
+  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header);
+
   std::vector<std::unique_ptr<std::string>> names_;  // RpcServiceMethod keeps the pointers
   ParameterShard* const shard_;
   Checkpointer* const checkpointer_;
@@ -71,6 +83,7 @@ class PserverService final : public grpc::Service {
   std::atomic<int64_t> checkpoints_written_{0};
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};
+  SharedRegionTable regions_;
 };
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.

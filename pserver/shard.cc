@@ -333,6 +333,11 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
 }
 
 Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame) {
+  return Pull(request, deadline, frame, nullptr);
+}
+
+Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame,
+                            const DenseDestination& dense_out) {
   proto::PullResponse* response = &frame->header();
   if (request.min_version() > 0) PL_RETURN_IF_ERROR(WaitForVersion(request.min_version(), deadline));
   absl::ReaderMutexLock pl(&params_mu_);
@@ -345,6 +350,13 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
     PL_ASSIGN_OR_RETURN(DenseBlockState* blk, FindBlock(msg.param(), msg.block()));
     blocks.push_back(blk);
   }
+  std::vector<float*> destinations;
+  if (dense_out) {
+    for (int i = 0; i < request.dense_size(); ++i) {
+      PL_ASSIGN_OR_RETURN(float* out, dense_out(i, blocks[i]->n));
+      destinations.push_back(out);
+    }
+  }
   std::vector<SparseTableState*> tables;
   for (const proto::SparseRowsMsg& msg : request.sparse()) {
     auto it = sparse_.find(msg.table());
@@ -356,6 +368,16 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
   }
   for (int i = 0; i < request.dense_size(); ++i) {
     DenseBlockState* blk = blocks[i];
+    if (!destinations.empty()) {
+      // Async reads without the lock, as below; sync copies the finished step exactly.
+      if (sync_) {
+        absl::MutexLock l(&blk->mu);
+        std::memcpy(destinations[i], blk->data.get(), blk->n * sizeof(float));
+      } else {
+        std::memcpy(destinations[i], blk->data.get(), blk->n * sizeof(float));
+      }
+      continue;
+    }
     if (!sync_) {
       // Async: sent in place, without the block lock. A push applied while it is being
       // sent may show in part of the block; each value is either before or after it
@@ -399,12 +421,25 @@ StatusOr<int64_t> ParameterShard::Push(const proto::PushRequest& request, absl::
 }
 
 StatusOr<int64_t> ParameterShard::Push(const PushFrame& frame, absl::Time deadline) {
+  return Push(frame, deadline, nullptr);
+}
+
+StatusOr<int64_t> ParameterShard::Push(const PushFrame& frame, absl::Time deadline,
+                                       const DenseDestination& write_back) {
   const proto::PushRequest& request = frame.header();
   ResolvedPush push;
   {
     absl::ReaderMutexLock pl(&params_mu_);
     PL_RETURN_IF_ERROR(CheckInitialized());
     Status valid = Resolve(frame, &push);
+    if (valid.ok() && write_back) {
+      if (sync_) valid = absl::FailedPreconditionError("a push that writes back its result is for async mode only");
+      for (size_t i = 0; valid.ok() && i < push.dense.size(); ++i) {
+        StatusOr<float*> out = write_back(static_cast<int>(i), push.dense[i].block->n);
+        if (out.ok()) push.dense[i].write_back = *out;
+        valid = out.status();
+      }
+    }
     if (!valid.ok()) {
       ++pushes_rejected_;
       return valid;
@@ -462,6 +497,8 @@ void ParameterShard::ApplyAsync(const ResolvedPush& push) {
                 float* slots = NumSlots(optimizer_.kind) > 0 ? value + blk->n : nullptr;
                 d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
                   ApplyUpdate(optimizer_, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+                  // The gradient chunk is consumed: its place may take the new values.
+                  if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
                 });
               });
   for (const ResolvedPush::Sparse& s : push.sparse) {

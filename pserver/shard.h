@@ -80,6 +80,11 @@ class ParameterShard {
   // `deadline`, else DEADLINE_EXCEEDED) for version >= request.min_version.
   // Each dense block is copied once, under its lock, into a buffer gRPC sends as is.
   Status Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* response);
+  // Where dense block i of a pull (with `n` floats) is to be written instead of into
+  // the frame (a trainer's shared-memory region), or an error naming the bad span.
+  using DenseDestination = std::function<StatusOr<float*>(int i, int64_t n)>;
+  Status Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* response,
+              const DenseDestination& dense_out);
   // The same as one protobuf message (copies; for tests and tools).
   Status Pull(const proto::PullRequest& request, absl::Time deadline,
               proto::PullResponse* response);
@@ -87,6 +92,9 @@ class ParameterShard {
   // Applies (async) or accumulates (sync) one trainer's gradients; returns the version.
   // Dense gradients are read where gRPC received them.
   StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline = absl::InfiniteFuture());
+  // The same, then (async only) each dense block's new values written to
+  // write_back(i, n) while they are still in cache: a push and the pull of its result.
+  StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline, const DenseDestination& write_back);
   // The same, taking the frame over so that a deferred push can outlive the call.
   StatusOr<int64_t> Push(PushFrame&& request, absl::Time deadline = absl::InfiniteFuture());
   StatusOr<int64_t> Push(const proto::PushRequest& request,

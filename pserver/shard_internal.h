@@ -101,6 +101,7 @@ struct ParameterShard::ResolvedPush {
   struct Dense {
     DenseBlockState* block;
     const FloatPieces* grad;  // (n), where gRPC received it
+    float* write_back = nullptr;  // where the block's new values go once applied (n), if anywhere
   };
   struct Sparse {
     SparseTableState* table;

@@ -59,6 +59,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   pco.seed = o.model_options.seed;
   pco.sync = o.sync;
   pco.defer_apply = o.defer_apply;
+  pco.shared_memory = o.shared_memory;
   pco.give_up_after = give_up;
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
     PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, master.Membership());
@@ -89,6 +90,10 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   PipelinedExchange exchange(&model.module(), &wire_module, &params);
   log << o.name << ": connected to " << num_pservers << " pservers"
       << (mirror ? " (traffic overlapped with computation)" : "") << std::endl;
+  const std::vector<std::string> transports = params.Transports();
+  for (size_t i = 0; i < transports.size(); ++i) {
+    log << o.name << ": pserver " << i << ": dense traffic over " << transports[i] << std::endl;
+  }
   if (o.pipeline && !mirror) {
     log << o.name << ": --pipeline ignored: "
         << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
@@ -103,6 +108,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   double last_log = Now(), window_loss = 0;
   int64_t window_steps = 0, window_correct = 0, window_samples = 0;
   const double start = Now();
+  double compute_s = 0, exchange_s = 0;  // per step: forward/backward, then push and pull
   while (!g_stop.load()) {
     params.set_trainer_id(master.trainer_id());
     auto got = master.GetTask();
@@ -156,6 +162,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         step_error = params.Pull(model.SparseInputs(batch.inputs));
         if (!step_error.ok()) break;
       }
+      const double compute_start = Now();
       step_error = backend->ImportParameters();
       if (!step_error.ok()) break;
       auto stats = backend->ComputeGradients(model, batch);
@@ -165,6 +172,8 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       }
       step_error = backend->ExportGradients();
       if (!step_error.ok()) break;
+      const double exchange_start = Now();
+      compute_s += exchange_start - compute_start;
       if (mirror) {
         step_error = exchange.Submit(stats->samples);
       } else if (end < order.size() && !o.sync) {
@@ -177,6 +186,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         step_error = params.Push(stats->samples);
         have_params = false;
       }
+      exchange_s += Now() - exchange_start;
       if (!step_error.ok()) break;
       ++result.steps;
       result.samples += stats->samples;
@@ -227,6 +237,12 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
                          result.samples, result.samples / std::max(elapsed, 1e-9),
                          static_cast<long long>(params.counters().retries))
       << std::endl;
+  if (result.steps > 0) {
+    log << absl::StrFormat("%s: per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", o.name,
+                           compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
+                           (elapsed - compute_s - exchange_s) * 1e3 / result.steps)
+        << std::endl;
+  }
   if (job_done && !o.test_path.empty()) {
     auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);
     if (!test.ok()) return test.status();

@@ -31,6 +31,7 @@ struct DistTrainerOptions {
   std::string device = "cpu";        // cpu, gpu or auto (see step_backend.h)
   bool pipeline = false;             // async dense models: overlap traffic and compute
   bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
+  bool shared_memory = true;         // dense traffic to pservers on this host through shared memory
 };
 
 struct DistResult {

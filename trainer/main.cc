@@ -42,6 +42,9 @@ ABSL_FLAG(bool, pipeline, false,
 ABSL_FLAG(bool, defer_apply, false,
           "distributed async: pservers acknowledge a push once validated and queued, before applying it "
           "(less waiting, one more step of staleness)");
+ABSL_FLAG(bool, shm, true,
+          "distributed: send dense tensors to pservers on this host through shared memory "
+          "(a pserver on another host, or one run with --shm=false, keeps gRPC)");
 
 namespace {
 
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
     d.device = device;
     d.pipeline = absl::GetFlag(FLAGS_pipeline);
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
+    d.shared_memory = absl::GetFlag(FLAGS_shm);
     if (const char* rank = std::getenv("PL_TRAINER_RANK")) d.name = std::string("trainer-") + rank;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, std::cout);

@@ -3,8 +3,11 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/dist/shared_region.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
@@ -12,14 +15,30 @@
 namespace pl {
 
 struct ParameterClient::Shard {
+  // A dense block this pserver owns, where it lies in the shared-memory region.
+  struct Slot {
+    std::string param;
+    int32_t block = 0;
+    int64_t n = 0;
+    int64_t offset = 0;  // bytes into the region's payload
+  };
   int index = 0;
   std::string address;
-  std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init
+  std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init, Attach
   std::unique_ptr<PserverFrameStub> frames;             // Push, Pull
   int64_t version = 0;        // last version seen
   int64_t wait_version = 0;   // sync: the version the next pull must see
   proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
   PushFrame push;
+  // Shared memory: the dense blocks in request order, the region once attached, or
+  // why the pserver refused it (then it is not offered again until the address changes).
+  std::vector<Slot> slots;
+  int64_t slot_bytes = 0;
+  std::shared_ptr<SharedRegion> region;
+  uint64_t region_id = 0;
+  std::string shm_refusal;
+  PushFrame shm_push;
+  proto::PullRequest shm_pull;
 };
 
 ParameterClient::ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
@@ -29,6 +48,18 @@ ParameterClient::ParameterClient(Module* module, ParameterClientOptions options,
     shards_.push_back(std::make_unique<Shard>());
     shards_.back()->index = i;
   }
+  // Each pserver's dense blocks, in the order BuildPull and BuildPush list them.
+  for (const NamedParameter& np : module_->NamedParameters()) {
+    if (np.param->kind != ParamKind::kDense) continue;
+    const int64_t numel = np.param->var.value().numel();
+    for (int64_t b = 0; b < NumBlocks(numel, kDefaultBlockSize); ++b) {
+      Shard& sh = *shards_[ShardOfDenseBlock(np.name, b, options_.num_pservers)];
+      const int64_t n = std::min<int64_t>(kDefaultBlockSize, numel - b * kDefaultBlockSize);
+      sh.slots.push_back({np.name, static_cast<int32_t>(b), n, sh.slot_bytes});
+      sh.slot_bytes += (n * 4 + 63) / 64 * 64;  // cache-line aligned blocks
+    }
+  }
+  client_id_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   for (const proto::ParamSpec& spec : ParamSpecsOf(*module_)) *init_request_.add_params() = spec;
   *init_request_.mutable_optimizer() = OptimizerToProto(options_.optimizer);
   init_request_.set_seed(options_.seed);
@@ -48,6 +79,8 @@ Status ParameterClient::Resolve(int only) {
     Shard& s = *shards_[i];
     if (s.address != addresses[i] || !s.stub) {
       s.address = addresses[i];
+      s.region.reset();  // another pserver (maybe on another host): offer it afresh
+      s.shm_refusal.clear();
       std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(s.address);
       s.stub = proto::ParameterServer::NewStub(channel);
       s.frames = std::make_unique<PserverFrameStub>(channel);
@@ -112,8 +145,60 @@ Status ParameterClient::InitShard(Shard& shard) {
 
 Status ParameterClient::Connect() {
   PL_RETURN_IF_ERROR(ResolveWithRetry());
-  return ForEachShard([this](int i) { return CallWithRetry(i, [this](Shard& s) { return InitShard(s); }, "init"); },
-                      "init");
+  return ForEachShard(
+      [this](int i) {
+        PL_RETURN_IF_ERROR(CallWithRetry(i, [this](Shard& s) { return InitShard(s); }, "init"));
+        TryAttach(*shards_[i]);
+        return absl::OkStatus();
+      },
+      "init");
+}
+
+void ParameterClient::TryAttach(Shard& s) {
+  if (!options_.shared_memory || s.region || !s.shm_refusal.empty() || !s.stub) return;
+  if (s.slots.empty()) {
+    s.shm_refusal = "no dense blocks";
+    return;
+  }
+  StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(s.slot_bytes));
+  if (!region.ok()) {
+    s.shm_refusal = std::string(region.status().message());
+    return;
+  }
+  proto::AttachRequest request;
+  request.set_trainer_id(trainer_id_);
+  request.set_client_id(client_id_);
+  request.set_shm_name((*region)->name());
+  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
+  request.set_nonce((*region)->nonce());
+  proto::AttachResponse response;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  const Status attached = rpc::FromGrpc(s.stub->Attach(ctx.get(), request, &response));
+  (*region)->Unlink();  // both sides map it now (or never will): the name has done its job
+  if (!attached.ok()) {
+    // Unreachable now: offer it again with the next call. Anything else is an answer.
+    if (!rpc::IsRetryable(attached)) s.shm_refusal = std::string(attached.message());
+    return;
+  }
+  if ((*region)->answer() != response.region()) {
+    s.shm_refusal = "the pserver's answer did not appear in the shared memory";
+    return;
+  }
+  s.region = *std::move(region);
+  s.region_id = response.region();
+  ++shm_attaches_;
+}
+
+std::vector<std::string> ParameterClient::Transports() const {
+  std::vector<std::string> out;
+  for (const auto& sh : shards_) {
+    if (sh->region) {
+      out.push_back(absl::StrFormat("shared memory (%.1f MB)", sh->region->total_bytes() / 1e6));
+    } else {
+      out.push_back(absl::StrCat("gRPC", sh->shm_refusal.empty() ? "" : " (" + sh->shm_refusal + ")"));
+    }
+  }
+  return out;
 }
 
 Status ParameterClient::ResolveWithRetry() {
@@ -129,23 +214,63 @@ Status ParameterClient::ResolveWithRetry() {
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
   PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
   std::vector<PullFrame> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PullAttempt(&responses[i]), "pull"); },
-                                  "pull"));
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) {
+        TryAttach(*shards_[i]);
+        return CallWithRetry(i, PullAttempt(&responses[i]), "pull");
+      },
+      "pull"));
   return InstallPull(responses);
 }
 
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(PullFrame* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
+    if (!s.region || s.pull.dense_size() != static_cast<int>(s.slots.size())) {
+      return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
+    }
+    s.shm_pull = s.pull;
+    s.shm_pull.set_shm_region(s.region_id);
+    for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.offset);
+    Status st = rpc::FromGrpc(s.frames->Pull(ctx.get(), s.shm_pull, response));
+    if (absl::IsAborted(st)) s.region.reset();  // the pserver forgot it: gRPC until offered again
+    if (!st.ok()) return st;
+    // The values are in the region: InstallPull copies them from there.
+    for (const Shard::Slot& slot : s.slots) {
+      response->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(s.region->payload() + slot.offset),
+                            slot.n, s.region);
+    }
+    return st;
   };
 }
 
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
+    if (!s.region || !BuildShmPush(s)) return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
+    Status st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
+    if (absl::IsAborted(st)) s.region.reset();
+    return st;
   };
+}
+
+bool ParameterClient::BuildShmPush(Shard& s) {
+  const std::vector<DenseFramePayload>& dense = s.push.dense();
+  if (dense.size() != s.slots.size()) return false;
+  s.shm_push.Clear();
+  s.shm_push.header() = s.push.header();
+  s.shm_push.header().set_shm_region(s.region_id);
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const Shard::Slot& slot = s.slots[i];
+    if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
+    dense[i].values.CopyTo(reinterpret_cast<float*>(s.region->payload() + slot.offset));
+    proto::ShmBlock* b = s.shm_push.header().add_shm_dense();
+    b->set_param(slot.param);
+    b->set_block(slot.block);
+    b->set_offset(slot.offset);
+    b->set_count(slot.n);
+  }
+  return true;
 }
 
 Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
@@ -229,13 +354,44 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
 Status ParameterClient::Push(int64_t num_samples) {
   BuildPush(num_samples);
   std::vector<proto::PushResponse> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PushAttempt(&responses[i]), "push"); },
-                                  "push"));
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) {
+        TryAttach(*shards_[i]);
+        return CallWithRetry(i, PushAttempt(&responses[i]), "push");
+      },
+      "push"));
   PushDone();
   return absl::OkStatus();
 }
 
 Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
+  return Exchange(num_samples, next_sparse_ids, /*overlap=*/true);
+}
+
+Status ParameterClient::PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
+  return Exchange(num_samples, next_sparse_ids, /*overlap=*/false);
+}
+
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PushPullAttempt(proto::PushResponse* pushed,
+                                                                                PullFrame* pulled) {
+  return [this, pushed, pulled](Shard& s) {
+    if (!s.region || !BuildShmPush(s)) return absl::InternalError("shared-memory push+pull without a region");
+    s.shm_push.header().set_shm_write_back(true);
+    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    Status st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, pushed));
+    if (absl::IsAborted(st)) s.region.reset();
+    if (!st.ok()) return st;
+    // The pserver wrote the new values where the gradients were.
+    pulled->header().set_version(pushed->version());
+    for (const Shard::Slot& slot : s.slots) {
+      pulled->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(s.region->payload() + slot.offset),
+                          slot.n, s.region);
+    }
+    return st;
+  };
+}
+
+Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap) {
   if (options_.sync) {  // a sync step must be complete before its parameters are read
     PL_RETURN_IF_ERROR(Push(num_samples));
     return Pull(next_sparse_ids);
@@ -247,9 +403,30 @@ Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_s
   std::vector<PullFrame> pulled(P);
   PL_RETURN_IF_ERROR(ForEachShard(
       [&](int i) {
+        Shard& s = *shards_[i];
+        TryAttach(s);
+        bool one_call = false;
+        if (s.region && !options_.defer_apply && s.pull.sparse_size() == 0 &&
+            s.pull.dense_size() == static_cast<int>(s.slots.size())) {
+          // One call: the pserver applies the push and writes the new values back into
+          // the region. A failed call falls back to the calls below (a push the pserver
+          // never saw, or one a retry may apply twice, as any retried push).
+          one_call = true;
+          Status st = PushPullAttempt(&pushed[i], &pulled[i])(s);
+          if (st.ok()) return st;
+          if (!rpc::IsRetryable(st) && !absl::IsNotFound(st)) {
+            return Annotate(st, absl::StrCat("push+pull pserver ", i, " (", s.address, ")"));
+          }
+          pulled[i] = PullFrame();
+        }
+        if (s.region || !overlap || one_call) {
+          // Push, then pull parameters that include it (a region serves both, so they
+          // must not overlap; after a failed one-call exchange, as it would have been).
+          PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(&pushed[i]), "push"));
+          return CallWithRetry(i, PullAttempt(&pulled[i]), "pull");
+        }
         // One attempt of each at the same time (TCP carries both directions at once);
         // a failed one is then retried on its own, so retries never race on a shard.
-        Shard& s = *shards_[i];
         auto push = std::async(std::launch::async, PushAttempt(&pushed[i]), std::ref(s));
         Status pull_status = PullAttempt(&pulled[i])(s);
         Status push_status = push.get();

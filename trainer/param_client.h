@@ -8,6 +8,13 @@
 // the rows a batch touches only: Pull fetches the ids it is given, Push sends the
 // rows of the tables' sparse gradients.
 //
+// A pserver on the same host is offered a shared-memory region (shared_region.h) at
+// Connect: its dense blocks then pass through that memory, with only the request
+// travelling over gRPC. A pserver that refuses (another host, --shm=false, an older
+// build) keeps getting everything over gRPC; one that restarted and forgot the region
+// answers ABORTED, and the call is retried over gRPC and the region offered again on
+// the next step.
+//
 // Faults: a pserver that is unreachable or restarting is retried with backoff (its
 // address re-resolved through the master, since a restarted pserver may listen on a
 // new port) until `give_up_after`; a Push keeps its gradients across retries, so a
@@ -47,6 +54,8 @@ struct ParameterClientOptions {
   bool defer_apply = false;
   // Push zeroes the dense gradients it sent (false: the caller overwrites them anyway).
   bool zero_gradients_after_push = true;
+  // Offer co-located pservers a shared-memory region for dense traffic.
+  bool shared_memory = true;
 };
 
 struct TrafficCounters {
@@ -54,6 +63,7 @@ struct TrafficCounters {
   int64_t sparse_rows_pulled = 0, sparse_rows_pushed = 0;
   int64_t bytes_pulled = 0, bytes_pushed = 0;
   int64_t retries = 0;
+  int64_t shm_attaches = 0;  // shared-memory regions a pserver accepted
 };
 
 class ParameterClient {
@@ -74,16 +84,23 @@ class ParameterClient {
   // Pushes the module's dense gradients and its tables' sparse gradients, then
   // clears them. `step` is this trainer's step counter.
   Status Push(int64_t num_samples);
-  // Push, and the Pull of the next step's parameters, at the same time (async mode:
-  // the pulled values may or may not include this push, a staleness of at most one
-  // step that async training tolerates). Sync mode does them one after the other.
+  // Push, and the Pull of the next step's parameters, at the same time over gRPC
+  // (async mode: the pulled values may or may not include this push, a staleness of at
+  // most one step that async training tolerates); through a shared-memory region, one
+  // call whose pulled values include the push. Sync mode does them one after the other.
   Status PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids);
+  // Push, then Pull parameters that include it (async; sync mode is always so). With
+  // a shared-memory region this is one call per pserver.
+  Status PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids);
 
   // The trainer id the master gave this trainer (sync barriers count by it).
   void set_trainer_id(int64_t id) { trainer_id_ = id; }
+  // How each pserver's dense traffic travels: "shared memory (N MB)" or "gRPC (why)".
+  std::vector<std::string> Transports() const;
   TrafficCounters counters() const {
     TrafficCounters c = counters_;
     c.retries = retries_.load();
+    c.shm_attaches = shm_attaches_.load();
     return c;
   }
 
@@ -101,8 +118,16 @@ class ParameterClient {
   void PushDone();
   std::function<Status(Shard&)> PullAttempt(PullFrame* response);
   std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response);
+  // A shared-memory push that writes the new values back into the region.
+  std::function<Status(Shard&)> PushPullAttempt(proto::PushResponse* pushed, PullFrame* pulled);
+  Status Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap);
   Status ResolveWithRetry();
   Status InitShard(Shard& shard);
+  // Offers the shard a shared-memory region unless it has one or refused one.
+  void TryAttach(Shard& shard);
+  // The shard's push as a shared-memory push (gradients copied into its region);
+  // false when the push does not match the region's layout.
+  bool BuildShmPush(Shard& shard);
 
   Module* module_;
   ParameterClientOptions options_;
@@ -113,8 +138,10 @@ class ParameterClient {
   proto::InitRequest init_request_;
   TrafficCounters counters_;
   std::atomic<int64_t> retries_{0};
+  std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
   std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
   int64_t trainer_id_ = 0;
+  uint64_t client_id_ = 0;  // tells this client's regions from other clients' on a pserver
 };
 
 }  // namespace pl

@@ -67,8 +67,7 @@ Status PipelinedExchange::Submit(int64_t num_samples) {
   // Push, then pull: the parameters pulled include this push (with the client's
   // defer_apply off), so a step's gradient misses only the previous step's update.
   in_flight_ = std::async(std::launch::async, [client, num_samples] {
-    PL_RETURN_IF_ERROR(client->Push(num_samples));
-    return client->Pull({});
+    return client->PushThenPull(num_samples, {});
   });
   return absl::OkStatus();
 }

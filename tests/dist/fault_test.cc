@@ -130,6 +130,10 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
     // the first 2000 test images (x 2 passes: 0.76-0.79); the interleaving of three
     // async trainers moves it by a few points from run to run.
     EXPECT_GE(acc, 0.74) << cluster_->TrainerLog(r);
+    // Trainers and pservers share this host: dense tensors go through shared memory.
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr(absl::StrCat("pserver ", i, ": dense traffic over shared memory")));
+    }
     tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
   }
   EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << "a task was trained twice or lost\n" << cluster_->AllLogs();
@@ -139,12 +143,14 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
 }
 
 // The same with every trainer overlapping its traffic with its computation and the
-// pservers applying pushes after acknowledging them: nothing is lost or trained twice.
+// pservers applying pushes after acknowledging them, and everything over gRPC (as
+// across hosts): nothing is lost or trained twice.
 TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndLearn) {
   constexpr int kPasses = 3, kPerTask = 2, kTasks = kChunks / kPerTask;
   ClusterOptions o = Options(kPasses, kPerTask, 10000);
   o.trainer_args.push_back("--pipeline");
   o.trainer_args.push_back("--defer_apply");
+  o.trainer_args.push_back("--shm=false");
   ASSERT_NO_FATAL_FAILURE(StartCluster(o, 2));
   auto done = cluster_->WaitForJobDone(seconds(120));
   ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
@@ -153,6 +159,7 @@ TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndL
   int64_t tasks_by_trainers = 0, steps = 0;
   for (int r = 0; r < 2; ++r) {
     EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(traffic overlapped with computation)"));
+    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("pserver 1: dense traffic over gRPC"));
     const double acc = ExpectFinishedWithAccuracy(r);
     // About two steps of staleness per trainer: measured 0.757-0.767 (3 runs).
     EXPECT_GE(acc, 0.70) << cluster_->TrainerLog(r);
@@ -354,6 +361,14 @@ TEST_F(DistFaultTest, KilledPserverRestoresItsCheckpointAndTheJobCompletes) {
       seconds(10)))
       << cluster_->AllLogs();
 
+  // The trainers' shared-memory regions died with the old process: they offer new ones.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        auto s = cluster_->PserverStats(1);
+        return s.ok() && s->shm_regions() == 2;
+      },
+      seconds(20)))
+      << cluster_->AllLogs();
   auto done = cluster_->WaitForJobDone(seconds(120));
   ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
   EXPECT_EQ(done->done(), kTasks);

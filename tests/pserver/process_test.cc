@@ -194,5 +194,13 @@ TEST(PserverProcess, ANegativeTrimDelayIsRefused) {
   fs::remove(log);
 }
 
+TEST(PserverProcess, AnUnknownShmSettingIsRefused) {
+  const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_shm_err_", getpid(), ".log")).string();
+  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--shm", "maybe"}, log);
+  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
+  EXPECT_THAT(ReadAll(log), HasSubstr("--shm 'maybe' must be true or false"));
+  fs::remove(log);
+}
+
 }  // namespace
 }  // namespace pl::pserver

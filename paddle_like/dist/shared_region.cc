@@ -1,0 +1,147 @@
+#include "paddle_like/dist/shared_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pl {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'L', 'S', 'H', 'M', '0', '0', '1'};
+constexpr size_t kNonceAt = 8;
+constexpr size_t kAnswerAt = 16;
+constexpr char kPrefix[] = "/pl-shm-";
+
+std::string ErrnoText(int e) { return std::strerror(e); }
+
+uint64_t RandomWord() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                          (static_cast<uint64_t>(::getpid()) << 32));
+  return rng();
+}
+
+// Names Create makes: kPrefix, then the creator's pid and 16 hex digits.
+bool IsRegionName(const std::string& name) {
+  if (!absl::StartsWith(name, kPrefix) || name.size() > 64) return false;
+  for (char c : name.substr(sizeof(kPrefix) - 1)) {
+    if (!absl::ascii_isxdigit(c) && c != '-') return false;
+  }
+  return true;
+}
+
+StatusOr<char*> Map(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot map shared memory ", name, " (", bytes,
+                                                     " bytes): ", ErrnoText(errno)));
+  }
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+SharedRegion::SharedRegion(std::string name, char* base, size_t bytes, bool linked)
+    : name_(std::move(name)), base_(base), bytes_(bytes), linked_(linked) {}
+
+SharedRegion::~SharedRegion() {
+  Unlink();
+  ::munmap(base_, bytes_);
+}
+
+void SharedRegion::Unlink() {
+  if (!linked_) return;
+  linked_ = false;
+  ::shm_unlink(name_.c_str());
+}
+
+StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(size_t payload_bytes) {
+  const size_t bytes = kHeaderBytes + payload_bytes;
+  const std::string name = absl::StrFormat("%s%d-%016x", kPrefix, ::getpid(), RandomWord());
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create shared memory ", name, ": ", ErrnoText(errno)));
+  // Reserve every page now: tmpfs would otherwise grant the size and SIGBUS the first
+  // write that finds /dev/shm full.
+  if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot reserve %.1f MB of shared memory in /dev/shm: %s", bytes / 1e6, ErrnoText(e)));
+  }
+  StatusOr<char*> base = Map(fd, bytes, name);
+  ::close(fd);
+  if (!base.ok()) {
+    ::shm_unlink(name.c_str());
+    return base.status();
+  }
+  std::shared_ptr<SharedRegion> region(new SharedRegion(name, *base, bytes, /*linked=*/true));
+  std::memcpy(region->base_, kMagic, sizeof(kMagic));
+  const uint64_t nonce = RandomWord() | 1;  // never 0, so an unset answer cannot match
+  std::memcpy(region->base_ + kNonceAt, &nonce, sizeof(nonce));
+  return region;
+}
+
+StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Open(const std::string& name, size_t total_bytes) {
+  if (!IsRegionName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a paddle_like shared-memory name"));
+  }
+  if (total_bytes < kHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("shared memory ", name, ": size ", total_bytes,
+                                                   " is smaller than its header"));
+  }
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    const int e = errno;
+    const std::string why = absl::StrCat("cannot open shared memory ", name, ": ", ErrnoText(e));
+    return e == ENOENT ? absl::NotFoundError(why + " (the trainer is on another host)")
+                       : absl::PermissionDeniedError(why);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != total_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("shared memory ", name, " holds ", st.st_size,
+                                                   " bytes, the request says ", total_bytes));
+  }
+  StatusOr<char*> base = Map(fd, total_bytes, name);
+  ::close(fd);
+  if (!base.ok()) return base.status();
+  std::shared_ptr<SharedRegion> region(new SharedRegion(name, *base, total_bytes, /*linked=*/false));
+  if (std::memcmp(region->base_, kMagic, sizeof(kMagic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shared memory ", name, " is not a paddle_like region"));
+  }
+  return region;
+}
+
+uint64_t SharedRegion::nonce() const {
+  uint64_t v;
+  std::memcpy(&v, base_ + kNonceAt, sizeof(v));
+  return v;
+}
+
+uint64_t SharedRegion::answer() const {
+  uint64_t v;
+  std::memcpy(&v, base_ + kAnswerAt, sizeof(v));
+  return v;
+}
+
+void SharedRegion::set_answer(uint64_t value) { std::memcpy(base_ + kAnswerAt, &value, sizeof(value)); }
+
+StatusOr<float*> SharedRegion::Floats(int64_t offset, int64_t count) const {
+  const int64_t size = static_cast<int64_t>(payload_bytes());
+  if (offset < 0 || count < 0 || offset % 4 != 0 || offset > size || count > (size - offset) / 4) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory span [", offset, ", +", count,
+                                                   " floats) is outside the region's ", size, " bytes"));
+  }
+  return reinterpret_cast<float*>(payload() + offset);
+}
+
+}  // namespace pl

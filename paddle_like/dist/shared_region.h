@@ -1,0 +1,72 @@
+// SharedRegion: a POSIX shared-memory segment that a trainer and a parameter server
+// on the same host both map, so that dense tensors pass between them as memory
+// copies instead of through TCP (the kernel copies each byte twice on loopback, and
+// gRPC frames and flow-controls it). Peers on different hosts cannot open each
+// other's segment; they keep using gRPC.
+//
+// The trainer creates a segment (Create), the pserver opens it by name (Open) and
+// proves it sees the same memory (it reads the creator's nonce, writes its answer),
+// then the creator unlinks the name: the memory lives while either side maps it and
+// is freed when both are gone, so a killed process leaves nothing in /dev/shm.
+//
+// Layout: a kHeaderBytes header (magic, nonce, answer), then the payload the two
+// sides agree on through their requests (see proto/pserver.proto, Attach).
+//
+// Thread-safety: the mapping is immutable once made; callers coordinate access to the
+// bytes (a region serves one trainer's calls, one at a time).
+#ifndef PADDLE_LIKE_DIST_SHARED_REGION_H_
+#define PADDLE_LIKE_DIST_SHARED_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "paddle_like/core/status.h"
+
+namespace pl {
+
+class SharedRegion {
+ public:
+  static constexpr size_t kHeaderBytes = 4096;
+
+  // A new segment of kHeaderBytes + payload_bytes, its pages reserved up front (a
+  // full /dev/shm is RESOURCE_EXHAUSTED here, not a SIGBUS later), with a fresh nonce.
+  static StatusOr<std::shared_ptr<SharedRegion>> Create(size_t payload_bytes);
+  // Maps an existing segment; its size must be `total_bytes`. Only names Create
+  // makes are accepted (INVALID_ARGUMENT otherwise); one this host does not have is
+  // NOT_FOUND.
+  static StatusOr<std::shared_ptr<SharedRegion>> Open(const std::string& name, size_t total_bytes);
+
+  ~SharedRegion();
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+
+  // Removes the name (the memory stays while mapped). Idempotent; the creator's
+  // destructor does it too.
+  void Unlink();
+
+  const std::string& name() const { return name_; }
+  size_t total_bytes() const { return bytes_; }
+  uint64_t nonce() const;
+  // The pserver's answer to the nonce, as the other side wrote it into the header.
+  uint64_t answer() const;
+  void set_answer(uint64_t value);
+  // The payload: [kHeaderBytes, total_bytes) of the segment.
+  char* payload() const { return base_ + kHeaderBytes; }
+  size_t payload_bytes() const { return bytes_ - kHeaderBytes; }
+  // payload() + offset when [offset, offset + count floats) lies inside the payload and
+  // offset is 4-byte aligned; else INVALID_ARGUMENT naming the span.
+  StatusOr<float*> Floats(int64_t offset, int64_t count) const;
+
+ private:
+  SharedRegion(std::string name, char* base, size_t bytes, bool linked);
+  std::string name_;
+  char* base_;
+  size_t bytes_;
+  bool linked_;  // the creator still has to unlink the name
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_DIST_SHARED_REGION_H_
