@@ -6,7 +6,8 @@
 //               1 thread (pl-trainer local, 1 epoch) measured in the same run. Two
 //               views: the trainers' own training-loop rate, and the whole command's
 //               wall clock (start-up, data loading and the final evaluation included).
-//               1 + 1 is measured again with --pipeline --defer_apply.
+//               1 + 1 is measured again with --pipeline (traffic overlapped with
+//               the next step's computation).
 //   Recovery    a cluster with --lease_ms 2000 whose pass is one task: SIGKILL the
 //               trainer holding it, time until the master leases it again to a standby
 //               trainer (/ the lease period, the design's detection bound), then until
@@ -127,13 +128,13 @@ void RunThroughput(const Options& o) {
   if (o.quick) std::printf("  (quick: the local run used 10000 examples; clusters always train the whole file)\n");
   // The defaults, then 1 + 1 with traffic overlapped with computation (the trainer has
   // a core to spare there) and pushes acknowledged before they are applied.
-  const std::vector<std::string> overlapped = {"--pipeline", "--defer_apply"};
+  const std::vector<std::string> overlapped = {"--pipeline"};
   for (auto [t, p, flags] : {std::make_tuple(1, 1, std::vector<std::string>{}),
                              std::make_tuple(2, 2, std::vector<std::string>{}), std::make_tuple(1, 1, overlapped)}) {
     const RunResult c = ClusterRun(o, t, p, n, flags);
     if (!c.ok) continue;
     const std::string name = std::to_string(t) + " trainer(s) + " + std::to_string(p) + " pserver(s)" +
-                             (flags.empty() ? "" : ", --pipeline --defer_apply");
+                             (flags.empty() ? "" : ", --pipeline");
     ReportLine(name + ", training loop", c.loop_rate, "samples/s", local.loop_rate, "samples/s",
                "1 process, 1 thread", c.loop_rate / local.loop_rate);
     ReportLine(name + ", wall clock", c.wall_rate, "samples/s", local.wall_rate, "samples/s", "1 process, 1 thread",

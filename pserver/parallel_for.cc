@@ -24,7 +24,7 @@ class HelperPool {
   int size() const { return static_cast<int>(threads_.size()); }
 
   // False when another caller holds the pool (the caller then works alone).
-  bool TryRun(int64_t n, int helpers, const std::function<void(int64_t)>& fn) {
+  bool TryRun(int64_t n, int helpers, const std::function<void(int64_t)>& fn, bool another_follows) {
     std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
     if (!job.owns_lock()) return false;
     {
@@ -34,6 +34,7 @@ class HelperPool {
       next_.store(0);
       seats_ = helpers;
       busy_ = 0;
+      linger_ = another_follows;
       ++generation_;
       published_.store(generation_, std::memory_order_release);
     }
@@ -56,7 +57,7 @@ class HelperPool {
     while (true) {
       // A push brings jobs in quick succession (validate, then apply): stay awake a
       // moment after one, since waking a sleeping thread takes longer than the work.
-      if (generation_ == seen) {
+      if (generation_ == seen && linger_) {
         l.unlock();
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
         while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
@@ -86,6 +87,7 @@ class HelperPool {
   std::atomic<int64_t> next_{0};
   int seats_ = 0;  // helpers that may still join the current job
   int busy_ = 0;   // helpers working on it
+  bool linger_ = false;  // another job follows this one at once
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};  // generation_, for helpers that spin
 };
@@ -97,9 +99,9 @@ HelperPool& Pool() {
 
 }  // namespace
 
-void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn) {
+void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn, bool another_follows) {
   if (threads > 1 && n > 1 && Pool().size() > 0 &&
-      Pool().TryRun(n, std::min<int64_t>(threads - 1, n - 1), fn)) {
+      Pool().TryRun(n, std::min<int64_t>(threads - 1, n - 1), fn, another_follows)) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) fn(i);

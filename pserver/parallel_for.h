@@ -16,7 +16,9 @@ namespace pl::pserver {
 // a large push is scanned and applied on several cores while its trainer waits. The
 // helpers are a few long-lived threads: starting threads per push cost more than the
 // work they shared for a model of a few MB.
-void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn);
+// `another_follows`: the caller will call again at once (a push's validation, then its
+// update), so the helpers stay awake for it a moment instead of going to sleep.
+void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn, bool another_follows = false);
 
 // One thread per MB of dense payload, up to the cores (at most 4).
 int ThreadsForDense(int64_t floats);

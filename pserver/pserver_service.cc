@@ -119,6 +119,9 @@ grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame*
   if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
     return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
   }
+  const uint64_t header_region = frame.header().shm_region();
+  std::vector<int64_t> write_offsets;
+  for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
   if (frame.header().shm_region() != 0) {
     if (!frame.dense().empty()) {
       return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
@@ -129,15 +132,11 @@ grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame*
   }
   StatusOr<int64_t> version;
   if (write_back) {
-    // The new values go where the gradients were (FrameFromRegion checked the spans).
-    const PushFrame& f = frame;
-    version = shard_->Push(f, DeadlineOf(context), [&f](int i, int64_t n) -> StatusOr<float*> {
-      const FloatPieces& grad = f.dense()[i].values;
-      if (grad.size() != n || grad.contiguous() == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("block ", f.dense()[i].block, " of '", f.dense()[i].param,
-                                                       "' has ", n, " values, the push sent ", grad.size()));
-      }
-      return const_cast<float*>(grad.contiguous());
+    StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(header_region);
+    if (!region.ok()) return rpc::ToGrpc(region.status());
+    const SharedRegion& r = **region;
+    version = shard_->Push(frame, DeadlineOf(context), [&](int i, int64_t n) {
+      return r.Floats(write_offsets[i], n);
     });
   } else {
     version = shard_->Push(std::move(frame), DeadlineOf(context));

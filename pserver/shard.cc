@@ -258,8 +258,9 @@ Status ParameterShard::Resolve(const PushFrame& frame, ResolvedPush* out) const 
     floats += blk->n;
   }
   std::vector<int64_t> bad(out->dense.size(), -1);
-  ParallelFor(static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
-              [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); });
+  ParallelFor(
+      static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
+      [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); }, /*another_follows=*/true);
   for (size_t i = 0; i < bad.size(); ++i) {
     if (bad[i] < 0) continue;
     const DenseFramePayload& msg = frame.dense()[i];

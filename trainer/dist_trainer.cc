@@ -76,25 +76,19 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     }
     return addresses;
   };
-  // Async dense models overlap their traffic with computation (pipelined_exchange.h):
-  // the client then works on a mirror of the model.
-  std::unique_ptr<ExampleModel> mirror;
-  if (!o.sync && o.pipeline && PipelinedExchange::Supports(model.module())) {
-    PL_ASSIGN_OR_RETURN(mirror, MakeExampleModel(o.model_name, o.model_options));
-  }
-  Module& wire_module = mirror ? mirror->module() : model.module();
-  pco.zero_gradients_after_push = !mirror;  // the mirror's gradients are overwritten each step
-  ParameterClient params(&wire_module, pco, resolve, &g_stop);
+  // Async dense models may overlap their traffic with computation (pipelined_exchange.h).
+  const bool pipelined = !o.sync && o.pipeline && PipelinedExchange::Supports(model.module());
+  ParameterClient params(&model.module(), pco, resolve, &g_stop);
   params.set_trainer_id(master.trainer_id());
   PL_RETURN_IF_ERROR(params.Connect());
-  PipelinedExchange exchange(&model.module(), &wire_module, &params);
+  PipelinedExchange exchange(&params);
   log << o.name << ": connected to " << num_pservers << " pservers"
-      << (mirror ? " (traffic overlapped with computation)" : "") << std::endl;
+      << (pipelined ? " (traffic overlapped with computation)" : "") << std::endl;
   const std::vector<std::string> transports = params.Transports();
   for (size_t i = 0; i < transports.size(); ++i) {
     log << o.name << ": pserver " << i << ": dense traffic over " << transports[i] << std::endl;
   }
-  if (o.pipeline && !mirror) {
+  if (o.pipeline && !pipelined) {
     log << o.name << ": --pipeline ignored: "
         << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
         << std::endl;
@@ -151,7 +145,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         break;
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
-      if (mirror) {
+      if (pipelined) {
         // The first step pulls; later ones use what the previous exchange brought.
         if (!pipeline_primed) step_error = exchange.PullNow();
         if (!step_error.ok()) break;
@@ -174,7 +168,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       if (!step_error.ok()) break;
       const double exchange_start = Now();
       compute_s += exchange_start - compute_start;
-      if (mirror) {
+      if (pipelined) {
         step_error = exchange.Submit(stats->samples);
       } else if (end < order.size() && !o.sync) {
         // Overlap this step's push with the next step's pull (async staleness <= 1).
@@ -246,7 +240,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   if (job_done && !o.test_path.empty()) {
     auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);
     if (!test.ok()) return test.status();
-    if (mirror) {
+    if (pipelined) {
       PL_RETURN_IF_ERROR(exchange.PullNow());
     } else {
       PL_RETURN_IF_ERROR(params.Pull(model.SparseInputs(test->inputs)));

@@ -11,35 +11,9 @@
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
+#include "trainer/param_client_shard.h"
 
 namespace pl {
-
-struct ParameterClient::Shard {
-  // A dense block this pserver owns, where it lies in the shared-memory region.
-  struct Slot {
-    std::string param;
-    int32_t block = 0;
-    int64_t n = 0;
-    int64_t offset = 0;  // bytes into the region's payload
-  };
-  int index = 0;
-  std::string address;
-  std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init, Attach
-  std::unique_ptr<PserverFrameStub> frames;             // Push, Pull
-  int64_t version = 0;        // last version seen
-  int64_t wait_version = 0;   // sync: the version the next pull must see
-  proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
-  PushFrame push;
-  // Shared memory: the dense blocks in request order, the region once attached, or
-  // why the pserver refused it (then it is not offered again until the address changes).
-  std::vector<Slot> slots;
-  int64_t slot_bytes = 0;
-  std::shared_ptr<SharedRegion> region;
-  uint64_t region_id = 0;
-  std::string shm_refusal;
-  PushFrame shm_push;
-  proto::PullRequest shm_pull;
-};
 
 ParameterClient::ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
                                  const std::atomic<bool>* stop)
@@ -55,10 +29,14 @@ ParameterClient::ParameterClient(Module* module, ParameterClientOptions options,
     for (int64_t b = 0; b < NumBlocks(numel, kDefaultBlockSize); ++b) {
       Shard& sh = *shards_[ShardOfDenseBlock(np.name, b, options_.num_pservers)];
       const int64_t n = std::min<int64_t>(kDefaultBlockSize, numel - b * kDefaultBlockSize);
-      sh.slots.push_back({np.name, static_cast<int32_t>(b), n, sh.slot_bytes});
+      sh.slots.push_back({np.name, static_cast<int32_t>(b), n, sh.slot_bytes, 0});
       sh.slot_bytes += (n * 4 + 63) / 64 * 64;  // cache-line aligned blocks
     }
   }
+  for (auto& sh : shards_) {
+    for (Shard::Slot& slot : sh->slots) slot.value_offset = sh->slot_bytes + slot.grad_offset;
+  }
+  for (int i = 1; i < options_.num_pservers; ++i) shard_threads_.push_back(std::make_unique<TaskThread>());
   client_id_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   for (const proto::ParamSpec& spec : ParamSpecsOf(*module_)) *init_request_.add_params() = spec;
   *init_request_.mutable_optimizer() = OptimizerToProto(options_.optimizer);
@@ -66,7 +44,9 @@ ParameterClient::ParameterClient(Module* module, ParameterClientOptions options,
   init_request_.set_sync(options_.sync);
 }
 
-ParameterClient::~ParameterClient() = default;
+ParameterClient::~ParameterClient() {
+  if (in_flight_.valid()) in_flight_.wait();
+}
 
 Status ParameterClient::Resolve(int only) {
   PL_ASSIGN_OR_RETURN(std::vector<std::string> addresses, resolve_());
@@ -124,7 +104,7 @@ Status ParameterClient::ForEachShard(const std::function<Status(int)>& fn, const
   if (shards_.size() == 1) return fn(0);
   std::vector<std::future<Status>> futures;
   for (size_t i = 1; i < shards_.size(); ++i) {
-    futures.push_back(std::async(std::launch::async, fn, static_cast<int>(i)));
+    futures.push_back(shard_threads_[i - 1]->Run([&fn, i] { return fn(static_cast<int>(i)); }));
   }
   Status first = fn(0);
   for (auto& f : futures) {
@@ -154,53 +134,6 @@ Status ParameterClient::Connect() {
       "init");
 }
 
-void ParameterClient::TryAttach(Shard& s) {
-  if (!options_.shared_memory || s.region || !s.shm_refusal.empty() || !s.stub) return;
-  if (s.slots.empty()) {
-    s.shm_refusal = "no dense blocks";
-    return;
-  }
-  StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(s.slot_bytes));
-  if (!region.ok()) {
-    s.shm_refusal = std::string(region.status().message());
-    return;
-  }
-  proto::AttachRequest request;
-  request.set_trainer_id(trainer_id_);
-  request.set_client_id(client_id_);
-  request.set_shm_name((*region)->name());
-  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
-  request.set_nonce((*region)->nonce());
-  proto::AttachResponse response;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-  const Status attached = rpc::FromGrpc(s.stub->Attach(ctx.get(), request, &response));
-  (*region)->Unlink();  // both sides map it now (or never will): the name has done its job
-  if (!attached.ok()) {
-    // Unreachable now: offer it again with the next call. Anything else is an answer.
-    if (!rpc::IsRetryable(attached)) s.shm_refusal = std::string(attached.message());
-    return;
-  }
-  if ((*region)->answer() != response.region()) {
-    s.shm_refusal = "the pserver's answer did not appear in the shared memory";
-    return;
-  }
-  s.region = *std::move(region);
-  s.region_id = response.region();
-  ++shm_attaches_;
-}
-
-std::vector<std::string> ParameterClient::Transports() const {
-  std::vector<std::string> out;
-  for (const auto& sh : shards_) {
-    if (sh->region) {
-      out.push_back(absl::StrFormat("shared memory (%.1f MB)", sh->region->total_bytes() / 1e6));
-    } else {
-      out.push_back(absl::StrCat("gRPC", sh->shm_refusal.empty() ? "" : " (" + sh->shm_refusal + ")"));
-    }
-  }
-  return out;
-}
-
 Status ParameterClient::ResolveWithRetry() {
   const absl::Time give_up = absl::Now() + options_.give_up_after;
   while (true) {
@@ -212,14 +145,12 @@ Status ParameterClient::ResolveWithRetry() {
 }
 
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
+  PL_RETURN_IF_ERROR(Wait());
   PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
   std::vector<PullFrame> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) {
-        TryAttach(*shards_[i]);
-        return CallWithRetry(i, PullAttempt(&responses[i]), "pull");
-      },
-      "pull"));
+  for (auto& sh : shards_) TryAttach(*sh);
+  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PullAttempt(&responses[i]), "pull"); },
+                                  "pull"));
   return InstallPull(responses);
 }
 
@@ -229,17 +160,13 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
     if (!s.region || s.pull.dense_size() != static_cast<int>(s.slots.size())) {
       return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
     }
+    const std::shared_ptr<SharedRegion> region = s.region;
     s.shm_pull = s.pull;
     s.shm_pull.set_shm_region(s.region_id);
-    for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.offset);
+    for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.value_offset);
     Status st = rpc::FromGrpc(s.frames->Pull(ctx.get(), s.shm_pull, response));
     if (absl::IsAborted(st)) s.region.reset();  // the pserver forgot it: gRPC until offered again
-    if (!st.ok()) return st;
-    // The values are in the region: InstallPull copies them from there.
-    for (const Shard::Slot& slot : s.slots) {
-      response->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(s.region->payload() + slot.offset),
-                            slot.n, s.region);
-    }
+    if (st.ok()) AddRegionValues(s, region, response);
     return st;
   };
 }
@@ -247,30 +174,123 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    if (!s.region || !BuildShmPush(s)) return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
+    if (!s.shm_ready) return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
+    s.shm_push.header().set_shm_write_back(s.one_call);
     Status st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
-    if (absl::IsAborted(st)) s.region.reset();
+    // The pserver forgot the region, so it applied nothing: the gradients go again over
+    // gRPC, from the region where they still are.
+    if (absl::IsAborted(st)) PushFromRegion(s);
     return st;
   };
 }
 
-bool ParameterClient::BuildShmPush(Shard& s) {
-  const std::vector<DenseFramePayload>& dense = s.push.dense();
-  if (dense.size() != s.slots.size()) return false;
-  s.shm_push.Clear();
-  s.shm_push.header() = s.push.header();
-  s.shm_push.header().set_shm_region(s.region_id);
-  for (size_t i = 0; i < dense.size(); ++i) {
-    const Shard::Slot& slot = s.slots[i];
-    if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
-    dense[i].values.CopyTo(reinterpret_cast<float*>(s.region->payload() + slot.offset));
-    proto::ShmBlock* b = s.shm_push.header().add_shm_dense();
-    b->set_param(slot.param);
-    b->set_block(slot.block);
-    b->set_offset(slot.offset);
-    b->set_count(slot.n);
+Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled) {
+  Shard& s = *shards_[i];
+  if (s.shm_ready || !overlap) {
+    // Push, then pull parameters that include it: in one call where the pserver writes
+    // the new values back into the region, else in two.
+    PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(pushed), "push"));
+    if (s.one_call && s.shm_ready) {
+      pulled->header().set_version(pushed->version());
+      AddRegionValues(s, s.exchange_region, pulled);
+      return absl::OkStatus();
+    }
+    return CallWithRetry(i, PullAttempt(pulled), "pull");
   }
-  return true;
+  // One attempt of each at the same time (TCP carries both directions at once); a
+  // failed one is then retried on its own, so retries never race on a shard.
+  auto push = std::async(std::launch::async, PushAttempt(pushed), std::ref(s));
+  Status pull_status = PullAttempt(pulled)(s);
+  Status push_status = push.get();
+  if (!push_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(pushed), "push"));
+  if (!pull_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PullAttempt(pulled), "pull"));
+  return absl::OkStatus();
+}
+
+void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull) {
+  for (auto& sh : shards_) TryAttach(*sh);
+  BuildPush(num_samples, own_copies);
+  for (auto& sh : shards_) {
+    Shard& s = *sh;
+    s.shm_ready = s.region && BuildShmPush(s);
+    if (s.region && !s.shm_ready) {
+      // Cannot happen while the slots follow BuildPush's order; if it did, gRPC is right.
+      s.region.reset();
+      s.shm_refusal = "the model's blocks do not match the shared-memory layout";
+      if (own_copies) s.push = CopyOfFrame(s.push);
+    }
+    s.one_call = s.shm_ready && then_pull && !options_.sync && !options_.defer_apply && s.pull.sparse_size() == 0 &&
+                 s.pull.dense_size() == static_cast<int>(s.slots.size());
+  }
+}
+
+Status ParameterClient::Push(int64_t num_samples) {
+  PL_RETURN_IF_ERROR(Wait());
+  PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/false);
+  std::vector<proto::PushResponse> responses(options_.num_pservers);
+  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PushAttempt(&responses[i]), "push"); },
+                                  "push"));
+  PushDone();
+  ZeroSentGradients();
+  return absl::OkStatus();
+}
+
+Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
+  return Exchange(num_samples, next_sparse_ids, /*overlap=*/true);
+}
+
+Status ParameterClient::PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
+  return Exchange(num_samples, next_sparse_ids, /*overlap=*/false);
+}
+
+Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap) {
+  PL_RETURN_IF_ERROR(Wait());
+  if (options_.sync) {  // a sync step must be complete before its parameters are read
+    PL_RETURN_IF_ERROR(Push(num_samples));
+    return Pull(next_sparse_ids);
+  }
+  PL_RETURN_IF_ERROR(BuildPull(next_sparse_ids));
+  PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/true);
+  const int P = options_.num_pservers;
+  std::vector<proto::PushResponse> pushed(P);
+  std::vector<PullFrame> pulled(P);
+  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return ExchangeShard(i, overlap, &pushed[i], &pulled[i]); },
+                                  "push+pull"));
+  PushDone();
+  ZeroSentGradients();
+  return InstallPull(pulled);
+}
+
+Status ParameterClient::StartExchange(int64_t num_samples) {
+  PL_RETURN_IF_ERROR(Wait());
+  if (options_.sync) return absl::FailedPreconditionError("StartExchange is for async training");
+  PL_RETURN_IF_ERROR(BuildPull({}));
+  // The gradients leave the tensors now (into the regions or the frames' own buffers),
+  // so the next step may accumulate into them while this exchange runs.
+  PreparePush(num_samples, /*own_copies=*/true, /*then_pull=*/true);
+  ZeroSentGradients();
+  in_flight_pulled_.clear();
+  in_flight_pulled_.resize(options_.num_pservers);
+  in_flight_pushed_.assign(options_.num_pservers, proto::PushResponse());
+  in_flight_ = exchange_thread_.Run([this] {
+    return ForEachShard(
+        [this](int i) { return ExchangeShard(i, /*overlap=*/false, &in_flight_pushed_[i], &in_flight_pulled_[i]); },
+        "push+pull");
+  });
+  return absl::OkStatus();
+}
+
+Status ParameterClient::FinishExchange() {
+  if (!in_flight_.valid()) return absl::FailedPreconditionError("no exchange in flight");
+  Status s = in_flight_.get();
+  if (!s.ok()) return s;
+  PushDone();
+  return InstallPull(in_flight_pulled_);
+}
+
+Status ParameterClient::Wait() {
+  if (!in_flight_.valid()) return absl::OkStatus();
+  return FinishExchange();
 }
 
 Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
@@ -351,108 +371,25 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
   return absl::OkStatus();
 }
 
-Status ParameterClient::Push(int64_t num_samples) {
-  BuildPush(num_samples);
-  std::vector<proto::PushResponse> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) {
-        TryAttach(*shards_[i]);
-        return CallWithRetry(i, PushAttempt(&responses[i]), "push");
-      },
-      "push"));
-  PushDone();
-  return absl::OkStatus();
-}
-
-Status ParameterClient::PushAndPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
-  return Exchange(num_samples, next_sparse_ids, /*overlap=*/true);
-}
-
-Status ParameterClient::PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids) {
-  return Exchange(num_samples, next_sparse_ids, /*overlap=*/false);
-}
-
-std::function<Status(ParameterClient::Shard&)> ParameterClient::PushPullAttempt(proto::PushResponse* pushed,
-                                                                                PullFrame* pulled) {
-  return [this, pushed, pulled](Shard& s) {
-    if (!s.region || !BuildShmPush(s)) return absl::InternalError("shared-memory push+pull without a region");
-    s.shm_push.header().set_shm_write_back(true);
-    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    Status st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, pushed));
-    if (absl::IsAborted(st)) s.region.reset();
-    if (!st.ok()) return st;
-    // The pserver wrote the new values where the gradients were.
-    pulled->header().set_version(pushed->version());
-    for (const Shard::Slot& slot : s.slots) {
-      pulled->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(s.region->payload() + slot.offset),
-                          slot.n, s.region);
-    }
-    return st;
-  };
-}
-
-Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap) {
-  if (options_.sync) {  // a sync step must be complete before its parameters are read
-    PL_RETURN_IF_ERROR(Push(num_samples));
-    return Pull(next_sparse_ids);
-  }
-  BuildPush(num_samples);
-  PL_RETURN_IF_ERROR(BuildPull(next_sparse_ids));
-  const int P = options_.num_pservers;
-  std::vector<proto::PushResponse> pushed(P);
-  std::vector<PullFrame> pulled(P);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) {
-        Shard& s = *shards_[i];
-        TryAttach(s);
-        bool one_call = false;
-        if (s.region && !options_.defer_apply && s.pull.sparse_size() == 0 &&
-            s.pull.dense_size() == static_cast<int>(s.slots.size())) {
-          // One call: the pserver applies the push and writes the new values back into
-          // the region. A failed call falls back to the calls below (a push the pserver
-          // never saw, or one a retry may apply twice, as any retried push).
-          one_call = true;
-          Status st = PushPullAttempt(&pushed[i], &pulled[i])(s);
-          if (st.ok()) return st;
-          if (!rpc::IsRetryable(st) && !absl::IsNotFound(st)) {
-            return Annotate(st, absl::StrCat("push+pull pserver ", i, " (", s.address, ")"));
-          }
-          pulled[i] = PullFrame();
-        }
-        if (s.region || !overlap || one_call) {
-          // Push, then pull parameters that include it (a region serves both, so they
-          // must not overlap; after a failed one-call exchange, as it would have been).
-          PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(&pushed[i]), "push"));
-          return CallWithRetry(i, PullAttempt(&pulled[i]), "pull");
-        }
-        // One attempt of each at the same time (TCP carries both directions at once);
-        // a failed one is then retried on its own, so retries never race on a shard.
-        auto push = std::async(std::launch::async, PushAttempt(&pushed[i]), std::ref(s));
-        Status pull_status = PullAttempt(&pulled[i])(s);
-        Status push_status = push.get();
-        if (!push_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(&pushed[i]), "push"));
-        if (!pull_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PullAttempt(&pulled[i]), "pull"));
-        return absl::OkStatus();
-      },
-      "push+pull"));
-  PushDone();
-  return InstallPull(pulled);
-}
-
 void ParameterClient::PushDone() {
   for (auto& sh : shards_) {
     sh->wait_version = sh->push.header().step() + 1;
     sh->push.Clear();  // lets go of the gradient memory
+    sh->shm_ready = false;
+    sh->exchange_region.reset();
   }
   ++counters_.pushes;
-  // The frames sent the gradients in place: only now may they change.
+}
+
+void ParameterClient::ZeroSentGradients() {
+  // Frames that sent the gradients in place are done with them: only now may they change.
   if (!options_.zero_gradients_after_push) return;
   for (const NamedParameter& np : module_->NamedParameters()) {
     if (np.param->kind == ParamKind::kDense && np.param->var.grad().defined()) np.param->var.grad().SetZero();
   }
 }
 
-void ParameterClient::BuildPush(int64_t num_samples) {
+void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
   const int P = options_.num_pservers;
   for (auto& sh : shards_) {
     sh->push.Clear();
@@ -469,8 +406,12 @@ void ParameterClient::BuildPush(int64_t num_samples) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t offset = b * kDefaultBlockSize;
         const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
-        PushFrame& frame = shards_[ShardOfDenseBlock(np.name, b, P)]->push;
-        if (g.defined()) {
+        Shard& shard = *shards_[ShardOfDenseBlock(np.name, b, P)];
+        PushFrame& frame = shard.push;
+        // A shard with a region copies the gradients there (BuildShmPush): no own copy.
+        if (g.defined() && own_copies && !shard.region) {
+          frame.AddDenseCopy(np.name, static_cast<int32_t>(b), g.f32() + offset, n);
+        } else if (g.defined()) {
           frame.AddDenseRef(np.name, static_cast<int32_t>(b), g.f32() + offset, n, g.storage());
         } else {
           std::memset(frame.AddDenseBuffer(np.name, static_cast<int32_t>(b), n), 0, n * 4);

@@ -21,12 +21,14 @@
 // step's update is not lost. A pserver that lost its parameters (restarted without a
 // checkpoint) is initialised again from the same deterministic specs.
 //
-// Thread-safety: not thread-safe; one training loop drives it.
+// Thread-safety: not thread-safe; one training loop drives it (StartExchange's
+// background thread works only on state no other call touches until it is finished).
 #ifndef PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
 #define PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,8 +41,11 @@
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.grpc.pb.h"
 #include "trainer/models.h"
+#include "trainer/task_thread.h"
 
 namespace pl {
+
+class SharedRegion;
 
 struct ParameterClientOptions {
   int num_pservers = 1;
@@ -92,6 +97,14 @@ class ParameterClient {
   // Push, then Pull parameters that include it (async; sync mode is always so). With
   // a shared-memory region this is one call per pserver.
   Status PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids);
+  // PushThenPull of the dense parameters in two halves, for a trainer that computes
+  // meanwhile (async only): StartExchange copies the gradients out (into the regions,
+  // or buffers of its own), zeroes them and returns while a background thread pushes
+  // and pulls; FinishExchange waits for that and installs the pulled values. Any
+  // other call first finishes an exchange in flight.
+  Status StartExchange(int64_t num_samples);
+  Status FinishExchange();
+  bool exchange_in_flight() const { return in_flight_.valid(); }
 
   // The trainer id the master gave this trainer (sync barriers count by it).
   void set_trainer_id(int64_t id) { trainer_id_ = id; }
@@ -114,13 +127,25 @@ class ParameterClient {
   // Pull and Push in parts, so PushAndPull can overlap them.
   Status BuildPull(const SparseIds& sparse_ids);
   Status InstallPull(const std::vector<PullFrame>& responses);
-  void BuildPush(int64_t num_samples);
+  // The push frames: gradients sent in place, or copied (own_copies) so the tensors may
+  // change while they travel.
+  void BuildPush(int64_t num_samples, bool own_copies);
+  // TryAttach, BuildPush, then the shared-memory form of each shard's push; then_pull:
+  // a pull (already built) follows, which a region lets the push bring back.
+  void PreparePush(int64_t num_samples, bool own_copies, bool then_pull);
   void PushDone();
+  void ZeroSentGradients();
   std::function<Status(Shard&)> PullAttempt(PullFrame* response);
   std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response);
-  // A shared-memory push that writes the new values back into the region.
-  std::function<Status(Shard&)> PushPullAttempt(proto::PushResponse* pushed, PullFrame* pulled);
+  // Pushes shard i's prepared push and pulls (overlap: over gRPC, at the same time).
+  Status ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled);
   Status Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap);
+  Status Wait();  // finishes an exchange in flight, if any
+  // After ABORTED (the pserver forgot the region): the push over gRPC, from the region.
+  void PushFromRegion(Shard& shard);
+  // The region's values of every slot as the payloads of `frame` (a pull's result).
+  static void AddRegionValues(const Shard& shard, const std::shared_ptr<SharedRegion>& region, PullFrame* frame);
+  static PushFrame CopyOfFrame(const PushFrame& frame);
   Status ResolveWithRetry();
   Status InitShard(Shard& shard);
   // Offers the shard a shared-memory region unless it has one or refused one.
@@ -142,6 +167,13 @@ class ParameterClient {
   std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
   int64_t trainer_id_ = 0;
   uint64_t client_id_ = 0;  // tells this client's regions from other clients' on a pserver
+  // Run fn(i) for shards 1..P-1 (shard 0 on the calling thread), and StartExchange.
+  std::vector<std::unique_ptr<TaskThread>> shard_threads_;
+  TaskThread exchange_thread_;
+  // StartExchange's results; the future last, so it is waited for first on destruction.
+  std::vector<PullFrame> in_flight_pulled_;
+  std::vector<proto::PushResponse> in_flight_pushed_;
+  std::future<Status> in_flight_;
 };
 
 }  // namespace pl

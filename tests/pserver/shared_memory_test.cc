@@ -152,7 +152,8 @@ class SharedMemoryServiceTest : public ::testing::Test {
     }
     return out;
   }
-  // A push of both blocks from the region: block b's 4 gradients at byte offset 16*b.
+  // A push of both blocks from the region: block b's 4 gradients at byte offset 16*b,
+  // its new values (write-back) at 32 + 16*b.
   proto::PushRequest ShmPush(bool write_back) {
     proto::PushRequest req;
     req.set_shm_region(region_id_);
@@ -163,6 +164,7 @@ class SharedMemoryServiceTest : public ::testing::Test {
       blk->set_block(b);
       blk->set_offset(16 * b);
       blk->set_count(4);
+      blk->set_write_offset(32 + 16 * b);
     }
     return req;
   }
@@ -181,14 +183,15 @@ class SharedMemoryServiceTest : public ::testing::Test {
   uint64_t region_id_ = 0;
 };
 
-TEST_F(SharedMemoryServiceTest, APushWithWriteBackAppliesOnceAndLeavesTheNewValuesInTheRegion) {
+TEST_F(SharedMemoryServiceTest, APushWithWriteBackAppliesOnceAndPutsTheNewValuesInTheRegion) {
   const std::vector<float> before = Values();
   for (int i = 0; i < 8; ++i) Payload()[i] = static_cast<float>(i);
   ASSERT_TRUE(Push(ShmPush(/*write_back=*/true)).ok());
   const std::vector<float> after = Values();
   for (int i = 0; i < 8; ++i) {
     EXPECT_FLOAT_EQ(after[i], before[i] - 0.5f * i) << i;  // SGD, lr 0.5
-    EXPECT_FLOAT_EQ(Payload()[i], after[i]) << i;          // written over the gradients
+    EXPECT_FLOAT_EQ(Payload()[8 + i], after[i]) << i;      // written where it was told
+    EXPECT_FLOAT_EQ(Payload()[i], static_cast<float>(i));  // the gradients stay (for a retry)
   }
   EXPECT_EQ(shard_.Counters().pushes_applied, 1);
   EXPECT_EQ(service_.StatsNow().shm_regions(), 1);
@@ -228,6 +231,10 @@ TEST_F(SharedMemoryServiceTest, MalformedSharedMemoryRequestsAreRefusedAndChange
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(s.message().find("outside the region"), std::string::npos) << s;
 
+  proto::PushRequest write_outside = ShmPush(true);
+  write_outside.mutable_shm_dense(0)->set_write_offset(1024);
+  EXPECT_TRUE(absl::IsInvalidArgument(Push(write_outside)));
+
   proto::PushRequest short_block = ShmPush(false);
   short_block.mutable_shm_dense(0)->set_count(3);
   EXPECT_TRUE(absl::IsInvalidArgument(Push(short_block)));
@@ -239,7 +246,7 @@ TEST_F(SharedMemoryServiceTest, MalformedSharedMemoryRequestsAreRefusedAndChange
   Payload()[5] = std::numeric_limits<float>::quiet_NaN();
   s = Push(ShmPush(true));
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_FLOAT_EQ(Payload()[0], 1.0f);  // nothing written back either
+  EXPECT_FLOAT_EQ(Payload()[8], 0.0f);  // nothing written back either
 
   proto::PushRequest both = ShmPush(false);
   testing::AddDense(&both, "w", 0, {1, 1, 1, 1});

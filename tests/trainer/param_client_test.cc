@@ -110,39 +110,51 @@ class DenseModel : public Module {
 };
 
 // The pipelined exchange: the model's parameters change only at Submit/Drain, its
-// gradients leave at Submit, and the pservers apply them (deferred) exactly once.
+// gradients leave at Submit (the next step may write new ones at once), and the
+// pservers apply them exactly once; through shared memory and over gRPC, with pushes
+// applied on arrival and deferred.
 TEST_F(TwoPservers, PipelinedExchangeSendsGradientsAndInstallsParametersBetweenSteps) {
-  DenseModel model, mirror, reference;
-  reference.InitParameters(9);
-  ASSERT_TRUE(PipelinedExchange::Supports(model));
+  ASSERT_TRUE(PipelinedExchange::Supports(*std::make_unique<DenseModel>()));
   EXPECT_FALSE(PipelinedExchange::Supports(*std::make_unique<TinyModel>()));  // it has a sparse table
-  ParameterClientOptions o;
-  o.num_pservers = 2;
-  o.optimizer.kind = OptimizerKind::kSGD;
-  o.optimizer.learning_rate = 0.5f;
-  o.seed = 9;
-  o.defer_apply = true;
-  o.zero_gradients_after_push = false;
-  ParameterClient client(&mirror, o, [this]() -> StatusOr<std::vector<std::string>> { return addresses_; });
-  ASSERT_TRUE(client.Connect().ok());
-  PipelinedExchange exchange(&model, &mirror, &client);
-  ASSERT_TRUE(exchange.PullNow().ok());
-  const float* w = model.fc->weight().value().f32();
-  const float w0 = reference.fc->weight().value().f32()[0], w5 = reference.fc->weight().value().f32()[5];
-  EXPECT_FLOAT_EQ(w[0], w0);
+  int64_t applied_before = 0;
+  for (const bool shm : {true, false}) {
+    for (const bool defer : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("shared memory ", shm, ", defer_apply ", defer));
+      DenseModel model;
+      ParameterClientOptions o;
+      o.num_pservers = 2;
+      o.optimizer.kind = OptimizerKind::kSGD;
+      o.optimizer.learning_rate = 0.5f;
+      o.seed = 9;
+      o.defer_apply = defer;
+      o.shared_memory = shm;
+      ParameterClient client(&model, o, [this]() -> StatusOr<std::vector<std::string>> { return addresses_; });
+      ASSERT_TRUE(client.Connect().ok());
+      EXPECT_EQ(client.counters().shm_attaches, shm ? 2 : 0);
+      PipelinedExchange exchange(&client);
+      ASSERT_TRUE(exchange.PullNow().ok());
+      const float* w = model.fc->weight().value().f32();
+      const float w0 = w[0], w5 = w[5];  // what earlier rounds left
 
-  model.fc->weight().MutableGrad().f32()[0] = 2.0f;
-  ASSERT_TRUE(exchange.Submit(1).ok());
-  EXPECT_FLOAT_EQ(model.fc->weight().grad().f32()[0], 0.0f);  // handed over
-  model.fc->weight().MutableGrad().f32()[5] = 4.0f;
-  ASSERT_TRUE(exchange.Submit(1).ok());  // waits for the first exchange
-  ASSERT_TRUE(exchange.Drain().ok());
-  for (auto& shard : shards_) shard->WaitForQueuedPushes();
-  EXPECT_EQ(client.counters().pushes, 2);
-  EXPECT_EQ(shards_[0]->Counters().pushes_applied + shards_[1]->Counters().pushes_applied, 4);  // 2 each
-  ASSERT_TRUE(exchange.PullNow().ok());
-  EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
-  EXPECT_FLOAT_EQ(w[5], w5 - 0.5f * 4.0f);
+      model.fc->weight().MutableGrad().f32()[0] = 2.0f;
+      ASSERT_TRUE(exchange.Submit(1).ok());
+      EXPECT_FLOAT_EQ(model.fc->weight().grad().f32()[0], 0.0f);  // handed over
+      EXPECT_FLOAT_EQ(w[0], w0);                                  // not installed yet
+      model.fc->weight().MutableGrad().f32()[5] = 4.0f;           // the next step, meanwhile
+      ASSERT_TRUE(exchange.Submit(1).ok());  // installs the first exchange's values
+      if (!defer) EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
+      EXPECT_FLOAT_EQ(w[5], w5);
+      ASSERT_TRUE(exchange.Drain().ok());
+      for (auto& shard : shards_) shard->WaitForQueuedPushes();
+      EXPECT_EQ(client.counters().pushes, 2);
+      const int64_t applied = shards_[0]->Counters().pushes_applied + shards_[1]->Counters().pushes_applied;
+      EXPECT_EQ(applied - applied_before, 4);  // 2 each
+      applied_before = applied;
+      ASSERT_TRUE(exchange.PullNow().ok());
+      EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
+      EXPECT_FLOAT_EQ(w[5], w5 - 0.5f * 4.0f);
+    }
+  }
 }
 
 TEST_F(TwoPservers, AnUnreachablePserverIsAnErrorNamingItAfterTheRetries) {

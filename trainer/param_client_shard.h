@@ -1,0 +1,52 @@
+// ParameterClient's per-pserver state (private to trainer/param_client*.cc).
+#ifndef PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_
+#define PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "paddle_like/dist/shared_region.h"
+#include "trainer/param_client.h"
+
+namespace pl {
+
+struct ParameterClient::Shard {
+  // A dense block this pserver owns and its two places in the shared-memory region:
+  // the gradients a push sends, and the values a pull (or a push's write-back) brings.
+  struct Slot {
+    std::string param;
+    int32_t block = 0;
+    int64_t n = 0;
+    int64_t grad_offset = 0;   // bytes into the region's payload
+    int64_t value_offset = 0;
+  };
+  int index = 0;
+  std::string address;
+  std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init, Attach
+  std::unique_ptr<PserverFrameStub> frames;             // Push, Pull
+  int64_t version = 0;        // last version seen
+  int64_t wait_version = 0;   // sync: the version the next pull must see
+  proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
+  PushFrame push;
+  // Shared memory: the dense blocks in request order, the region once attached, or
+  // why the pserver refused it (then it is not offered again until the address changes).
+  std::vector<Slot> slots;
+  int64_t slot_bytes = 0;     // one area's size (gradients, then values)
+  std::shared_ptr<SharedRegion> region;
+  uint64_t region_id = 0;
+  std::string shm_refusal;
+  // This exchange: its gradients were copied into the region and shm_push names them;
+  // one_call: the push also brings the new values back (no separate pull).
+  bool shm_ready = false;
+  bool one_call = false;
+  // The region this exchange's gradients are in; kept when `region` is dropped (the
+  // pserver moved or forgot it) so they can still be sent over gRPC.
+  std::shared_ptr<SharedRegion> exchange_region;
+  PushFrame shm_push;
+  proto::PullRequest shm_pull;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_

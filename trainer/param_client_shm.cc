@@ -1,0 +1,113 @@
+// ParameterClient's shared-memory path (see param_client.h): offering pservers on
+// this host a region, and moving a push's gradients and a pull's values through it.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/rpc/rpc.h"
+#include "trainer/param_client.h"
+#include "trainer/param_client_shard.h"
+
+namespace pl {
+
+void ParameterClient::TryAttach(Shard& s) {
+  if (!options_.shared_memory || s.region || !s.shm_refusal.empty() || !s.stub) return;
+  if (s.slots.empty()) {
+    s.shm_refusal = "no dense blocks";
+    return;
+  }
+  StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(2 * s.slot_bytes));
+  if (!region.ok()) {
+    s.shm_refusal = std::string(region.status().message());
+    return;
+  }
+  proto::AttachRequest request;
+  request.set_trainer_id(trainer_id_);
+  request.set_client_id(client_id_);
+  request.set_shm_name((*region)->name());
+  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
+  request.set_nonce((*region)->nonce());
+  proto::AttachResponse response;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  const Status attached = rpc::FromGrpc(s.stub->Attach(ctx.get(), request, &response));
+  (*region)->Unlink();  // both sides map it now (or never will): the name has done its job
+  if (!attached.ok()) {
+    // Unreachable now: offer it again with the next call. Anything else is an answer.
+    if (!rpc::IsRetryable(attached)) s.shm_refusal = std::string(attached.message());
+    return;
+  }
+  if ((*region)->answer() != response.region()) {
+    s.shm_refusal = "the pserver's answer did not appear in the shared memory";
+    return;
+  }
+  s.region = *std::move(region);
+  s.region_id = response.region();
+  ++shm_attaches_;
+}
+
+std::vector<std::string> ParameterClient::Transports() const {
+  std::vector<std::string> out;
+  for (const auto& sh : shards_) {
+    if (sh->region) {
+      out.push_back(absl::StrFormat("shared memory (%.1f MB)", sh->region->total_bytes() / 1e6));
+    } else {
+      out.push_back(absl::StrCat("gRPC", sh->shm_refusal.empty() ? "" : " (" + sh->shm_refusal + ")"));
+    }
+  }
+  return out;
+}
+
+
+bool ParameterClient::BuildShmPush(Shard& s) {
+  const std::vector<DenseFramePayload>& dense = s.push.dense();
+  if (dense.size() != s.slots.size()) return false;
+  s.shm_push.Clear();
+  s.shm_push.header() = s.push.header();
+  s.shm_push.header().set_shm_region(s.region_id);
+  s.exchange_region = s.region;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const Shard::Slot& slot = s.slots[i];
+    if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
+    dense[i].values.CopyTo(reinterpret_cast<float*>(s.region->payload() + slot.grad_offset));
+    proto::ShmBlock* b = s.shm_push.header().add_shm_dense();
+    b->set_param(slot.param);
+    b->set_block(slot.block);
+    b->set_offset(slot.grad_offset);
+    b->set_count(slot.n);
+    b->set_write_offset(slot.value_offset);
+  }
+  return true;
+}
+
+void ParameterClient::PushFromRegion(Shard& s) {
+  PushFrame frame;
+  frame.header() = s.push.header();
+  const std::shared_ptr<SharedRegion>& region = s.exchange_region;
+  for (const Shard::Slot& slot : s.slots) {
+    frame.AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(region->payload() + slot.grad_offset),
+                      slot.n, region);
+  }
+  s.push = std::move(frame);
+  s.shm_ready = false;
+  s.region.reset();  // offered again on the next call (the frame keeps the memory)
+}
+
+void ParameterClient::AddRegionValues(const Shard& s, const std::shared_ptr<SharedRegion>& region,
+                                      PullFrame* frame) {
+  for (const Shard::Slot& slot : s.slots) {
+    frame->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(region->payload() + slot.value_offset),
+                       slot.n, region);
+  }
+}
+
+PushFrame ParameterClient::CopyOfFrame(const PushFrame& from) {
+  PushFrame to;
+  to.header() = from.header();
+  for (const DenseFramePayload& d : from.dense()) {
+    float* out = to.AddDenseBuffer(d.param, d.block, d.values.size());
+    d.values.CopyTo(out);
+  }
+  return to;
+}
+
+}  // namespace pl
