@@ -146,6 +146,8 @@ class DistributedTrainer:
         params.connect()
         self._log(f"connected to {reg['num_pservers']} pservers; optimizer {self.spec!r}"
                   f"{', sync' if self.sync else ''}")
+        for i, transport in enumerate(params.transports()):
+            self._log(f"pserver {i}: dense traffic over {transport}")
         self.model.train()
         bar = ProgressBar(None, desc=self.name, disable=not self.progress, unit="step",
                           stream=sys.stdout, log_every_s=self.log_every_s)

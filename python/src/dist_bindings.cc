@@ -160,7 +160,7 @@ class PyParameterClient {
  public:
   PyParameterClient(std::shared_ptr<Module> module, std::shared_ptr<PyMasterClient> master,
                     int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
-                    double give_up_after_s)
+                    double give_up_after_s, bool shared_memory, bool defer_apply)
       : module_(std::move(module)), master_(std::move(master)) {
     if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
     ParameterClientOptions o;
@@ -169,6 +169,8 @@ class PyParameterClient {
     o.seed = seed;
     o.sync = sync;
     o.give_up_after = absl::Seconds(give_up_after_s);
+    o.shared_memory = shared_memory;
+    o.defer_apply = defer_apply;
     MasterClient* mc = &master_->client();
     auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
       PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, mc->Membership());
@@ -214,8 +216,10 @@ class PyParameterClient {
     d["bytes_pulled"] = c.bytes_pulled;
     d["bytes_pushed"] = c.bytes_pushed;
     d["retries"] = c.retries;
+    d["shm_attaches"] = c.shm_attaches;
     return d;
   }
+  std::vector<std::string> Transports() const { return client_->Transports(); }
 
  private:
   std::shared_ptr<Module> module_;
@@ -266,14 +270,16 @@ void RegisterDistributed(py::module_& m) {
 
   py::class_<PyParameterClient>(m, "ParameterClient")
       .def(py::init<std::shared_ptr<Module>, std::shared_ptr<PyMasterClient>, int, const OptimizerSpec&,
-                    uint64_t, bool, double>(),
+                    uint64_t, bool, double, bool, bool>(),
            "module"_a, "master"_a, "num_pservers"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
-           "give_up_after_s"_a = 300.0)
+           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "defer_apply"_a = false)
       .def("connect", &PyParameterClient::Connect)
       .def("pull", &PyParameterClient::Pull, "sparse_ids"_a)
       .def("push", &PyParameterClient::Push, "num_samples"_a)
       .def("set_trainer_id", &PyParameterClient::SetTrainerId)
-      .def("counters", &PyParameterClient::Counters);
+      .def("counters", &PyParameterClient::Counters)
+      .def("transports", &PyParameterClient::Transports,
+           "How each pserver's dense traffic travels: 'shared memory (N MB)' or 'gRPC (why)'.");
 }
 
 }  // namespace pl::python

@@ -77,6 +77,8 @@ def test_two_pservers_two_trainers(launcher, subset, tmp_path):
     assert re.search(r"\[launch\] trainer-1 exited \(status 0\)", out), out[-4000:]
     accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
     assert accuracies and min(accuracies) > 0.6, out[-4000:]
+    # Every trainer shares the pservers' host: its dense tensors go through shared memory.
+    assert len(re.findall(r"pserver [01]: dense traffic over shared memory", out)) == 4, out[-4000:]
 
 
 _STOPPING_TRAINER = """
