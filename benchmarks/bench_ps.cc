@@ -452,8 +452,9 @@ void RunSparse(const Options& o, double stream_mbps) {
 }
 
 void RunMemory(const Options& o) {
-  // Dense: Adam keeps 2 slots beside each value.
-  {
+  // Dense: Adam keeps 2 slots beside each value. A trainer over gRPC (the target), then
+  // one on the same host, whose shared-memory region the pserver maps too.
+  for (const bool shm : {false, true}) {
     const int64_t n = o.quick ? (4 << 20) : (16 << 20);  // floats
     Pserver ps;
     if (Status s = ps.Start("mem-dense"); !s.ok()) {
@@ -465,11 +466,13 @@ void RunMemory(const Options& o) {
     module.w.MutableGrad().Fill(1e-3f);
     ParameterClientOptions po;
     po.optimizer = Optimizer(OptimizerKind::kAdam);
+    po.shared_memory = shm;
     const std::string address = ps.address();
     ParameterClient client(&module, po, [address]() -> StatusOr<std::vector<std::string>> {
       return std::vector<std::string>{address};
     });
     Status s = client.Connect();
+    if (s.ok() && shm != (client.counters().shm_attaches > 0)) s = absl::InternalError("shared memory not as asked");
     auto after_init = ps.Stats();
     for (int i = 0; s.ok() && i < 3; ++i) {
       module.w.MutableGrad();
@@ -482,6 +485,15 @@ void RunMemory(const Options& o) {
     auto at_rest = ps.Stats();
     if (!s.ok() || !before.ok() || !after.ok() || !after_init.ok() || !at_rest.ok()) {
       std::cout << "  dense memory: " << s << std::endl;
+    } else if (shm) {
+      const double raw = n * 4.0 * 3;
+      const double region = static_cast<double>(after->shm_bytes());
+      std::printf("  (the same with the trainer on this host: its shared region, %.1f MB, is mapped by both)\n",
+                  region / 1e6);
+      ReportLine("pserver rss right after 3 exchanges, shared memory", after->rss_bytes() / 1e6, "MB", raw / 1e6, "MB",
+                 "raw value+2 slots", after->rss_bytes() / raw);
+      ReportLine("  less the shared region", (after->rss_bytes() - region) / 1e6, "MB", raw / 1e6, "MB",
+                 "raw value+2 slots", (after->rss_bytes() - region) / raw);
     } else {
       const double raw = n * 4.0 * 3;  // value + m + v
       std::printf("  (dense %lld floats, Adam: raw %.1f MB; pserver rss before init %.1f MB)\n",
