@@ -3,7 +3,7 @@
 //   Throughput  samples/s of `mlp` over one pass of the training set with
 //               1 trainer + 1 pserver and with 2 trainers + 2 pservers (pl-launch,
 //               async, --threads 1 per trainer), / the single-process figure on
-//               1 thread (pl-trainer local, 1 epoch) measured in the same run. Two
+//               1 thread (pl-trainer local, 1 epoch) measured just before each. Two
 //               views: the trainers' own training-loop rate, and the whole command's
 //               wall clock (start-up, data loading and the final evaluation included).
 //               1 + 1 is measured again with --pipeline (traffic overlapped with
@@ -119,18 +119,18 @@ void RunThroughput(const Options& o) {
     std::cout << "  skipped: no " << o.data << "/train.plrec" << std::endl;
     return;
   }
-  // The master cuts the whole file into tasks; local mode gets the same count.
+  // The master cuts the whole file into tasks; local mode gets the same count. This
+  // machine's speed drifts by tens of percent over a minute, so each cluster run is
+  // compared with a single-process run made just before it.
   const int64_t n = 60000;
-  const RunResult local = LocalRun(o, o.quick ? 10000 : n);
-  if (!local.ok) return;
-  std::printf("  single process, 1 thread: %.0f samples/s (training loop), %.0f samples/s (wall)\n", local.loop_rate,
-              local.wall_rate);
-  if (o.quick) std::printf("  (quick: the local run used 10000 examples; clusters always train the whole file)\n");
-  // The defaults, then 1 + 1 with traffic overlapped with computation (the trainer has
-  // a core to spare there) and pushes acknowledged before they are applied.
+  // The defaults, then 1 + 1 with traffic overlapped with computation (--pipeline).
   const std::vector<std::string> overlapped = {"--pipeline"};
   for (auto [t, p, flags] : {std::make_tuple(1, 1, std::vector<std::string>{}),
                              std::make_tuple(2, 2, std::vector<std::string>{}), std::make_tuple(1, 1, overlapped)}) {
+    const RunResult local = LocalRun(o, n);
+    if (!local.ok) return;
+    std::printf("  single process, 1 thread: %.0f samples/s (training loop), %.0f samples/s (wall)\n",
+                local.loop_rate, local.wall_rate);
     const RunResult c = ClusterRun(o, t, p, n, flags);
     if (!c.ok) continue;
     const std::string name = std::to_string(t) + " trainer(s) + " + std::to_string(p) + " pserver(s)" +

@@ -78,6 +78,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   };
   // Async dense models may overlap their traffic with computation (pipelined_exchange.h).
   const bool pipelined = !o.sync && o.pipeline && PipelinedExchange::Supports(model.module());
+  // Without the pipeline the trainer never computes while an exchange runs, so its
+  // parameters can live in the shared-memory regions (no copies on its side).
+  pco.bind_parameters_to_shared_memory = !pipelined;
   ParameterClient params(&model.module(), pco, resolve, &g_stop);
   params.set_trainer_id(master.trainer_id());
   PL_RETURN_IF_ERROR(params.Connect());

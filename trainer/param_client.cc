@@ -264,6 +264,10 @@ Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_spar
 Status ParameterClient::StartExchange(int64_t num_samples) {
   PL_RETURN_IF_ERROR(Wait());
   if (options_.sync) return absl::FailedPreconditionError("StartExchange is for async training");
+  if (options_.bind_parameters_to_shared_memory) {
+    // The next step would write its gradients into the region this exchange sends.
+    return absl::FailedPreconditionError("StartExchange needs bind_parameters_to_shared_memory off");
+  }
   PL_RETURN_IF_ERROR(BuildPull({}));
   // The gradients leave the tensors now (into the regions or the frames' own buffers),
   // so the next step may accumulate into them while this exchange runs.
@@ -351,7 +355,8 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
                                                 " bytes for block ", blk.block, " of '", blk.param,
                                                 "', expected ", std::max<int64_t>(n, 0) * 4));
       }
-      blk.values.CopyTo(v.f32() + offset);
+      // A parameter bound to its shared-memory region already holds the values there.
+      if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
       counters_.bytes_pulled += n * 4;
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {

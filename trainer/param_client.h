@@ -61,6 +61,12 @@ struct ParameterClientOptions {
   bool zero_gradients_after_push = true;
   // Offer co-located pservers a shared-memory region for dense traffic.
   bool shared_memory = true;
+  // Move each dense parameter whose blocks all live on one pserver, with its gradient,
+  // into that pserver's region once attached, so pushes and pulls copy nothing on the
+  // trainer's side. The parameters' tensors change storage then (a view of the old
+  // storage, e.g. a NumPy array, goes stale), and StartExchange is refused: the next
+  // step's gradients would land in the region the exchange is sending.
+  bool bind_parameters_to_shared_memory = false;
 };
 
 struct TrafficCounters {
@@ -69,6 +75,7 @@ struct TrafficCounters {
   int64_t bytes_pulled = 0, bytes_pushed = 0;
   int64_t retries = 0;
   int64_t shm_attaches = 0;  // shared-memory regions a pserver accepted
+  int64_t bound_parameters = 0;  // parameters moved into a region (bind_parameters_to_shared_memory)
 };
 
 class ParameterClient {
@@ -114,6 +121,7 @@ class ParameterClient {
     TrafficCounters c = counters_;
     c.retries = retries_.load();
     c.shm_attaches = shm_attaches_.load();
+    c.bound_parameters = bound_parameters_.load();
     return c;
   }
 
@@ -150,6 +158,8 @@ class ParameterClient {
   Status InitShard(Shard& shard);
   // Offers the shard a shared-memory region unless it has one or refused one.
   void TryAttach(Shard& shard);
+  // bind_parameters_to_shared_memory: moves the parameters that fit into the region.
+  void BindParameters(Shard& shard);
   // The shard's push as a shared-memory push (gradients copied into its region);
   // false when the push does not match the region's layout.
   bool BuildShmPush(Shard& shard);
@@ -164,6 +174,7 @@ class ParameterClient {
   TrafficCounters counters_;
   std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
+  std::atomic<int64_t> bound_parameters_{0};
   std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
   int64_t trainer_id_ = 0;
   uint64_t client_id_ = 0;  // tells this client's regions from other clients' on a pserver

@@ -43,6 +43,42 @@ void ParameterClient::TryAttach(Shard& s) {
   s.region = *std::move(region);
   s.region_id = response.region();
   ++shm_attaches_;
+  if (options_.bind_parameters_to_shared_memory) BindParameters(s);
+}
+
+void ParameterClient::BindParameters(Shard& s) {
+  size_t k = 0;
+  while (k < s.slots.size()) {
+    // The slots of one parameter follow each other; bind it when all its blocks are
+    // here and lie back to back (every block but the last is whole and aligned).
+    size_t end = k;
+    int64_t floats = 0;
+    bool contiguous = true;
+    while (end < s.slots.size() && s.slots[end].param == s.slots[k].param) {
+      contiguous &= s.slots[end].grad_offset == s.slots[k].grad_offset + floats * 4;
+      floats += s.slots[end].n;
+      ++end;
+    }
+    StatusOr<Parameter*> p = module_->FindParameter(s.slots[k].param);
+    const size_t first = k;
+    k = end;
+    if (!p.ok() || !contiguous || (*p)->var.value().numel() != floats || s.slots[first].block != 0) continue;
+    VariableNode* node = (*p)->var.node();
+    const Shape shape = node->value.shape();
+    const size_t bytes = static_cast<size_t>(floats) * 4;
+    char* values = s.region->payload() + s.slots[first].value_offset;
+    char* grads = s.region->payload() + s.slots[first].grad_offset;
+    std::memcpy(values, node->value.f32(), bytes);
+    if (node->grad.defined()) {
+      std::memcpy(grads, node->grad.f32(), bytes);
+    } else {
+      std::memset(grads, 0, bytes);
+    }
+    std::shared_ptr<SharedRegion> keep = s.region;  // the tensors keep the mapping alive
+    node->value = Tensor::FromStorage(Storage::Wrap(values, bytes, Device::kCPU, [keep] {}), shape, DType::kFloat32);
+    node->grad = Tensor::FromStorage(Storage::Wrap(grads, bytes, Device::kCPU, [keep] {}), shape, DType::kFloat32);
+    ++bound_parameters_;
+  }
 }
 
 std::vector<std::string> ParameterClient::Transports() const {
@@ -68,7 +104,8 @@ bool ParameterClient::BuildShmPush(Shard& s) {
   for (size_t i = 0; i < dense.size(); ++i) {
     const Shard::Slot& slot = s.slots[i];
     if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
-    dense[i].values.CopyTo(reinterpret_cast<float*>(s.region->payload() + slot.grad_offset));
+    float* dst = reinterpret_cast<float*>(s.region->payload() + slot.grad_offset);
+    if (dense[i].values.contiguous() != dst) dense[i].values.CopyTo(dst);  // else bound there
     proto::ShmBlock* b = s.shm_push.header().add_shm_dense();
     b->set_param(slot.param);
     b->set_block(slot.block);

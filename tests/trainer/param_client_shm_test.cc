@@ -35,8 +35,9 @@ class OnePserver : public ::testing::Test {
     shard_.Shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
-  std::unique_ptr<ParameterClient> Client(DenseModel* model, bool shared_memory = true) {
+  std::unique_ptr<ParameterClient> Client(DenseModel* model, bool shared_memory = true, bool bind = false) {
     ParameterClientOptions o;
+    o.bind_parameters_to_shared_memory = bind;
     o.optimizer.kind = OptimizerKind::kSGD;
     o.optimizer.learning_rate = 0.5f;
     o.seed = 9;
@@ -125,6 +126,41 @@ TEST_F(OnePserver, AForgottenRegionCostsNoPushAndIsAttachedAgain) {
   EXPECT_FLOAT_EQ(Step(*c, m, 1.0f), w0 - 1.5f);
   EXPECT_EQ(c->counters().shm_attaches, 2);
   EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+}
+
+// Parameters moved into the region: the same arithmetic with no copies on the
+// trainer's side, through a forgotten region and the fresh one after it.
+TEST_F(OnePserver, ParametersBoundToTheRegionTrainTheSameAndMoveToANewRegion) {
+  pserver::SharedRegionOptions quick;
+  quick.idle_timeout = absl::ZeroDuration();
+  Start(quick);
+  DenseModel m, reference;
+  reference.InitParameters(9);
+  const float* w_before = m.fc->weight().value().f32();
+  auto c = Client(&m, /*shared_memory=*/true, /*bind=*/true);
+  ASSERT_TRUE(c->Connect().ok());
+  EXPECT_EQ(c->counters().bound_parameters, 2);  // weight and bias, each whole on the one pserver
+  EXPECT_NE(m.fc->weight().value().f32(), w_before) << "the weight did not move";
+  ASSERT_TRUE(c->Pull({}).ok());
+  for (int i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(m.fc->weight().value().f32()[i], reference.fc->weight().value().f32()[i]);
+
+  const float w0 = reference.fc->weight().value().f32()[0];
+  EXPECT_FLOAT_EQ(Step(*c, m, 1.0f), w0 - 0.5f);
+  EXPECT_FLOAT_EQ(m.fc->weight().grad().f32()[0], 0.0f);  // cleared after the push
+  EXPECT_FLOAT_EQ(Step(*c, m, 2.0f), w0 - 1.5f);
+
+  absl::SleepFor(absl::Milliseconds(2));
+  service_->DropIdleRegions();
+  EXPECT_FLOAT_EQ(Step(*c, m, 1.0f), w0 - 2.0f);  // over gRPC, once
+  EXPECT_FLOAT_EQ(Step(*c, m, 1.0f), w0 - 2.5f);  // a fresh region, the parameters moved again
+  EXPECT_EQ(c->counters().shm_attaches, 2);
+  EXPECT_EQ(c->counters().bound_parameters, 4);
+  EXPECT_EQ(shard_.Counters().pushes_applied, 4);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(m.fc->bias().value().f32()[i], reference.fc->bias().value().f32()[i] - 2.5f) << i;
+  }
+  // The next step's gradients would land in the region an exchange is sending.
+  EXPECT_TRUE(absl::IsFailedPrecondition(c->StartExchange(1)));
 }
 
 }  // namespace
