@@ -91,6 +91,12 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   for (size_t i = 0; i < transports.size(); ++i) {
     log << o.name << ": pserver " << i << ": dense traffic over " << transports[i] << std::endl;
   }
+  if (const int64_t bound = params.counters().bound_parameters; bound > 0) {
+    int64_t dense = 0;
+    for (const NamedParameter& np : model.module().NamedParameters()) dense += np.param->kind == ParamKind::kDense;
+    log << o.name << ": " << bound << " of " << dense
+        << " dense parameters live in shared memory (one split over several pservers is copied)" << std::endl;
+  }
   if (o.pipeline && !pipelined) {
     log << o.name << ": --pipeline ignored: "
         << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
