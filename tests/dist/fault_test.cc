@@ -134,6 +134,7 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
     for (int i = 0; i < 2; ++i) {
       EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr(absl::StrCat("pserver ", i, ": dense traffic over shared memory")));
     }
+    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("dense parameters live in shared memory"));
     tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
   }
   EXPECT_EQ(tasks_by_trainers, kPasses * kTasks) << "a task was trained twice or lost\n" << cluster_->AllLogs();
