@@ -7,7 +7,8 @@
 //               views: the trainers' own training-loop rate, and the whole command's
 //               wall clock (start-up, data loading and the final evaluation included).
 //               1 + 1 is measured again with --pipeline (traffic overlapped with
-//               the next step's computation).
+//               the next step's computation) and with --shm=false (gRPC only, as
+//               between hosts).
 //   Recovery    a cluster with --lease_ms 2000 whose pass is one task: SIGKILL the
 //               trainer holding it, time until the master leases it again to a standby
 //               trainer (/ the lease period, the design's detection bound), then until
@@ -86,7 +87,7 @@ RunResult ClusterRun(const Options& o, int trainers, int pservers, int64_t train
                      const std::vector<std::string>& trainer_flags = {}) {
   RunResult r;
   const std::string log = "/tmp/pl-bench-dist-" + std::to_string(trainers) + "x" + std::to_string(pservers) +
-                          (trainer_flags.empty() ? "" : "-tuned") + ".log";
+                          (trainer_flags.empty() ? "" : "-" + trainer_flags[0].substr(2)) + ".log";
   std::vector<std::string> command = {Bin("pl-launch"), "--pservers", std::to_string(pservers), "--trainers",
                                       std::to_string(trainers), "--data", o.data + "/train.plrec", "--passes", "1",
                                       "--progress_every_s", "1000", "--", Bin("pl-trainer"), "--model", "mlp",
@@ -123,10 +124,12 @@ void RunThroughput(const Options& o) {
   // machine's speed drifts by tens of percent over a minute, so each cluster run is
   // compared with a single-process run made just before it.
   const int64_t n = 60000;
-  // The defaults, then 1 + 1 with traffic overlapped with computation (--pipeline).
-  const std::vector<std::string> overlapped = {"--pipeline"};
+  // The defaults, then 1 + 1 with traffic overlapped with computation (--pipeline), and
+  // 1 + 1 over gRPC only (as across hosts: --shm=false).
+  const std::vector<std::string> overlapped = {"--pipeline"}, grpc_only = {"--shm=false"};
   for (auto [t, p, flags] : {std::make_tuple(1, 1, std::vector<std::string>{}),
-                             std::make_tuple(2, 2, std::vector<std::string>{}), std::make_tuple(1, 1, overlapped)}) {
+                             std::make_tuple(2, 2, std::vector<std::string>{}), std::make_tuple(1, 1, overlapped),
+                             std::make_tuple(1, 1, grpc_only)}) {
     const RunResult local = LocalRun(o, n);
     if (!local.ok) return;
     std::printf("  single process, 1 thread: %.0f samples/s (training loop), %.0f samples/s (wall)\n",
@@ -134,7 +137,7 @@ void RunThroughput(const Options& o) {
     const RunResult c = ClusterRun(o, t, p, n, flags);
     if (!c.ok) continue;
     const std::string name = std::to_string(t) + " trainer(s) + " + std::to_string(p) + " pserver(s)" +
-                             (flags.empty() ? "" : ", --pipeline");
+                             (flags.empty() ? "" : ", " + flags[0]);
     ReportLine(name + ", training loop", c.loop_rate, "samples/s", local.loop_rate, "samples/s",
                "1 process, 1 thread", c.loop_rate / local.loop_rate);
     ReportLine(name + ", wall clock", c.wall_rate, "samples/s", local.wall_rate, "samples/s", "1 process, 1 thread",
