@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <thread>
@@ -194,6 +195,7 @@ TEST_F(DistFaultTest, SigkilledTrainersTaskIsLeasedAgainAfterItsLeaseExpires) {
   ASSERT_GT(task, 0) << cluster_->AllLogs();
   const int64_t victim = TrainerId(0);
   ASSERT_GT(victim, 0);
+  const pid_t victim_pid = cluster_->trainer(0).pid();
   ASSERT_TRUE(cluster_->trainer(0).Signal(SIGKILL).ok());
   const auto killed = Clock::now();
   auto before = cluster_->JobStatus();
@@ -216,6 +218,11 @@ TEST_F(DistFaultTest, SigkilledTrainersTaskIsLeasedAgainAfterItsLeaseExpires) {
   ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
   EXPECT_GE(done->chunks_trained(), kChunks);
   EXPECT_EQ(done->done(), kTasks);
+  // Its shared-memory regions lost their names once attached: nothing is left behind.
+  const std::string prefix = absl::StrCat("pl-shm-", victim_pid, "-");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_NE(entry.path().filename().string().rfind(prefix, 0), 0u) << entry.path() << " outlived its trainer";
+  }
   EXPECT_EQ(done->failed(), 0);
   // The survivor trained the dead trainer's task after the lease expired.
   EXPECT_THAT(cluster_->TrainerLog(1), HasSubstr(absl::StrCat("task ", task, "  step ")));
