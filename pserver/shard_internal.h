@@ -119,6 +119,10 @@ struct ParameterShard::QueuedPush {
   ResolvedPush resolved;
 };
 
+// OK when every id of `msg` is in the table's range and owned by pserver `index` of
+// `num_shards`, and its dim (if set) is the table's; else INVALID_ARGUMENT naming it.
+Status CheckRowIds(const proto::SparseRowsMsg& msg, const proto::ParamSpec& spec, int index, int num_shards);
+
 }  // namespace pl::pserver
 
 #endif  // PSERVER_SHARD_INTERNAL_H_
