@@ -186,20 +186,22 @@ TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-TEST(PserverProcess, ANegativeTrimDelayIsRefused) {
-  const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_trim_err_", getpid(), ".log")).string();
-  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--trim_idle_ms", "-5"}, log);
+// pl-pserver with one bad flag exits 1 with a line naming it.
+void ExpectRefused(const std::string& flag, const std::string& value, const std::string& message) {
+  const std::string log =
+      (fs::path(::testing::TempDir()) / absl::StrCat("ps_flag_err_", flag, "_", getpid(), ".log")).string();
+  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--" + flag, value}, log);
   EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
-  EXPECT_THAT(ReadAll(log), HasSubstr("--trim_idle_ms -5 must be >= 0"));
+  EXPECT_THAT(ReadAll(log), HasSubstr(message));
   fs::remove(log);
 }
 
+TEST(PserverProcess, ANegativeTrimDelayIsRefused) {
+  ExpectRefused("trim_idle_ms", "-5", "--trim_idle_ms -5 must be >= 0");
+}
+
 TEST(PserverProcess, AnUnknownShmSettingIsRefused) {
-  const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_shm_err_", getpid(), ".log")).string();
-  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--shm", "maybe"}, log);
-  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
-  EXPECT_THAT(ReadAll(log), HasSubstr("--shm 'maybe' must be true or false"));
-  fs::remove(log);
+  ExpectRefused("shm", "maybe", "--shm 'maybe' must be true or false");
 }
 
 }  // namespace
