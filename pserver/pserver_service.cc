@@ -90,8 +90,10 @@ grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::Pul
   }));
 }
 
-StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header) {
+StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
+                                                    std::shared_ptr<SharedRegion>* found) {
   PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, regions_.Find(header.shm_region()));
+  *found = region;
   const bool copy = header.defer_apply() && !shard_->sync();
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
@@ -119,22 +121,20 @@ grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame*
   if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
     return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
   }
-  const uint64_t header_region = frame.header().shm_region();
+  std::shared_ptr<SharedRegion> region;  // the push's shared-memory region, if any
   std::vector<int64_t> write_offsets;
   for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
   if (frame.header().shm_region() != 0) {
     if (!frame.dense().empty()) {
       return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
     }
-    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()));
+    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), &region);
     if (!local.ok()) return rpc::ToGrpc(local.status());
     frame = *std::move(local);
   }
   StatusOr<int64_t> version;
   if (write_back) {
-    StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(header_region);
-    if (!region.ok()) return rpc::ToGrpc(region.status());
-    const SharedRegion& r = **region;
+    const SharedRegion& r = *region;  // write_back implies a region (checked above)
     version = shard_->Push(frame, DeadlineOf(context), [&](int i, int64_t n) {
       return r.Floats(write_offsets[i], n);
     });

@@ -74,7 +74,7 @@ class PserverService final : public grpc::Service {
 
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
-  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header);
+  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region);
 
   std::vector<std::unique_ptr<std::string>> names_;  // RpcServiceMethod keeps the pointers
   ParameterShard* const shard_;
