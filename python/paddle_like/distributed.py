@@ -177,7 +177,7 @@ class DistributedTrainer:
                 labels = data["labels"]
                 rng = np.random.default_rng([self.seed, task.id, task.pass_])
                 order = rng.permutation(len(labels))
-                interrupted = False
+                interrupted = returned = False
                 try:
                     for b in range(0, len(order), self.batch_size):
                         if _C.stop_requested():
@@ -199,11 +199,14 @@ class DistributedTrainer:
                 except Exception as e:  # noqa: BLE001 — the task goes back whatever failed
                     stopping = _C.stop_requested()
                     master.task_failed(task, "trainer stopping" if stopping else str(e), stopping)
+                    returned = True
                     if stopping:
                         interrupted = True
                     else:
                         raise
                 if interrupted:
+                    if not returned:
+                        master.task_failed(task, "trainer stopping", True)
                     self._log(f"stop requested: returned task {task.id} to the master")
                     break
                 try:

@@ -1,11 +1,16 @@
-// pl-launch end to end on a Fashion-MNIST subset with its elasticity timers: one
-// trainer is SIGKILLed and another added while the job runs; the job still completes,
-// pl-launch exits 0 and a trainer prints the final accuracy.
+// pl-launch end to end on a Fashion-MNIST subset: one trainer is SIGKILLed in the middle
+// of a task (through the control FIFO, once it has logged a step, so it provably holds
+// a lease) and another is added by the --add_trainer_after_s timer while the job runs;
+// the job still completes, pl-launch exits 0 and a trainer prints the final accuracy.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <regex>
 
+#include "absl/strings/str_cat.h"
 #include "tests/dist/cluster.h"
 
 namespace pl::dist_testing {
@@ -14,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-TEST(DistLaunchTest, KillAndAddTrainerTimersAndTheJobStillCompletes) {
+TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes) {
   const std::string train_src = FashionMnistFile("train.plrec");
   const std::string test_src = FashionMnistFile("test.plrec");
   if (train_src.empty() || test_src.empty()) {
@@ -30,22 +35,42 @@ TEST(DistLaunchTest, KillAndAddTrainerTimersAndTheJobStillCompletes) {
   ASSERT_TRUE(trainer.ok()) << trainer.status();
 
   const std::string log = dir.path() + "/launch.log";
+  const std::string fifo = dir.path() + "/control";
   auto child = testing::Spawn(
       {*launch, "--pservers", "2", "--trainers", "2", "--data", dir.path() + "/train.plrec", "--passes", "2",
        "--chunks_per_task", "2", "--lease_ms", "1500", "--workdir", dir.path() + "/work", "--progress_every_s", "1",
-       "--kill_trainer_after_s", "1", "--add_trainer_after_s", "1.5", "--", *trainer, "--model", "mlp",
-       "--threads", "1", "--test_data", test_src, "--test_limit", "2000"},
+       "--control", fifo, "--add_trainer_after_s", "1.5", "--", *trainer, "--model", "mlp", "--threads", "1",
+       "--test_data", test_src, "--test_limit", "2000", "--log_every_s", "0"},
       log);
   ASSERT_TRUE(child.ok()) << child.status();
-  auto exit = testing::WaitForExit(**child, seconds(150));
+  // trainer-0 holds a lease once it has logged a step of a task.
+  const std::regex stepped(R"(\[trainer-0\] trainer-0: pass \d+ task \d+  step 1  loss)");
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        const std::string out = testing::ReadFileOrEmpty(log);
+        return std::regex_search(out, stepped);
+      },
+      seconds(60)))
+      << "trainer-0 trained no step\n" << testing::ReadFileOrEmpty(log);
+  std::smatch id;
+  const std::string before_kill = testing::ReadFileOrEmpty(log);
+  ASSERT_TRUE(std::regex_search(before_kill, id, std::regex(R"(\[trainer-0\] trainer-0: registered as trainer (\d+))")))
+      << before_kill;
+  const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0) << fifo;
+  const std::string line = "kill-trainer 0\n";
+  ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  ::close(fd);
+  auto exit = testing::WaitForExit(**child, seconds(240));
   ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << testing::ReadFileOrEmpty(log);
   const std::string out = testing::ReadFileOrEmpty(log);
   EXPECT_TRUE(exit->success()) << exit->Describe() << "\n" << out;
-  EXPECT_THAT(out, HasSubstr("--kill_trainer_after_s 1: SIGKILL trainer-"));
+  EXPECT_THAT(out, HasSubstr("SIGKILL trainer-0 (pid "));
   EXPECT_THAT(out, HasSubstr("started trainer-2 (pid "));
   EXPECT_THAT(out, HasSubstr("(--add_trainer_after_s 1.5)"));
   // The killed trainer's task came back through its lease.
-  EXPECT_THAT(out, HasSubstr("dropped: its lease expired"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("trainer ", id[1].str(), " dropped: its lease expired")))
+      << "trainer-0 was killed holding a task, so its lease must expire";
   // The added trainer joined the job (it registered with the master and trained).
   EXPECT_THAT(out, HasSubstr("[trainer-2] trainer-2: registered as trainer"));
   std::smatch m;

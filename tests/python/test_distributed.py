@@ -81,13 +81,20 @@ def test_two_pservers_two_trainers(launcher, subset, tmp_path):
     assert len(re.findall(r"pserver [01]: dense traffic over shared memory", out)) == 4, out[-4000:]
 
 
+# trainer-0 provably holds a task when it stops: it SIGTERMs itself in the middle of its
+# first task (step 5 of about 16), and trainer-1 does not train a single step until
+# trainer-0 has leased that task (it waits for the marker file trainer-0 writes at its
+# first step), so trainer-1 cannot finish every task before trainer-0 gets one, however
+# slowly trainer-0 starts.
 _STOPPING_TRAINER = """
-import os, signal, sys
+import os, signal, sys, time
 sys.path.insert(0, {examples!r})
 import paddle_like as pl
 from paddle_like import nn
 from distributed import MLP
 
+LEASED = {leased!r}
+rank = os.environ["PL_TRAINER_RANK"]
 model = MLP(32)
 model.init_parameters(1)
 cross_entropy = nn.CrossEntropyLoss()
@@ -95,31 +102,43 @@ steps = [0]
 
 def loss_fn(outputs, labels):
     steps[0] += 1
-    if os.environ["PL_TRAINER_RANK"] == "0" and steps[0] == 5:
+    if rank == "0" and steps[0] == 1:
+        open(LEASED, "w").close()                   # trainer-0 holds a task now
+    if rank == "0" and steps[0] == 5:
         os.kill(os.getpid(), signal.SIGTERM)        # as a preempting cluster would
+    if rank != "0" and steps[0] == 1:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(LEASED):
+            if time.monotonic() > deadline:
+                sys.exit("trainer-0 leased no task within 60 s")
+            time.sleep(0.05)
     return cross_entropy(outputs, labels)
 
 result = pl.distributed.train(model, loss_fn, optimizer="adam", lr=1e-3, progress=False)
-print("result:", "stopped" if result.stopped else "job done", flush=True)
+print("result:", "stopped" if result.stopped else "job done", "after", steps[0], "steps", flush=True)
 """
 
 
 def test_sigterm_returns_the_task_and_exits_0(launcher, subset, tmp_path):
     script = tmp_path / "stopping_trainer.py"
-    script.write_text(_STOPPING_TRAINER.format(examples=os.path.dirname(_EXAMPLE)))
+    script.write_text(_STOPPING_TRAINER.format(examples=os.path.dirname(_EXAMPLE),
+                                               leased=str(tmp_path / "trainer-0-leased")))
+    # 16 chunks of 250 in tasks of 4: 4 tasks of about 16 steps each.
     proc = _start(["--pservers", "2", "--trainers", "2", "--data", str(subset / "train.plrec"),
                    "--chunks_per_task", "4", str(script)], tmp_path)
     try:
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=180)
     finally:
         _kill(proc)
     assert proc.returncode == 0, out[-4000:]
+    assert (tmp_path / "trainer-0-leased").exists(), "trainer-0 never trained a step of a leased task\n" + out[-4000:]
     # trainer-0 gave its task back mid-way and exited 0; trainer-1 finished the job.
-    assert re.search(r"\[trainer-0\] trainer-0: stop requested: returned task \d+ to the master", out), out[-4000:]
-    assert "[trainer-0] result: stopped" in out, out[-4000:]
+    assert re.search(r"\[trainer-0\] trainer-0: stop requested: returned task \d+ to the master", out), \
+        "trainer-0 was SIGTERMed at step 5 of its first task, so it must return that task\n" + out[-4000:]
+    assert "[trainer-0] result: stopped after 5 steps" in out, out[-4000:]
     assert re.search(r"\[launch\] trainer-0 exited \(status 0\)", out), out[-4000:]
-    assert "[trainer-1] result: job done" in out, out[-4000:]
-    assert re.search(r"job done in .* failed 0", out), out[-4000:]
+    assert "[trainer-1] result: job done" in out, "trainer-1 must train the returned task\n" + out[-4000:]
+    assert re.search(r"job done in .* failed 0", out), "a returned task is not a failure\n" + out[-4000:]
 
 
 def test_launch_module_usage_errors(tmp_path):
