@@ -111,7 +111,9 @@ void RegisterData(py::module_& m) {
     if (labels.ndim() != 1 || labels.shape(0) != n) {
       throw py::value_error(absl::StrCat("labels must be (", n, "), one per sample"));
     }
-    CArray<float> probs;
+    // From a shape vector: pybind11 2.10's count constructors (array_t() and array_t(n))
+    // give stride 0 under NumPy 2.
+    CArray<float> probs(std::vector<py::ssize_t>{0});
     if (!probabilities.is_none()) {
       probs = probabilities.cast<CArray<float>>();
       if (probs.ndim() != 1 || probs.shape(0) != n) {

@@ -49,8 +49,10 @@ struct SparseParameter {
 
 py::tuple RowsToArrays(const SparseRows& rows) {
   const int64_t n = static_cast<int64_t>(rows.size()), dim = rows.dim();
-  py::array_t<int64_t> ids(n);
-  py::array_t<float> values(std::vector<py::ssize_t>{n, dim});
+  // Shape vectors, never array_t(n): under NumPy 2, pybind11 2.10's one-count
+  // constructor reads the item size from a moved descriptor field and makes stride 0.
+  py::array_t<int64_t> ids(std::vector<py::ssize_t>{n});          // (R)
+  py::array_t<float> values(std::vector<py::ssize_t>{n, dim});    // (R, dim)
   if (n > 0) {
     std::memcpy(ids.mutable_data(), rows.ids().data(), n * sizeof(int64_t));
     std::memcpy(values.mutable_data(), rows.values().data(), n * dim * sizeof(float));

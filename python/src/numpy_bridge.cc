@@ -94,8 +94,11 @@ Tensor TensorFromPython(py::handle obj, const std::string& what, std::optional<D
                            py::arg("copy") = true);
   }
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  // Bytes from our own item size: pybind11 2.10's array::nbytes() reads the item size
+  // from a descriptor field that moved in NumPy 2 (it reads 0 there).
+  const size_t nbytes = static_cast<size_t>(arr.size()) * itemsize;
   auto* owner = new py::object(arr);
-  auto storage = Storage::Wrap(arr.mutable_data(), static_cast<size_t>(arr.nbytes()), Device::kCPU,
+  auto storage = Storage::Wrap(arr.mutable_data(), nbytes, Device::kCPU,
                                [owner] { ReleasePyObject(owner); });
   return Tensor::FromStorage(std::move(storage), std::move(shape), *got);
 }

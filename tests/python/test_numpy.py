@@ -1,7 +1,8 @@
 """Tensors to and from NumPy: zero copy where safe, copies otherwise, clear dtype errors,
-views that outlive their tensors."""
+views that outlive their tensors, arrays built right under NumPy 1 and NumPy 2."""
 
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -131,3 +132,34 @@ def test_records_are_numpy_views(tmp_path):
     assert r.kind == "image" and r.features.dtype == np.float32 and r.features.shape == (2, 1, 3, 4)
     np.testing.assert_allclose(r.features, images / 255.0, rtol=1e-6)
     np.testing.assert_array_equal(r.labels, [3, 7])
+
+
+def test_numpy_major_is_the_one_this_run_expects():
+    # ctest runs this suite twice (tests/python/CMakeLists.txt): under Debian's NumPy 1
+    # and in a venv with PyPI's NumPy 2. This proves each run has the NumPy it claims.
+    expected = os.environ.get("PL_EXPECT_NUMPY_MAJOR")
+    if not expected:
+        pytest.skip("PL_EXPECT_NUMPY_MAJOR is not set (ctest sets it)")
+    assert np.__version__.split(".")[0] == expected, \
+        f"this run expects NumPy {expected}.x, got {np.__version__} from {np.__file__}"
+
+
+def test_embedding_ids_come_back_as_looked_up():
+    # Under NumPy 2, ids were built with pybind11 2.10's one-count array constructor and
+    # came back with stride 0: ids 17, 4, 9 read as [17, 17, 17].
+    emb = nn.Embedding(0, 3)
+    looked_up = np.array([17, 4, 9], np.int64)
+    out = emb(looked_up)
+    weights = np.arange(9, dtype=np.float32).reshape(3, 3)
+    (out * weights).sum().backward()                     # d/d(row of id k) = weights[k]
+    table = emb.weight
+    ids, values = table.rows()
+    assert ids.tolist() == [17, 4, 9] and ids.strides == (8,) and values.shape == (3, 3)
+    np.testing.assert_array_equal(values, out.numpy())  # row i is the row of ids[i]
+    gids, gvalues = table.grad_rows()
+    assert gids.tolist() == [17, 4, 9] and gids.strides == (8,)
+    np.testing.assert_array_equal(gvalues, weights)
+    state = emb.state_dict()
+    assert state["table.ids"].tolist() == [4, 9, 17]     # sorted by id
+    np.testing.assert_array_equal(state["table"], out.numpy()[[1, 2, 0]])
+
