@@ -2,13 +2,23 @@
 
 #include <unordered_set>
 
+#include "paddle_like/core/grad_mode.h"
+
 namespace pl {
 namespace {
-thread_local bool g_no_grad = false;  // see NoGradScope
+thread_local bool g_grad_enabled = true;  // see grad_mode.h
 }  // namespace
 
-NoGradScope::NoGradScope() : previous_(g_no_grad) { g_no_grad = true; }
-NoGradScope::~NoGradScope() { g_no_grad = previous_; }
+bool GradEnabled() { return g_grad_enabled; }
+
+bool SetGradEnabled(bool enabled) {
+  const bool previous = g_grad_enabled;
+  g_grad_enabled = enabled;
+  return previous;
+}
+
+NoGradScope::NoGradScope() : previous_(SetGradEnabled(false)) {}  // previous_: was it enabled
+NoGradScope::~NoGradScope() { SetGradEnabled(previous_); }
 
 Variable::Variable(Tensor value, bool requires_grad)
     : node_(std::make_shared<VariableNode>()) {
@@ -19,7 +29,7 @@ Variable::Variable(Tensor value, bool requires_grad)
 Variable Variable::FromOp(Tensor value, std::vector<Variable> inputs,
                           std::function<void(const Tensor&)> backward) {
   Variable out(std::move(value), false);
-  if (g_no_grad) return out;
+  if (!g_grad_enabled) return out;
   for (const Variable& in : inputs) {
     if (in.requires_grad()) out.node_->requires_grad = true;
   }
@@ -58,7 +68,8 @@ Status Variable::Backward(const Tensor& seed) const {
   if (!node_) return absl::FailedPreconditionError("Backward: undefined Variable");
   if (!node_->requires_grad) {
     return absl::FailedPreconditionError(
-        "Backward: this Variable does not depend on anything that requires a gradient");
+        "Backward: this Variable does not depend on anything that requires a gradient (was it "
+        "computed while grad recording was off: NoGradScope, Python's no_grad()?)");
   }
   Tensor start = seed;
   if (!start.defined()) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "paddle_like/core/grad_mode.h"
+
 namespace pl {
 
 Embedding::Embedding(int64_t num_rows, int64_t dim, InitSpec init)
@@ -40,7 +42,9 @@ StatusOr<Variable> Embedding::Forward(const Variable& ids) {
   }
 
   // The output needs a gradient whenever the table is trained, although its only
-  // input (the ids) does not, so it is built by hand rather than with FromOp.
+  // input (the ids) does not, so it is built by hand rather than with FromOp; like
+  // FromOp it records nothing while grad is off on this thread (grad_mode.h).
+  if (!GradEnabled()) return Variable(y, /*requires_grad=*/false);
   Variable out(y, /*requires_grad=*/true);
   std::shared_ptr<SparseTable> table = table_;
   const Tensor ids_value = iv.Clone();  // the caller may reuse its id buffer before backward

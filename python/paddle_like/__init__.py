@@ -10,6 +10,8 @@ Python API.
     loss = nn.CrossEntropyLoss()(model(images), labels)   # images float32, labels int64
     loss.backward()
     opt.step()                                            # applies, then clears the grads
+    with pl.no_grad():                                    # evaluation: no graph recorded
+        accuracy = pl.metrics.accuracy(model(test_images).numpy(), test_labels)
     pl.save(model, "model.safetensors")
 
 Tensors share memory with NumPy where that is safe (see paddle_like.Tensor); C++
@@ -21,6 +23,7 @@ loading, parameter-server traffic) runs in C++ with the GIL released.
 from . import _C
 from ._C import Tensor, matmul, set_num_threads, get_num_threads
 from ._random import manual_seed, initial_seed
+from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from . import nn
 from . import optim
 from . import data
@@ -33,6 +36,7 @@ from .serialization import save, load, save_tensors, load_tensors
 __all__ = [
     "Tensor", "tensor", "from_numpy", "matmul", "cat", "manual_seed", "initial_seed",
     "set_num_threads", "get_num_threads",
+    "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
     "nn", "optim", "data", "metrics", "utils", "training", "distributed",
     "save", "load", "save_tensors", "load_tensors",
 ]

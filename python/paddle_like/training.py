@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _C
 from .data import DataLoader
+from .grad_mode import no_grad
 from .utils import ProgressBar
 
 __all__ = ["fit", "evaluate", "predict"]
@@ -54,14 +55,15 @@ def fit(model, loss_fn, optimizer, inputs, labels, epochs=1, batch_size=64, seed
 
 
 def predict(model, inputs, batch_size=500):
-    """The model's outputs for every input, as one NumPy array (evaluation mode; the
-    previous mode is restored)."""
+    """The model's outputs for every input, as one NumPy array (evaluation mode, no
+    graph recorded; the previous mode is restored)."""
     was_training = model.training
     model.eval()
     try:
         outs = []
-        for b in range(0, len(inputs), batch_size):
-            outs.append(model(np.ascontiguousarray(inputs[b:b + batch_size])).numpy().copy())
+        with no_grad():
+            for b in range(0, len(inputs), batch_size):
+                outs.append(model(np.ascontiguousarray(inputs[b:b + batch_size])).numpy().copy())
         return np.concatenate(outs) if outs else np.zeros((0,), np.float32)
     finally:
         model.train(was_training)

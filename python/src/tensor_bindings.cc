@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/grad_mode.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"
 #include "python/src/ops.h"
@@ -189,6 +190,12 @@ steps. Use t.numpy().copy() for a snapshot.
         if (v.requires_grad()) out += ", requires_grad=True";
         return out + ")";
       });
+
+  // The calling thread's switch (paddle_like/core/grad_mode.h); paddle_like.no_grad()
+  // and friends set it on entry and restore the returned value on exit.
+  m.def("is_grad_enabled", &GradEnabled, "Whether ops on this thread record the autograd graph.");
+  m.def("set_grad_enabled", &SetGradEnabled, "enabled"_a,
+        "Sets this thread's grad recording switch and returns its previous value.");
 
   m.def("matmul", [](py::object a, py::object b) {
     Variable av = VariableFromPython(a, "matmul left operand");

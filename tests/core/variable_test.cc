@@ -1,6 +1,10 @@
 #include "paddle_like/core/variable.h"
 
+#include <thread>
+
 #include <gtest/gtest.h>
+
+#include "paddle_like/core/grad_mode.h"
 
 namespace pl {
 namespace {
@@ -45,6 +49,22 @@ TEST(VariableTest, NoGradScopeRecordsNoGraphAndNests) {
   Variable z = SumPlus(Mul(a, b), a);  // recording again after the scope
   ASSERT_TRUE(z.Backward().ok());
   EXPECT_FLOAT_EQ(b.grad().f32()[1], 2);
+}
+
+TEST(VariableTest, SetGradEnabledReturnsThePreviousStateAndIsPerThread) {
+  Variable a(Tensor::FromVector({2}, {1, 2}), true);
+  ASSERT_TRUE(GradEnabled());
+  EXPECT_TRUE(SetGradEnabled(false));
+  EXPECT_FALSE(Mul(a, a).requires_grad());
+  bool other_thread_enabled = false;
+  std::thread([&] { other_thread_enabled = GradEnabled(); }).join();
+  EXPECT_TRUE(other_thread_enabled);  // thread_local: another thread starts enabled
+  {
+    NoGradScope scope;  // nests inside a switch that is already off
+  }
+  EXPECT_FALSE(GradEnabled());
+  EXPECT_FALSE(SetGradEnabled(true));
+  EXPECT_TRUE(Mul(a, a).requires_grad());
 }
 
 TEST(VariableTest, DiamondGraphAccumulatesBothPaths) {

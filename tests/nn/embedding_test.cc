@@ -14,6 +14,23 @@ std::vector<float> RowOf(SparseRows& rows, int64_t id) {
   return r ? std::vector<float>(r, r + rows.dim()) : std::vector<float>();
 }
 
+TEST(EmbeddingTest, RecordsNothingWhileGradIsOff) {
+  Embedding emb(10, 3);
+  emb.InitParameters(5);
+  Variable ids(Tensor::FromIds({2}, {4, 7}));
+  {
+    NoGradScope no_grad;
+    auto y = emb.Forward(ids);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_FALSE(y->requires_grad());
+    EXPECT_TRUE(y->node()->inputs.empty());
+    EXPECT_EQ(y->value().f32()[3], emb.table()->Row(7)[0]);  // the lookup itself still runs
+  }
+  auto y = emb.Forward(ids);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(y->requires_grad());
+}
+
 TEST(EmbeddingTest, GathersTableRows) {
   Embedding emb(10, 3);
   emb.InitParameters(5);

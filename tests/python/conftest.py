@@ -38,3 +38,13 @@ def fashion(fashion_dir):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def grad_mode_left_on():
+    """Every test must leave grad recording on (paddle_like.no_grad & co. restore it);
+    a test that does not fails here, and the switch is reset for the next one."""
+    yield
+    leaked = not paddle_like.is_grad_enabled()
+    paddle_like.set_grad_enabled(True)
+    assert not leaked, "the test left grad recording off"
