@@ -1,5 +1,5 @@
-// SaveModule / LoadModule (declared in safetensors.h): a module's parameters as one
-// safetensors file.
+// SaveModule / LoadModule / LoadModuleTensors (declared in safetensors.h): a module's
+// parameters as one safetensors file, or as tensors by name.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -55,6 +55,11 @@ Status SaveModule(const std::string& path, Module& module) {
 
 Status LoadModule(const std::string& path, Module& module) {
   PL_ASSIGN_OR_RETURN(TensorFile file, LoadTensors(path));
+  return LoadModuleTensors(file.tensors, module, absl::StrCat("LoadModule '", path, "'"));
+}
+
+Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& module,
+                         const std::string& source, MissingParameters missing) {
   std::vector<std::string> problems;
   absl::StatusCode code = absl::StatusCode::kOk;
   auto problem = [&](absl::StatusCode c, std::string what) {
@@ -62,8 +67,8 @@ Status LoadModule(const std::string& path, Module& module) {
     problems.push_back(std::move(what));
   };
   auto find = [&](const std::string& name) -> const Tensor* {
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
       problem(absl::StatusCode::kNotFound, absl::StrCat("parameter '", name, "' is missing"));
       return nullptr;
     }
@@ -73,13 +78,19 @@ Status LoadModule(const std::string& path, Module& module) {
                       const Tensor& got) {
     problem(absl::StatusCode::kInvalidArgument,
             absl::StrCat("parameter '", name, "': the module has ", ShapeToString(want), " ",
-                         DTypeName(want_dtype), ", the file has ", got.ShapeString(), " ",
+                         DTypeName(want_dtype), ", given ", got.ShapeString(), " ",
                          DTypeName(got.dtype())));
+  };
+  // Under kKeep a parameter wholly absent is skipped; a table needs both its tensors.
+  auto skip = [&](const std::string& name, bool sparse) {
+    if (missing != MissingParameters::kKeep || tensors.count(name) > 0) return false;
+    return !sparse || tensors.count(IdsName(name)) == 0;
   };
 
   std::vector<Pending> pending;
   for (const NamedParameter& np : module.NamedParameters()) {
     Parameter& p = *np.param;
+    if (skip(np.name, p.kind == ParamKind::kSparse)) continue;
     if (p.kind == ParamKind::kDense) {
       const Tensor* t = find(np.name);
       if (t == nullptr) continue;
@@ -118,7 +129,7 @@ Status LoadModule(const std::string& path, Module& module) {
     pending.push_back({&p, *values, *ids});
   }
   if (!problems.empty()) {
-    return Status(code, absl::StrCat("LoadModule '", path, "' into ", module.type_name(), ": ",
+    return Status(code, absl::StrCat(source, " into ", module.type_name(), ": ",
                                      absl::StrJoin(problems, "; ")));
   }
   // Every check passed; nothing below can fail.

@@ -59,6 +59,17 @@ Status SaveModule(const std::string& path, Module& module);
 // is left as it was.
 Status LoadModule(const std::string& path, Module& module);
 
+// What LoadModuleTensors does with a parameter absent from its tensors.
+enum class MissingParameters { kError, kKeep };
+// LoadModule's checks and installation over tensors already in memory, named and laid
+// out as SaveModule writes them (Python's load_state_dict). `source` starts the error
+// message ("LoadModule '<path>'", "load_state_dict"). Under kKeep a parameter absent
+// from `tensors` keeps its values, but an embedding table given without its ".ids"
+// (or the reverse) is still NOT_FOUND.
+Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& module,
+                         const std::string& source,
+                         MissingParameters missing = MissingParameters::kError);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_IO_SAFETENSORS_H_

@@ -7,6 +7,7 @@
 #ifndef PADDLE_LIKE_OPTIM_OPTIMIZER_H_
 #define PADDLE_LIKE_OPTIM_OPTIMIZER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,28 @@
 #include "paddle_like/optim/update_rules.h"
 
 namespace pl {
+
+// An optimizer's whole state, for checkpoints and resumed runs: Optimizer::ExportState
+// copies it out, Optimizer::ImportState checks it against the module and installs it.
+// Slots follow update_rules.h, NumSlots(spec.kind) of them: Momentum v; Adagrad a;
+// Adam m, v (SGD has none, only step counts).
+struct OptimizerState {
+  OptimizerSpec spec;
+  int64_t steps = 0;  // Step() calls so far
+  struct Dense {
+    std::string name;            // the parameter's NamedParameters() name
+    int64_t step = 0;            // updates applied to it (Adam's bias correction)
+    std::vector<Tensor> slots;   // float32, each of the parameter's shape
+  };
+  struct Rows {
+    std::string name;            // the embedding table's NamedParameters() name
+    Tensor ids;                  // int64 (R): rows with state, distinct, ascending on export
+    Tensor steps;                // int64 (R): updates applied to each row
+    std::vector<Tensor> slots;   // float32 (R, dim) each
+  };
+  std::vector<Dense> dense;      // parameters that were updated at least once
+  std::vector<Rows> rows;        // tables with at least one updated row
+};
 
 class Optimizer {
  public:
@@ -30,6 +53,16 @@ class Optimizer {
   const OptimizerSpec& spec() const { return spec_; }
   void set_learning_rate(float lr) { spec_.learning_rate = lr; }
   int64_t steps() const { return steps_; }
+
+  // A copy of the spec, the step counts and every slot.
+  OptimizerState ExportState() const;
+  // Replaces this optimizer's spec and state with `state` (a parameter absent from it
+  // starts fresh). Checks everything first and changes nothing on error:
+  // INVALID_ARGUMENT for another optimizer kind, an invalid spec, a wrong slot count,
+  // shape or dtype, a negative step count or a bad or repeated row id; NOT_FOUND for a
+  // name that is not a parameter of the module (or not of that kind). The message
+  // names the parameter and the expected and found shapes.
+  Status ImportState(const OptimizerState& state);
 
  private:
   struct DenseState {

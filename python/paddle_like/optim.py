@@ -14,6 +14,8 @@ Differences from torch.optim:
   * SGD with momentum > 0 is the Momentum rule (v = mu v + g; p -= lr v).
 """
 
+import operator
+
 from . import _C
 from .nn.module import Module, ParameterList, _owner_of_param
 
@@ -48,6 +50,32 @@ def _module_of(params):
         raise ValueError(f"optimizer: the parameters given are not all of {type(owner).__name__}'s "
                          f"({len(given & mine)} of {len(mine)}); optimizing a subset is not supported")
     return owner
+
+
+# Each optimizer kind's state slots, named as torch names them, in the order of
+# paddle_like/optim/update_rules.h.
+_SLOTS = {"sgd": (), "momentum": ("momentum_buffer",), "adagrad": ("sum",),
+          "adam": ("exp_avg", "exp_avg_sq")}
+
+
+def _require(entry, keys, what):
+    """KeyError naming the keys `entry` lacks; ValueError naming those it should not have."""
+    if not isinstance(entry, dict):
+        raise TypeError(f"{what}: expected a dict, got {type(entry).__name__}")
+    missing = [k for k in keys if k not in entry]
+    if missing:
+        raise KeyError(f"{what} lacks {', '.join(map(repr, missing))}")
+    extra = [k for k in entry if k not in keys]
+    if extra:
+        raise ValueError(f"{what} has unknown entries {', '.join(map(repr, extra))} "
+                         f"(expected {', '.join(map(repr, keys))})")
+
+
+def _as_int(value, what):
+    try:
+        return operator.index(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError):
+        raise TypeError(f"optimizer state_dict: {what} must be an integer, got {value!r}") from None
 
 
 class _ParamGroup(dict):
@@ -95,6 +123,72 @@ class Optimizer:
     @property
     def steps(self):
         return self._impl.steps
+
+    def state_dict(self):
+        """Everything a resumed run needs, as torch's layout but keyed by parameter name:
+
+            {"state": {name: {"step": int, <slots>: float32 array of the parameter's shape},
+                       table name: {"ids": int64 (R,), "step": int64 (R,), <slots>: float32 (R, dim)}},
+             "param_groups": [{"kind", "lr", "momentum", "betas", "eps",
+                               "initial_accumulator_value", "weight_decay"}],
+             "steps": int}
+
+        Slots: Adam "exp_avg", "exp_avg_sq"; Adagrad "sum"; Momentum "momentum_buffer";
+        SGD none. Only parameters (and embedding rows) updated at least once have
+        state. The arrays are copies."""
+        spec_, steps, dense, rows = self._impl._export_state()
+        slots = _SLOTS[spec_.kind]
+        state = {}
+        for name, step, values in dense:
+            state[name] = {"step": step, **dict(zip(slots, values))}
+        for name, ids, row_steps, values in rows:
+            state[name] = {"ids": ids, "step": row_steps, **dict(zip(slots, values))}
+        group = {"kind": spec_.kind, "lr": spec_.lr, "momentum": spec_.momentum,
+                 "betas": (spec_.beta1, spec_.beta2), "eps": spec_.eps,
+                 "initial_accumulator_value": spec_.initial_accumulator,
+                 "weight_decay": spec_.weight_decay}
+        return {"state": state, "param_groups": [group], "steps": steps}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() returned (also into a fresh optimizer of the same
+        kind over a model with the same parameter names): step counts, slots and the
+        hyperparameters of param_groups, as torch does. Checked in full before anything
+        changes: KeyError for a missing entry or a name that is not a parameter of the
+        model, ValueError for another optimizer kind, an unknown entry, a bad value or
+        a wrong shape (naming the parameter and both shapes), TypeError for a wrong dtype."""
+        for key in ("state", "param_groups", "steps"):
+            if key not in state_dict:
+                raise KeyError(f"optimizer state_dict has no {key!r}")
+        groups = state_dict["param_groups"]
+        if len(groups) != 1:
+            raise ValueError(f"optimizer state_dict: expected 1 param group, got {len(groups)} "
+                             f"(parameter groups are not supported)")
+        group = groups[0]
+        fields = ("kind", "lr", "momentum", "betas", "eps", "initial_accumulator_value", "weight_decay")
+        _require(group, fields, "param_groups[0]")
+        kind = str(group["kind"])
+        if kind != self.spec.kind:
+            raise ValueError(f"optimizer state_dict is of a {kind} optimizer, this one is "
+                             f"{self.spec.kind}")
+        b1, b2 = group["betas"]
+        spec_ = spec(kind, group["lr"], momentum=float(group["momentum"]), beta1=float(b1),
+                     beta2=float(b2), eps=float(group["eps"]),
+                     initial_accumulator=float(group["initial_accumulator_value"]),
+                     weight_decay=float(group["weight_decay"]))
+        slots = _SLOTS[kind]
+        dense, rows = [], []
+        for name, entry in state_dict["state"].items():
+            sparse = "ids" in entry
+            _require(entry, ("ids", "step") + slots if sparse else ("step",) + slots,
+                     f"optimizer state of {name!r}")
+            values = [entry[s] for s in slots]
+            if sparse:
+                rows.append((name, entry["ids"], entry["step"], values))
+            else:
+                dense.append((name, _as_int(entry["step"], f"{name!r} step"), values))
+        self._impl._import_state(spec_, _as_int(state_dict["steps"], "steps"), dense, rows)
+        self.spec = spec_
+        dict.__setitem__(self.param_groups[0], "lr", spec_.lr)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.spec!r})"

@@ -24,6 +24,20 @@ struct BoundOptimizer {
   std::unique_ptr<Optimizer> optimizer;
 };
 
+py::list ArrayViews(const std::vector<Tensor>& tensors) {
+  py::list out;
+  for (const Tensor& t : tensors) out.append(ArrayView(t));
+  return out;
+}
+
+std::vector<Tensor> SlotTensors(const py::list& slots, const std::string& name) {
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    out.push_back(TensorFromPython(slots[k], absl::StrCat("slot ", k, " of '", name, "'"), DType::kFloat32));
+  }
+  return out;
+}
+
 void RequireFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -53,6 +67,12 @@ void RegisterOptim(py::module_& m) {
            "initial_accumulator"_a = 0.1f, "weight_decay"_a = 0.0f)
       .def_property_readonly("kind", [](const OptimizerSpec& s) { return std::string(OptimizerName(s.kind)); })
       .def_readonly("lr", &OptimizerSpec::learning_rate)
+      .def_readonly("momentum", &OptimizerSpec::momentum)
+      .def_readonly("beta1", &OptimizerSpec::beta1)
+      .def_readonly("beta2", &OptimizerSpec::beta2)
+      .def_readonly("eps", &OptimizerSpec::epsilon)
+      .def_readonly("initial_accumulator", &OptimizerSpec::initial_accumulator)
+      .def_readonly("weight_decay", &OptimizerSpec::weight_decay)
       .def("__repr__", &OptimizerSpec::ToString);
 
   py::class_<BoundOptimizer>(m, "Optimizer")
@@ -78,6 +98,35 @@ void RegisterOptim(py::module_& m) {
                       b.optimizer->set_learning_rate(lr);
                     })
       .def_property_readonly("steps", [](const BoundOptimizer& b) { return b.optimizer->steps(); })
+      .def("_export_state", [](const BoundOptimizer& b) {
+        const OptimizerState st = b.optimizer->ExportState();
+        py::list dense, rows;
+        for (const OptimizerState::Dense& d : st.dense) {
+          dense.append(py::make_tuple(d.name, d.step, ArrayViews(d.slots)));
+        }
+        for (const OptimizerState::Rows& r : st.rows) {
+          rows.append(py::make_tuple(r.name, ArrayView(r.ids), ArrayView(r.steps), ArrayViews(r.slots)));
+        }
+        return py::make_tuple(st.spec, st.steps, dense, rows);
+      }, "(spec, steps, [(name, step, [slot])], [(name, ids, steps, [slot])]): copies, slots in "
+         "update_rules.h order (see OptimizerState).")
+      .def("_import_state", [](BoundOptimizer& b, const OptimizerSpec& spec, int64_t steps,
+                               const std::vector<std::tuple<std::string, int64_t, py::list>>& dense,
+                               const std::vector<std::tuple<std::string, py::object, py::object, py::list>>& rows) {
+        OptimizerState st;
+        st.spec = spec;
+        st.steps = steps;
+        for (const auto& [name, step, slots] : dense) {
+          st.dense.push_back({name, step, SlotTensors(slots, name)});
+        }
+        for (const auto& [name, ids, row_steps, slots] : rows) {
+          st.rows.push_back({name, TensorFromPython(ids, "'" + name + "' ids", DType::kInt64),
+                             TensorFromPython(row_steps, "'" + name + "' step", DType::kInt64),
+                             SlotTensors(slots, name)});
+        }
+        ThrowIfError(b.optimizer->ImportState(st), NotFoundAs::kKey);
+      }, "spec"_a, "steps"_a, "dense"_a, "rows"_a,
+         "Installs what _export_state returns, after checking all of it (nothing changes on error).")
       .def_property_readonly("spec", [](const BoundOptimizer& b) { return b.optimizer->spec(); });
 
   m.def("save_module", [](std::shared_ptr<Module> module, const std::string& path) {
@@ -98,6 +147,20 @@ void RegisterOptim(py::module_& m) {
     // The file exists: a NOT_FOUND now is a parameter missing from it.
     ThrowIfError(s, NotFoundAs::kKey);
   }, "module"_a, "path"_a);
+  m.def("load_state", [](std::shared_ptr<Module> module, const std::map<std::string, py::object>& state,
+                         bool keep_missing) {
+    std::map<std::string, Tensor> tensors;
+    for (const auto& [name, obj] : state) tensors[name] = TensorFromPython(obj, "state_dict['" + name + "']");
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = LoadModuleTensors(tensors, *module, "load_state_dict",
+                            keep_missing ? MissingParameters::kKeep : MissingParameters::kError);
+    }
+    ThrowIfError(s, NotFoundAs::kKey);
+  }, "module"_a, "state"_a, "keep_missing"_a,
+     "Copies {name: array} (state_dict's names and layout) into the module's parameters after "
+     "checking all of them; a parameter absent from `state` is a KeyError unless keep_missing.");
   m.def("save_tensors", [](const std::string& path, const std::vector<std::pair<std::string, py::object>>& items,
                            const std::map<std::string, std::string>& metadata) {
     std::vector<std::pair<std::string, Tensor>> tensors;

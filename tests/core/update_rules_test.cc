@@ -1,6 +1,7 @@
 #include "paddle_like/optim/update_rules.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -114,6 +115,60 @@ TEST(OptimizerTest, DenseStepMatchesRuleAndClearsGrad) {
   ASSERT_TRUE((*opt)->Step().ok());
   EXPECT_FLOAT_EQ(layer.weight().value().f32()[0], w0 - 1.0f);
   EXPECT_FLOAT_EQ(layer.weight().grad().f32()[0], 0.0f);
+}
+
+// Two Adam steps on a dense and a sparse parameter, with the state exported after the
+// first and imported into a fresh optimizer: the same result as two uninterrupted steps.
+TEST(OptimizerTest, ImportedStateContinuesExactly) {
+  auto run = [](bool checkpoint) {
+    TableModule m;
+    m.NamedParameters();
+    auto opt = Optimizer::Create(&m, Spec(OptimizerKind::kAdam, 0.1f));
+    const float g1[2] = {1.0f, -1.0f}, g2[2] = {-3.0f, 0.5f};
+    m.table->AccumulateGrad(5, g1);
+    EXPECT_TRUE((*opt)->Step().ok());
+    if (checkpoint) {
+      const OptimizerState state = (*opt)->ExportState();
+      EXPECT_EQ(state.steps, 1);
+      EXPECT_EQ(state.rows.size(), 1u);
+      EXPECT_EQ(state.rows[0].slots.size(), 2u);
+      opt = Optimizer::Create(&m, Spec(OptimizerKind::kAdam, 0.5f));
+      Status s = (*opt)->ImportState(state);
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_FLOAT_EQ((*opt)->spec().learning_rate, 0.1f);
+    }
+    m.table->AccumulateGrad(5, g2);
+    m.table->AccumulateGrad(7, g2);
+    EXPECT_TRUE((*opt)->Step().ok());
+    const OptimizerState end = (*opt)->ExportState();
+    EXPECT_EQ(end.rows[0].steps.i64()[0], 2);  // id 5
+    EXPECT_EQ(end.rows[0].steps.i64()[1], 1);  // id 7
+    return std::vector<float>{m.table->rows().Find(5)[0], m.table->rows().Find(5)[1],
+                              m.table->rows().Find(7)[0]};
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+TEST(OptimizerTest, ImportStateRefusesBadStateAndChangesNothing) {
+  Linear layer(2, 1);
+  auto opt = Optimizer::Create(&layer, Spec(OptimizerKind::kAdagrad, 0.1f));
+  layer.weight().MutableGrad().f32()[0] = 2.0f;
+  ASSERT_TRUE((*opt)->Step().ok());
+  OptimizerState bad = (*opt)->ExportState();
+  ASSERT_EQ(bad.dense.size(), 1u);  // only w had a gradient
+  bad.dense.push_back(bad.dense[0]);
+  bad.dense[0].slots[0] = Tensor::Zeros({3, 1});
+  bad.dense[1].name = "nope";
+  Status s = (*opt)->ImportState(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);  // the first problem's code
+  EXPECT_NE(s.message().find("slot 0 of 'w': expected [2, 1] float32, got [3, 1] float32"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("'nope' is not a dense parameter"), std::string::npos) << s;
+  bad = (*opt)->ExportState();
+  bad.spec.kind = OptimizerKind::kAdam;
+  EXPECT_EQ((*opt)->ImportState(bad).code(), absl::StatusCode::kInvalidArgument);
+  const OptimizerState after = (*opt)->ExportState();
+  EXPECT_EQ(after.spec.kind, OptimizerKind::kAdagrad);
+  EXPECT_FLOAT_EQ(after.dense[0].slots[0].f32()[0], 0.1f + 4.0f);  // accumulator a0 + g^2 kept
 }
 
 // The pserver updates a block in the pieces it received: for every rule that must

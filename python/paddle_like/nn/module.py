@@ -23,7 +23,8 @@ so other Python threads run meanwhile, but must not use the same model).
 """
 
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -41,6 +42,9 @@ class ParameterList(list):
         super().__init__(items)
         self.module = module
 
+
+# What load_state_dict returns, as torch's _IncompatibleKeys: lists of names.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 # Passed as _cpp by modules with no C++ side and no parameters (the losses).
 NO_CPP = object()
@@ -181,30 +185,45 @@ class Module:
                 out[name] = p.numpy().copy()
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copies dense parameters from `state_dict` (checked in full before any change:
-        KeyError for a missing name when strict, ValueError for a shape mismatch).
-        Embedding tables load from files only (paddle_like.load)."""
-        dense = []
-        problems = []
+    def _state_dict_keys(self):
+        """The names state_dict() uses: a dense parameter's name; for an embedding
+        table its name (rows) and "<name>.ids"."""
+        keys = []
         for name, p in self.named_parameters():
+            keys.append(name)
             if isinstance(p, _C.SparseParameter):
-                if name in state_dict:
-                    raise NotImplementedError(f"'{name}' is an embedding table; load it with paddle_like.load")
-                continue
-            if name not in state_dict:
-                if strict:
-                    raise KeyError(f"state_dict has no '{name}' (needed by {type(self).__name__})")
-                continue
-            value = np.asarray(state_dict[name])
-            if value.shape != p.shape:
-                problems.append(f"'{name}': expected shape {p.shape}, got {value.shape}")
-            dense.append((p, value))
-        if problems:
-            raise ValueError("load_state_dict: " + "; ".join(problems))
-        for p, value in dense:
-            p.numpy()[...] = value
-        return self
+                keys.append(name + ".ids")
+        return keys
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies parameters from `state_dict` (names and layout of state_dict(),
+        embedding tables included: their held rows are replaced by the given ones), as
+        torch does, and returns IncompatibleKeys(missing_keys, unexpected_keys).
+
+        strict=True: a missing or unexpected key is a KeyError listing all of them.
+        strict=False: those are only returned; missing parameters keep their values.
+        Values must be float32 (ids int64) arrays, Tensors or lists (TypeError
+        otherwise: no silent narrowing); a wrong shape is a ValueError naming the
+        parameter and both shapes. Everything is checked before anything changes: on
+        any error the module is left as it was."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected a dict of arrays, got {type(state_dict).__name__}")
+        expected = self._state_dict_keys()
+        known = set(expected)
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in known]
+        if strict and (missing or unexpected):
+            parts = []
+            if missing:
+                parts.append("missing keys " + ", ".join(repr(k) for k in missing))
+            if unexpected:
+                parts.append("unexpected keys " + ", ".join(repr(str(k)) for k in unexpected))
+            raise KeyError(f"load_state_dict into {type(self).__name__}: " + "; ".join(parts) +
+                           " (strict=False loads the rest and returns them)")
+        if self._cpp is not None:
+            _C.load_state(self._cpp, {k: state_dict[k] for k in expected if k in state_dict},
+                          keep_missing=not strict)
+        return IncompatibleKeys(missing, unexpected)
 
     # --- modes ----------------------------------------------------------------------
     @property
