@@ -1,9 +1,9 @@
 #include "master/master_service.h"
 
 #include <chrono>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
   if (store == nullptr) return absl::InvalidArgumentError("master: no state store");
   MasterOptions options = given;
   if (!options.now_ms) options.now_ms = WallClockMs;
-  if (!options.log) options.log = [](const std::string& line) { std::cerr << "pl-master: " << line << std::endl; };
+  if (!options.log) options.log = log::Info;
   TaskQueueOptions qopts = options.queue;
   qopts.lease_ms = options.lease_ms;
   auto log = options.log;

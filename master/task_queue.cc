@@ -1,10 +1,10 @@
 #include "master/task_queue.h"
 
 #include <algorithm>
-#include <iostream>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 
 namespace pl {
 namespace {
@@ -56,7 +56,7 @@ void TaskQueue::Log(const std::string& line) const {
   if (log_) {
     log_(line);
   } else {
-    std::cerr << "pl task queue: " << line << std::endl;
+    log::Info(line);
   }
 }
 

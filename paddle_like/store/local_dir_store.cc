@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <iostream>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/io/crc32c.h"
 
@@ -178,7 +178,7 @@ void LocalDirStore::Warn(const std::string& line) {
   if (options_.warn) {
     options_.warn(line);
   } else {
-    std::cerr << "pl state store: " << line << std::endl;
+    log::Warning(absl::StrCat("state store: ", line));
   }
 }
 

@@ -58,7 +58,7 @@ class MasterProcessTest : public ::testing::Test {
     }
   }
 
-  // Starts pl-master with `args`, its stderr going to `log`.
+  // Starts pl-master with `args`, its stdout and stderr going to `log`.
   pid_t Start(const std::vector<std::string>& args, const std::string& log) {
     std::vector<std::string> argv = {BinDir() + "/pl-master"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -68,6 +68,7 @@ class MasterProcessTest : public ::testing::Test {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
     pid_t pid = 0;
     int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
