@@ -7,7 +7,7 @@
 
 #include "paddle_like/data/record_file.h"
 #include "proto/data.pb.h"
-#include "tests/data/data_test_util.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl {
 namespace {

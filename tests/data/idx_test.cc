@@ -7,7 +7,7 @@
 
 #include "paddle_like/data/dataset.h"
 #include "paddle_like/data/idx_convert.h"
-#include "tests/data/data_test_util.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/io/crc32c.h"
-#include "tests/data/data_test_util.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl {
 namespace {

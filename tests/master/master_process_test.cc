@@ -27,6 +27,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using pl::testing::ScratchDir;
+using pl::testing::Slurp;
 
 // PL_BIN_DIR, or the build's bin/ beside the tests/ folder holding this binary.
 std::string BinDir() {
@@ -37,13 +38,6 @@ std::string BinDir() {
   if (ec) return "";
   std::filesystem::path bin = exe.parent_path().parent_path() / "bin";
   return std::filesystem::exists(bin / "pl-master") ? bin.string() : "";
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 class MasterProcessTest : public ::testing::Test {

@@ -1,4 +1,4 @@
-// Helpers shared by the master tests: scratch directories, fake chunks, a fake clock.
+// Helpers shared by the master tests: fake chunks and a fake clock.
 #ifndef PADDLE_LIKE_TESTS_MASTER_TEST_UTIL_H_
 #define PADDLE_LIKE_TESTS_MASTER_TEST_UTIL_H_
 
@@ -11,26 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/data/chunk_index.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl::testing {
-
-// A fresh directory removed when the object goes away.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = absl::StrCat(base && *base ? base : "/tmp", "/pl_master_test.XXXXXX");
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // `n` chunks of 10 records spread over files of 4 chunks: "d/f0.plrec" chunks 0..3, ...
 inline std::vector<ChunkInfo> MakeChunks(int n) {

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/store/local_dir_store.h"
-#include "tests/master/test_util.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl {
 namespace {

@@ -1,6 +1,7 @@
-// Helpers for the data and io tests: a scratch directory and small file edits.
-#ifndef PADDLE_LIKE_TESTS_DATA_DATA_TEST_UTIL_H_
-#define PADDLE_LIKE_TESTS_DATA_DATA_TEST_UTIL_H_
+// Test helpers over files: a scratch directory removed at the end, and small file edits
+// (read, write, flip a byte, truncate) for corruption tests.
+#ifndef PADDLE_LIKE_TESTS_TESTING_SCRATCH_DIR_H_
+#define PADDLE_LIKE_TESTS_TESTING_SCRATCH_DIR_H_
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ namespace pl::testing {
 class ScratchDir {
  public:
   ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "pl-data-XXXXXX";
+    std::string tmpl = ::testing::TempDir() + "pl-test-XXXXXX";
     if (char* p = ::mkdtemp(tmpl.data())) path_ = p;
   }
   ~ScratchDir() {
@@ -54,4 +55,4 @@ inline void Truncate(const std::string& path, size_t size) {
 
 }  // namespace pl::testing
 
-#endif  // PADDLE_LIKE_TESTS_DATA_DATA_TEST_UTIL_H_
+#endif  // PADDLE_LIKE_TESTS_TESTING_SCRATCH_DIR_H_

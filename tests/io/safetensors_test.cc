@@ -9,7 +9,7 @@
 #include "paddle_like/io/crc32c.h"
 #include "paddle_like/nn/embedding.h"
 #include "paddle_like/nn/linear.h"
-#include "tests/data/data_test_util.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace pl {
 namespace {
