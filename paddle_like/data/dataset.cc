@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/data/record_file.h"
-#include "paddle_like/nn/init.h"
+#include "paddle_like/core/random.h"
 #include "proto/data.pb.h"
 
 namespace pl {

@@ -6,19 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/data/record_file.h"
-#include "paddle_like/nn/init.h"
+#include "paddle_like/core/random.h"
 #include "paddle_like/nn/metrics.h"
 #include "proto/data.pb.h"
 
 namespace pl {
-namespace {
-
-double Uniform(uint64_t stream, uint64_t k) {
-  return static_cast<double>(MixSeed(stream, k) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-}  // namespace
-
 Status ValidateClickOptions(const ClickOptions& o) {
   auto bad = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("click generator: ", what));
@@ -37,9 +29,10 @@ Status ValidateClickOptions(const ClickOptions& o) {
 ClickModel::ClickModel(const ClickOptions& options) : options_(options) {
   const int64_t total = int64_t{options.fields} * options.vocab;
   weights_.resize(total);
-  InitializeValues(InitSpec::Normal(static_cast<float>(options.sigma)),
-                   MixSeed(options.seed, NameHash("synthetic_clicks.weights")), weights_.data(),
-                   total);
+  const uint64_t stream = MixSeed(options.seed, NameHash("synthetic_clicks.weights"));
+  for (int64_t i = 0; i < total; ++i) {
+    weights_[i] = static_cast<float>(NormalDraw(stream, static_cast<uint64_t>(i), static_cast<float>(options.sigma)));
+  }
   cdf_.resize(options.vocab);
   double sum = 0;
   for (int64_t r = 0; r < options.vocab; ++r) {
@@ -60,12 +53,12 @@ double ClickModel::Draw(int split, int64_t index, int64_t* ids, int64_t* label) 
   const uint64_t stream =
       MixSeed(MixSeed(options_.seed, static_cast<uint64_t>(split) + 1), static_cast<uint64_t>(index));
   for (int32_t f = 0; f < options_.fields; ++f) {
-    const double u = Uniform(stream, static_cast<uint64_t>(f));
+    const double u = Uniform01(stream, static_cast<uint64_t>(f));
     const int64_t rank = std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
     ids[f] = int64_t{f} * options_.vocab + std::min<int64_t>(rank, options_.vocab - 1);
   }
   const double p = Probability(ids);
-  *label = Uniform(stream, static_cast<uint64_t>(options_.fields)) < p ? 1 : 0;
+  *label = Uniform01(stream, static_cast<uint64_t>(options_.fields)) < p ? 1 : 0;
   return p;
 }
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "paddle_like/nn/init.h"
+#include "paddle_like/core/random.h"
 
 namespace pl {
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "paddle_like/core/random.h"
 
 namespace pl {
 
@@ -26,11 +27,6 @@ struct InitSpec {
   // He/Kaiming uniform for ReLU layers: a = sqrt(6 / fan_in).
   static InitSpec He(int64_t fan_in);
 };
-
-// A 64-bit hash of a parameter name (FNV-1a then mixed); stable across builds.
-uint64_t NameHash(absl::string_view name);
-// Mixes integers into one stream seed (splitmix64 finaliser).
-uint64_t MixSeed(uint64_t a, uint64_t b);
 
 // Fills out[0..n) with elements [offset, offset + n) of the stream drawn from `spec`
 // and `stream_seed`; any slice of a parameter can be drawn independently.
