@@ -12,7 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/runtime.h"
-#include "paddle_like/io/safetensors.h"
+#include "paddle_like/nn/module_file.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
 #include "trainer/local_trainer.h"

@@ -12,13 +12,7 @@
 // header: bounds, contiguous in-range offsets, sizes matching shapes, known dtypes.
 // A corrupt or truncated file is DATA_LOSS naming the file.
 //
-// Module files: SaveModule writes every dense parameter under its NamedParameters()
-// name, F32 with its shape, and every sparse table's held rows as "<name>" F32
-// (rows, dim) plus "<name>.ids" I64 (rows), rows sorted by id. LoadModule checks the
-// whole file against the module before changing anything; tensors in the file that
-// the module lacks are ignored.
-//
-// Thread-safety: the functions are thread-safe for distinct paths and modules.
+// Thread-safety: the functions are thread-safe for distinct paths.
 #ifndef PADDLE_LIKE_IO_SAFETENSORS_H_
 #define PADDLE_LIKE_IO_SAFETENSORS_H_
 
@@ -29,7 +23,6 @@
 
 #include "paddle_like/core/status.h"
 #include "paddle_like/core/tensor.h"
-#include "paddle_like/nn/module.h"
 
 namespace pl {
 
@@ -52,23 +45,6 @@ struct TensorFile {
 // NOT_FOUND when missing; DATA_LOSS when malformed, truncated or failing the
 // checksum; UNIMPLEMENTED for a valid dtype other than F32/I64 (e.g. F16).
 StatusOr<TensorFile> LoadTensors(const std::string& path);
-
-Status SaveModule(const std::string& path, Module& module);
-// Missing tensors are NOT_FOUND, wrong shapes or dtypes INVALID_ARGUMENT; the message
-// lists every problem (parameter, expected and found shapes). On any error the module
-// is left as it was.
-Status LoadModule(const std::string& path, Module& module);
-
-// What LoadModuleTensors does with a parameter absent from its tensors.
-enum class MissingParameters { kError, kKeep };
-// LoadModule's checks and installation over tensors already in memory, named and laid
-// out as SaveModule writes them (Python's load_state_dict). `source` starts the error
-// message ("LoadModule '<path>'", "load_state_dict"). Under kKeep a parameter absent
-// from `tensors` keeps its values, but an embedding table given without its ".ids"
-// (or the reverse) is still NOT_FOUND.
-Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& module,
-                         const std::string& source,
-                         MissingParameters missing = MissingParameters::kError);
 
 }  // namespace pl
 

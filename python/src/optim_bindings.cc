@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/io/safetensors.h"
+#include "paddle_like/nn/module_file.h"
 #include "paddle_like/optim/optimizer.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"

@@ -1,5 +1,5 @@
-// SaveModule / LoadModule / LoadModuleTensors (declared in safetensors.h): a module's
-// parameters as one safetensors file, or as tensors by name.
+#include "paddle_like/nn/module_file.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
