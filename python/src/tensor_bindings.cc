@@ -1,5 +1,5 @@
 // paddle_like.Tensor: a pl::Variable (a value in the autograd graph) seen from Python,
-// with NumPy interop (numpy_bridge.h) and the ops of ops.h as operators.
+// with NumPy interop (numpy_bridge.h) and the ops of paddle_like/nn/functional.h as operators.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -8,7 +8,7 @@
 #include "paddle_like/core/grad_mode.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"
-#include "python/src/ops.h"
+#include "paddle_like/nn/functional.h"
 #include "python/src/status_bridge.h"
 
 namespace pl::python {
@@ -35,22 +35,22 @@ Variable Arith(const Variable& a, py::handle other, char op, bool reflected) {
   if (scalar) {
     const float s = other.cast<float>();
     switch (op) {
-      case '+': return RunOp([&] { return Affine(a, 1.0f, s); });
-      case '-': return RunOp([&] { return reflected ? Affine(a, -1.0f, s) : Affine(a, 1.0f, -s); });
-      case '*': return RunOp([&] { return Affine(a, s, 0.0f); });
+      case '+': return RunOp([&] { return functional::Affine(a, 1.0f, s); });
+      case '-': return RunOp([&] { return reflected ? functional::Affine(a, -1.0f, s) : functional::Affine(a, 1.0f, -s); });
+      case '*': return RunOp([&] { return functional::Affine(a, s, 0.0f); });
       case '/':
         if (reflected) throw py::type_error("dividing a number by a Tensor is not supported");
         if (s == 0.0f) throw py::value_error("Tensor division by zero");
-        return RunOp([&] { return Affine(a, 1.0f / s, 0.0f); });
+        return RunOp([&] { return functional::Affine(a, 1.0f / s, 0.0f); });
     }
   }
   Variable b = VariableFromPython(other, "Tensor operand");
   const Variable& left = reflected ? b : a;
   const Variable& right = reflected ? a : b;
   switch (op) {
-    case '+': return RunOp([&] { return Add(left, right, 1.0f); });
-    case '-': return RunOp([&] { return Add(left, right, -1.0f); });
-    case '*': return RunOp([&] { return Mul(left, right); });
+    case '+': return RunOp([&] { return functional::Add(left, right, 1.0f); });
+    case '-': return RunOp([&] { return functional::Add(left, right, -1.0f); });
+    case '*': return RunOp([&] { return functional::Mul(left, right); });
   }
   throw py::type_error(absl::StrCat("unsupported Tensor operation '", std::string(1, op), "'"));
 }
@@ -162,15 +162,15 @@ steps. Use t.numpy().copy() for a snapshot.
              } else {
                for (auto a : args) shape.push_back(a.cast<int64_t>());
              }
-             return RunOp([&] { return ReshapeOp(v, shape); });
+             return RunOp([&] { return functional::Reshape(v, shape); });
            })
       .def("view", [](const Variable& v, py::args args) {
              Shape shape;
              for (auto a : args) shape.push_back(a.cast<int64_t>());
-             return RunOp([&] { return ReshapeOp(v, shape); });
+             return RunOp([&] { return functional::Reshape(v, shape); });
            })
-      .def("sum", [](const Variable& v) { return RunOp([&] { return Sum(v); }); })
-      .def("mean", [](const Variable& v) { return RunOp([&] { return Mean(v); }); })
+      .def("sum", [](const Variable& v) { return RunOp([&] { return functional::Sum(v); }); })
+      .def("mean", [](const Variable& v) { return RunOp([&] { return functional::Mean(v); }); })
       .def("__add__", [](const Variable& a, py::object b) { return Arith(a, b, '+', false); })
       .def("__radd__", [](const Variable& a, py::object b) { return Arith(a, b, '+', true); })
       .def("__sub__", [](const Variable& a, py::object b) { return Arith(a, b, '-', false); })
@@ -178,10 +178,10 @@ steps. Use t.numpy().copy() for a snapshot.
       .def("__mul__", [](const Variable& a, py::object b) { return Arith(a, b, '*', false); })
       .def("__rmul__", [](const Variable& a, py::object b) { return Arith(a, b, '*', true); })
       .def("__truediv__", [](const Variable& a, py::object b) { return Arith(a, b, '/', false); })
-      .def("__neg__", [](const Variable& a) { return RunOp([&] { return Affine(a, -1.0f, 0.0f); }); })
+      .def("__neg__", [](const Variable& a) { return RunOp([&] { return functional::Affine(a, -1.0f, 0.0f); }); })
       .def("__matmul__", [](const Variable& a, py::object b) {
              Variable bv = VariableFromPython(b, "matmul operand");
-             return RunOp([&] { return MatMul(a, bv); });
+             return RunOp([&] { return functional::MatMul(a, bv); });
            })
       .def("__repr__", [](const Variable& v) {
         std::string body = py::repr(ArrayView(v.value()));
@@ -200,7 +200,7 @@ steps. Use t.numpy().copy() for a snapshot.
   m.def("matmul", [](py::object a, py::object b) {
     Variable av = VariableFromPython(a, "matmul left operand");
     Variable bv = VariableFromPython(b, "matmul right operand");
-    return RunOp([&] { return MatMul(av, bv); });
+    return RunOp([&] { return functional::MatMul(av, bv); });
   });
 }
 

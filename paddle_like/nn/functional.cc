@@ -1,10 +1,10 @@
-#include "python/src/ops.h"
+#include "paddle_like/nn/functional.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
-namespace pl::python {
+namespace pl::functional {
 namespace {
 
 Status CheckFloat(const Variable& v, const std::string& op, const char* which) {
@@ -77,7 +77,7 @@ StatusOr<Variable> Mean(const Variable& a) {
   });
 }
 
-StatusOr<Variable> ReshapeOp(const Variable& a, const Shape& shape) {
+StatusOr<Variable> Reshape(const Variable& a, const Shape& shape) {
   if (!a.defined()) return absl::InvalidArgumentError("reshape: input is undefined");
   auto view = a.value().Reshape(shape);
   if (!view.ok()) {
@@ -106,4 +106,4 @@ StatusOr<Variable> MatMul(const Variable& a, const Variable& b) {
   });
 }
 
-}  // namespace pl::python
+}  // namespace pl::functional
