@@ -1,7 +1,7 @@
 // Checkpoints of one ParameterShard: <dir>/pserver-<index>/ckpt-<seq>.bin, the newest
 // `keep` kept. A file is
 //
-//   "PLPSCKPT" | u32 format (1) | shard state (ParameterShard::SaveState) | u32 crc32c
+//   "PLPSCKPT" | u32 format (1) | shard state (shard_serializer.h) | u32 crc32c
 //
 // with the CRC-32C over everything before it. Written atomically (temporary file,
 // fsync, rename, directory fsync), so a crash leaves the previous file intact. Restore

@@ -132,15 +132,12 @@ grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame*
     if (!local.ok()) return rpc::ToGrpc(local.status());
     frame = *std::move(local);
   }
-  StatusOr<int64_t> version;
+  DenseDestination write_to;
   if (write_back) {
     const SharedRegion& r = *region;  // write_back implies a region (checked above)
-    version = shard_->Push(frame, DeadlineOf(context), [&](int i, int64_t n) {
-      return r.Floats(write_offsets[i], n);
-    });
-  } else {
-    version = shard_->Push(std::move(frame), DeadlineOf(context));
+    write_to = [&r, &write_offsets](int i, int64_t n) { return r.Floats(write_offsets[i], n); };
   }
+  StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context), write_to);
   if (!version.ok()) return rpc::ToGrpc(version.status());
   response->set_version(*version);
   return grpc::Status::OK;

@@ -1,53 +1,42 @@
-// ParameterShard: the part of every parameter that parameter server `index` of
-// `num_shards` owns, with its optimizer state, and the update logic over it.
+// ParameterShard: what parameter server `index` of `num_shards` serves, composed of
+// parts with one lock domain each:
 //
-//   dense:  block b of parameter p (elements [b*block_size, min(numel, (b+1)*block_size)))
-//           when ShardOfDenseBlock(p, b, P) == index; one allocation per block holding
-//           value (n) then NumSlots(kind) state slots (n each), plus its step count.
-//   sparse: row r of a table when ShardOfRow(r, P) == index, created on first touch
-//           (pull or push) from RowStreamSeed(seed, table, r); each row is one record
-//           [value (dim) | slots (S*dim) | step (int64)] inside a slab shared by many
-//           rows, indexed by a flat hash map, so a row costs little beyond its floats.
+//   ShardStore     (shard_store.h)     the dense blocks and sparse rows this pserver
+//                                      owns, their optimizer state and update rules
+//   VersionClock   (version_clock.h)   the version, and waiting for one
+//   SyncBarrier    (sync_barrier.h)    sync mode: which trainers a step waits for, and
+//                                      keeping a step's update atomic for readers
+//   AsyncApplier   (async_applier.h)   async pushes with defer_apply: a queue and the
+//                                      thread that applies it
+//   shard_serializer.h                 the state as bytes, for checkpoints
 //
-// Update modes. Async: each push is applied on arrival (ApplyUpdate with the block's or
-// row's own step count). Sync: pushes carry (trainer_id, step); step k's gradients
-// are summed until every participant has pushed k, then their mean is applied once
-// and version becomes k + 1. The participants of a step are the live trainers
-// (SetLiveTrainers) when its first push arrives; one that leaves the live set leaves
-// the barrier, one that joins later takes part from the next step (its pushes for the
-// current step still count in the mean). A push for a finished step is dropped
-// (stale); a push for a later step waits, bounded by its deadline, for that step.
+// A push goes through one pipeline (Push): validate it whole, so that a rejected push
+// leaves the shard exactly as it was; then apply it (async), queue it (async with
+// defer_apply) or sum it into its step (sync); then acknowledge it with a version.
+// Async: a push is applied with each block's or row's own step count, and the
+// version counts applied pushes. Sync: see sync_barrier.h; the version counts steps.
 //
-// A push is validated whole before anything is applied, so a rejected push leaves the
-// shard exactly as it was. An async push with defer_apply is validated, queued and
-// answered; one applier thread applies queued pushes in arrival order (at most
-// kMaxQueuedPushes wait, further pushes block until there is room).
-//
-// Thread-safety: thread-safe. Pushes to different dense blocks and different row
-// stripes proceed in parallel (a mutex per block, striped mutexes for rows); Init
-// excludes everything else; a sync step's update excludes pushes and pulls.
+// Thread-safety: thread-safe. The parts lock themselves; this class holds no lock of
+// its own (its counters are atomic) and never holds one part's lock while calling
+// another, except as the parts document (SyncBarrier and AsyncApplier read the clock).
 #ifndef PSERVER_SHARD_H_
 #define PSERVER_SHARD_H_
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
 #include <memory>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
-#include "paddle_like/nn/init.h"
-#include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.pb.h"
+#include "pserver/async_applier.h"
+#include "pserver/shard_serializer.h"
+#include "pserver/shard_storage.h"
+#include "pserver/shard_store.h"
+#include "pserver/sync_barrier.h"
+#include "pserver/version_clock.h"
 
 namespace pl::pserver {
 
@@ -64,12 +53,12 @@ struct ShardCounters {
 class ParameterShard {
  public:
   ParameterShard(int index, int num_shards);
-  ~ParameterShard();
+  ~ParameterShard();  // Shutdown()
   ParameterShard(const ParameterShard&) = delete;
   ParameterShard& operator=(const ParameterShard&) = delete;
 
-  int index() const { return index_; }
-  int num_shards() const { return num_shards_; }
+  int index() const { return store_.index(); }
+  int num_shards() const { return store_.num_shards(); }
 
   // Creates the blocks and rows' tables this shard owns that do not exist yet. The
   // first call fixes the optimizer, seed and mode; a later call with a different one,
@@ -77,28 +66,29 @@ class ParameterShard {
   StatusOr<proto::InitResponse> Init(const proto::InitRequest& request);
 
   // Fills `response` with the requested blocks and rows, after waiting (until
-  // `deadline`, else DEADLINE_EXCEEDED) for version >= request.min_version.
-  // Each dense block is copied once, under its lock, into a buffer gRPC sends as is.
-  Status Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* response);
-  // Where dense block i of a pull (with `n` floats) is to be written instead of into
-  // the frame (a trainer's shared-memory region), or an error naming the bad span.
-  using DenseDestination = std::function<StatusOr<float*>(int i, int64_t n)>;
+  // `deadline`, else DEADLINE_EXCEEDED) for version >= request.min_version. Async
+  // blocks are sent in place; sync ones are copies of the finished step. With
+  // `dense_out` (a trainer's shared-memory region), block i is written to
+  // dense_out(i, n) instead of into the frame.
   Status Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* response,
-              const DenseDestination& dense_out);
+              const DenseDestination& dense_out = nullptr);
   // The same as one protobuf message (copies; for tests and tools).
-  Status Pull(const proto::PullRequest& request, absl::Time deadline,
-              proto::PullResponse* response);
+  Status Pull(const proto::PullRequest& request, absl::Time deadline, proto::PullResponse* response) {
+    PullFrame frame;
+    PL_RETURN_IF_ERROR(Pull(request, deadline, &frame));
+    *response = frame.ToProto();
+    return absl::OkStatus();
+  }
 
   // Applies (async) or accumulates (sync) one trainer's gradients; returns the version.
-  // Dense gradients are read where gRPC received them.
-  StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline = absl::InfiniteFuture());
-  // The same, then (async only) each dense block's new values written to
-  // write_back(i, n) while they are still in cache: a push and the pull of its result.
-  StatusOr<int64_t> Push(const PushFrame& request, absl::Time deadline, const DenseDestination& write_back);
-  // The same, taking the frame over so that a deferred push can outlive the call.
-  StatusOr<int64_t> Push(PushFrame&& request, absl::Time deadline = absl::InfiniteFuture());
-  StatusOr<int64_t> Push(const proto::PushRequest& request,
-                         absl::Time deadline = absl::InfiniteFuture());
+  // Dense gradients are read where the frame holds them. An async push with
+  // defer_apply is queued and answered at once (the frame is kept until applied).
+  // With `write_back` (async only; FAILED_PRECONDITION in sync mode), the push is
+  // applied at once and each dense block's new values are written to write_back(i, n)
+  // while they are still in cache: a push and the pull of its result. A sync push for
+  // a later step waits, until `deadline`, for that step.
+  StatusOr<int64_t> Push(PushFrame frame, absl::Time deadline = absl::InfiniteFuture(),
+                         const DenseDestination& write_back = nullptr);
 
   // Sync mode: the trainers the barrier waits for (from the master's membership).
   void SetLiveTrainers(const std::vector<int64_t>& trainer_ids);
@@ -107,93 +97,42 @@ class ParameterShard {
   // applies the queued pushes (so a checkpoint written afterwards holds them).
   void Shutdown();
   // Waits until every queued push is applied.
-  void WaitForQueuedPushes();
+  void WaitForQueuedPushes() { applier_.WaitUntilIdle(); }
 
-  bool initialized() const;
-  bool sync() const;
-  int64_t version() const;
+  bool initialized() const { return store_.initialized(); }
+  bool sync() const { return store_.sync(); }
+  int64_t version() const { return clock_.version(); }
   ShardCounters Counters() const;
 
-  // The whole shard (config, values, optimizer state, step counts, version) as a byte
-  // stream, and back. SaveState takes each block/stripe lock in turn; in sync mode the
-  // result is exactly the state at `version`. LoadState requires a fresh shard and
-  // rejects data for another index or shard count with FAILED_PRECONDITION.
-  using ByteWriter = std::function<Status(const void* data, size_t n)>;
-  using ByteReader = std::function<Status(void* data, size_t n)>;
+  // The whole shard (shard_serializer.h) as a byte stream, and back. In sync mode the
+  // saved state is exactly the state at its version. LoadState requires a fresh shard
+  // and rejects data for another index or shard count with FAILED_PRECONDITION.
+  using ByteWriter = pserver::ByteWriter;
+  using ByteReader = pserver::ByteReader;
   Status SaveState(const ByteWriter& write) const;
   Status LoadState(const ByteReader& read);
 
  private:
-  struct DenseBlockState;
-  struct DenseParam;
-  struct RowStripe;
-  struct SparseTableState;
-  struct ResolvedPush;
-  struct QueuedPush;
+  // The push pipeline's steps.
+  Status Validate(PendingPush* push, bool sync, const DenseDestination& write_back);
+  int64_t ApplyNow(const PendingPush& push);
+  StatusOr<int64_t> AddToStep(const PendingPush& push, absl::Time deadline);
+  void CompleteStepIfReady();
+  // Counts a push applied or accepted into a step.
+  void CountApplied(const PendingPush& push);
 
-  Status CheckInitialized() const;
-  Status CheckCompatible(const proto::InitRequest& request) const;
-  StatusOr<DenseBlockState*> FindBlock(const std::string& param, int64_t block) const
-      ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
-  Status AddParam(const proto::ParamSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(params_mu_);
-  Status Resolve(const PushFrame& request, ResolvedPush* out) const
-      ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
-  Status WaitForVersion(int64_t min_version, absl::Time deadline) const;
-  void ApplyAsync(const ResolvedPush& push) ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
-  void Accumulate(const ResolvedPush& push) ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
-  // Sync: applies the mean of the current step if it is complete.
-  void MaybeCompleteStep() ABSL_LOCKS_EXCLUDED(params_mu_, step_mu_, barrier_mu_);
-  void ApplyStep(int contributors) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_)
-      ABSL_SHARED_LOCKS_REQUIRED(params_mu_);
-  StatusOr<int64_t> Enqueue(std::unique_ptr<QueuedPush> push, absl::Time deadline);
-  void ApplyQueued();  // the applier thread
-  bool QueueIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) { return queue_.empty() && !applying_; }
-  float* FindOrCreateRow(SparseTableState* table, RowStripe* stripe, int64_t id) const;
-  void SetVersion(int64_t v);
-
-  const int index_;
-  const int num_shards_;
-
-  // Guards the parameter maps and the configuration; Init holds it exclusively.
-  mutable absl::Mutex params_mu_;
-  bool initialized_ ABSL_GUARDED_BY(params_mu_) = false;
-  bool sync_ ABSL_GUARDED_BY(params_mu_) = false;
-  uint64_t seed_ ABSL_GUARDED_BY(params_mu_) = 0;
-  OptimizerSpec optimizer_ ABSL_GUARDED_BY(params_mu_);
-  proto::OptimizerConfig optimizer_proto_ ABSL_GUARDED_BY(params_mu_);
-  std::map<std::string, std::unique_ptr<DenseParam>> dense_ ABSL_GUARDED_BY(params_mu_);
-  std::map<std::string, std::unique_ptr<SparseTableState>> sparse_ ABSL_GUARDED_BY(params_mu_);
-
-  // Sync: pushes accumulate holding it shared; a step's update holds it exclusively.
-  mutable absl::Mutex step_mu_ ABSL_ACQUIRED_AFTER(params_mu_);
-
-  // Sync barrier bookkeeping for the current step (= version).
-  mutable absl::Mutex barrier_mu_ ABSL_ACQUIRED_AFTER(step_mu_);
-  absl::flat_hash_set<int64_t> live_ ABSL_GUARDED_BY(barrier_mu_);
-  absl::flat_hash_set<int64_t> participants_ ABSL_GUARDED_BY(barrier_mu_);
-  absl::flat_hash_set<int64_t> pushed_ ABSL_GUARDED_BY(barrier_mu_);
-  bool step_started_ ABSL_GUARDED_BY(barrier_mu_) = false;
-  bool completing_ ABSL_GUARDED_BY(barrier_mu_) = false;
-
-  // Version, with a condition for pulls waiting on it.
-  mutable absl::Mutex version_mu_;
-  mutable absl::CondVar version_cv_;
-  int64_t version_ ABSL_GUARDED_BY(version_mu_) = 0;
-  bool shutdown_ ABSL_GUARDED_BY(version_mu_) = false;
-
-  // Deferred async pushes, and the thread that applies them (started on first use).
-  static constexpr size_t kMaxQueuedPushes = 2;
-  absl::Mutex queue_mu_;
-  std::deque<std::unique_ptr<QueuedPush>> queue_ ABSL_GUARDED_BY(queue_mu_);
-  bool applying_ ABSL_GUARDED_BY(queue_mu_) = false;  // the applier holds a popped push
-  bool queue_closed_ ABSL_GUARDED_BY(queue_mu_) = false;
-  std::thread applier_;
-
+  // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};
-  mutable std::atomic<int64_t> sparse_rows_pulled_{0};
+  std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};
-  std::atomic<int64_t> dense_elements_{0};
+
+  // The parts, each thread-safe on its own; in this order so that a part is destroyed
+  // before those it uses (the applier's thread uses all the above).
+  ShardStore store_;
+  VersionClock clock_;
+  mutable SyncBarrier barrier_;  // SaveState holds the step open
+  AsyncApplier applier_;
 };
 
 }  // namespace pl::pserver

@@ -55,7 +55,7 @@ void Train(ParameterShard& shard, int pushes, float scale) {
       AddDense(&push, "w", b, std::vector<float>(std::min(4, 23 - 4 * b), scale * (b + 1 + k)));
     }
     AddRows(&push, "emb", 3, {ids[k % 4]}, {scale, -scale, 2 * scale});
-    ASSERT_TRUE(shard.Push(push).ok());
+    ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   }
 }
 

@@ -187,7 +187,7 @@ TEST(MembershipWatcherTest, RegistersAndFeedsTheLiveSetToTheBarrier) {
   proto::PushRequest push;
   push.set_trainer_id(1);
   AddDense(&push, "p", 0, {4.0f});
-  ASSERT_TRUE(shard.Push(push).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(shard.version(), 0);  // trainer 2 is live: the barrier waits
   master.SetLive({1});            // its lease expires

@@ -69,7 +69,7 @@ TEST(ShardInit, BadRequestsAndUninitialisedShard) {
   ParameterShard shard(0, 1);
   proto::PushRequest push;
   AddDense(&push, "w", 0, {1.0f});
-  EXPECT_EQ(shard.Push(push).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(shard.Push(PushFrame::FromProtoRef(push)).status().code(), absl::StatusCode::kFailedPrecondition);
   OptimizerSpec zero_lr = Sgd(0.1f);
   zero_lr.learning_rate = 0;
   auto r = shard.Init(MakeInit({DenseSpec("w", {4}, 4)}, zero_lr));
@@ -126,12 +126,12 @@ TEST(ShardAsync, SgdAppliesEachPushOnArrival) {
   ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {4}, 4, InitSpec::Constant(1.0f))}, Sgd(0.1f))).ok());
   proto::PushRequest push;
   AddDense(&push, "p", 0, {1, 2, 3, 4});
-  auto v = shard.Push(push);
+  auto v = shard.Push(PushFrame::FromProtoRef(push));
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 1);
   EXPECT_THAT(PullBlock(shard, "p", 0), ::testing::ElementsAre(1 - 0.1f * 1, 1 - 0.1f * 2, 1 - 0.1f * 3,
                                                                  1 - 0.1f * 4));
-  ASSERT_TRUE(shard.Push(push).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   std::vector<float> got = PullBlock(shard, "p", 0);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], 1 - 0.2f * (i + 1), 1e-6);
   EXPECT_EQ(shard.version(), 2);
@@ -153,9 +153,9 @@ TEST(ShardAsync, AdamUsesThePerBlockStepCount) {
   ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("p", {3}, 3, InitSpec::Constant(1.0f))}, Adam(0.1f))).ok());
   proto::PushRequest push;
   AddDense(&push, "p", 0, {0.5f, 0.5f, 0.5f});
-  ASSERT_TRUE(shard.Push(push).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   for (float x : PullBlock(shard, "p", 0)) EXPECT_NEAR(x, 0.9f, 1e-5);
-  ASSERT_TRUE(shard.Push(push).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   for (float x : PullBlock(shard, "p", 0)) EXPECT_NEAR(x, 0.8f, 1e-5);
 }
 
@@ -177,10 +177,10 @@ TEST(ShardSparse, RowsAreCreatedOnFirstTouchAndUpdatedLazily) {
   // Push to ids[0] twice; ids[2] (never pulled) once, with the second push.
   proto::PushRequest first;
   AddRows(&first, "emb", 3, {ids[0]}, {0.5f, 0.5f, 0.5f});
-  ASSERT_TRUE(shard.Push(first).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(first)).ok());
   proto::PushRequest second;
   AddRows(&second, "emb", 3, {ids[0], ids[2]}, {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f});
-  ASSERT_TRUE(shard.Push(second).ok());
+  ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(second)).ok());
   std::vector<float> after = PullRows(shard, "emb", ids);
   for (int j = 0; j < 3; ++j) {
     EXPECT_NEAR(after[j], rows[j] - 0.2f, 1e-5);      // two Adam steps of lr each
@@ -244,7 +244,7 @@ TEST(ShardValidation, EveryMalformedPushIsRefusedAndChangesNothing) {
     AddDense(&push, "w", owned, ok8);        // a valid part first: it must not be applied
     AddRows(&push, "emb", 2, {mine}, {1, 1});
     c.add(&push);
-    auto v = shard.Push(push);
+    auto v = shard.Push(PushFrame::FromProtoRef(push));
     EXPECT_EQ(v.status().code(), c.code) << c.what << ": " << v.status();
     EXPECT_THAT(v.status().message(), HasSubstr(c.fragment)) << c.what;
     EXPECT_EQ(Dump(shard), before) << c.what << " changed the shard";
@@ -274,7 +274,7 @@ TEST(ShardConcurrency, ParallelPushesToManyBlocksAllLand) {
         proto::PushRequest push;
         for (int b = 0; b < 16; ++b) AddDense(&push, "w", b, {1, 1, 1, 1});
         AddRows(&push, "e", 2, {t, 100 + k}, {1, 1, 1, 1});
-        ASSERT_TRUE(shard.Push(push).ok());
+        ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
       }
     });
   }

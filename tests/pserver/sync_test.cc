@@ -22,7 +22,7 @@ class SyncShard : public ::testing::Test {
     r.set_trainer_id(trainer);
     r.set_step(step);
     AddDense(&r, "p", 0, g);
-    return shard_.Push(r, deadline);
+    return shard_.Push(PushFrame::FromProtoRef(r), deadline);
   }
   ParameterShard shard_{0, 1};
 };
@@ -85,8 +85,8 @@ TEST_F(SyncShard, SparseRowsAreAveragedOverTheStepsTrainers) {
   proto::PushRequest b;
   b.set_trainer_id(2);
   AddRows(&b, "e", 1, {5}, {2.0f});
-  ASSERT_TRUE(shard_.Push(a).ok());
-  ASSERT_TRUE(shard_.Push(b).ok());
+  ASSERT_TRUE(shard_.Push(PushFrame::FromProtoRef(a)).ok());
+  ASSERT_TRUE(shard_.Push(PushFrame::FromProtoRef(b)).ok());
   EXPECT_EQ(shard_.version(), 1);
   // row 5: mean (2+2)/2 = 2; row 6: 4/2 = 2 (trainer 2 contributed zero); lr 0.5
   EXPECT_THAT(PullRows(shard_, "e", {5, 6}), ::testing::ElementsAre(-1.0f, -1.0f));

@@ -1,23 +1,38 @@
-// The storage behind ParameterShard (private to shard.cc and shard_state.cc).
+// The storage records behind ShardStore, and a push once the store has validated it
+// (private to the shard's parts: shard_store, async_applier, shard).
 //
 //   S = NumSlots(optimizer kind), D = a table's row width, n = a block's length.
-#ifndef PSERVER_SHARD_INTERNAL_H_
-#define PSERVER_SHARD_INTERNAL_H_
+//
+// Thread-safety: a DenseBlock's and a RowStripe's mutable fields are guarded by the
+// record's own mutex (ShardStore takes them); everything else is fixed at creation.
+// Records are never removed while their store lives, so pointers to them stay valid.
+#ifndef PSERVER_SHARD_STORAGE_H_
+#define PSERVER_SHARD_STORAGE_H_
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/wire.h"
-#include "pserver/shard.h"
+#include "paddle_like/nn/init.h"
+#include "proto/pserver.pb.h"
 
 namespace pl::pserver {
+
+// Where dense block i of a pull or push (with `n` floats) is to be written (a trainer's
+// shared-memory region), or an error naming the bad span.
+using DenseDestination = std::function<StatusOr<float*>(int i, int64_t n)>;
 
 // Rows of a table are spread over this many independently locked stripes.
 inline constexpr int kRowStripes = 64;
@@ -33,7 +48,7 @@ inline int StripeOf(int64_t id) {
   return static_cast<int>(MixSeed(0x2545f4914f6cdd1dULL, static_cast<uint64_t>(id)) % kRowStripes);
 }
 
-struct ParameterShard::DenseBlockState {
+struct DenseBlock {
   absl::Mutex mu;
   int64_t block = 0;
   int64_t offset = 0;
@@ -46,16 +61,16 @@ struct ParameterShard::DenseBlockState {
   bool has_accum ABSL_GUARDED_BY(mu) = false;
 };
 
-struct ParameterShard::DenseParam {
+struct DenseParam {
   proto::ParamSpec spec;
   InitSpec init;
   int64_t numel = 0;
   int64_t block_size = 0;
-  std::map<int64_t, std::unique_ptr<DenseBlockState>> blocks;  // owned blocks only
+  std::map<int64_t, std::unique_ptr<DenseBlock>> blocks;  // owned blocks only
 };
 
 // Row record (stride floats): value (D) | slots (S*D) | step (int64 in 2 floats).
-struct ParameterShard::RowStripe {
+struct RowStripe {
   absl::Mutex mu;
   absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // id -> slot
   std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
@@ -79,7 +94,7 @@ struct ParameterShard::RowStripe {
   }
 };
 
-struct ParameterShard::SparseTableState {
+struct SparseTable {
   proto::ParamSpec spec;
   InitSpec init;
   int64_t dim = 0;
@@ -97,14 +112,14 @@ struct ParameterShard::SparseTableState {
 };
 
 // A validated push: where each payload goes and its floats, read in place.
-struct ParameterShard::ResolvedPush {
+struct ResolvedPush {
   struct Dense {
-    DenseBlockState* block;
-    const FloatPieces* grad;  // (n), where gRPC received it
+    DenseBlock* block;
+    const FloatPieces* grad;      // (n), where gRPC received it
     float* write_back = nullptr;  // where the block's new values go once applied (n), if anywhere
   };
   struct Sparse {
-    SparseTableState* table;
+    SparseTable* table;
     const proto::SparseRowsMsg* msg;
     FloatView grad;  // (ids, D)
   };
@@ -113,16 +128,14 @@ struct ParameterShard::ResolvedPush {
   int64_t rows = 0;
 };
 
-// A validated push waiting for the applier; it owns the frame its payloads point into.
-struct ParameterShard::QueuedPush {
+// A push on its way through the shard: it owns the frame its resolved payloads point
+// into, so it can wait in the applier's queue after its call returned.
+struct PendingPush {
+  explicit PendingPush(PushFrame f) : frame(std::move(f)) {}
   PushFrame frame;
   ResolvedPush resolved;
 };
 
-// OK when every id of `msg` is in the table's range and owned by pserver `index` of
-// `num_shards`, and its dim (if set) is the table's; else INVALID_ARGUMENT naming it.
-Status CheckRowIds(const proto::SparseRowsMsg& msg, const proto::ParamSpec& spec, int index, int num_shards);
-
 }  // namespace pl::pserver
 
-#endif  // PSERVER_SHARD_INTERNAL_H_
+#endif  // PSERVER_SHARD_STORAGE_H_

@@ -1,0 +1,156 @@
+// ShardStore: the part of every parameter that parameter server `index` of
+// `num_shards` owns, with its optimizer state, and the update rules over it.
+//
+//   dense:  block b of parameter p (elements [b*block_size, min(numel, (b+1)*block_size)))
+//           when ShardOfDenseBlock(p, b, P) == index; one allocation per block holding
+//           value (n) then NumSlots(kind) state slots (n each), plus its step count.
+//   sparse: row r of a table when ShardOfRow(r, P) == index, created on first touch
+//           (pull or push) from RowStreamSeed(seed, table, r); each row is one record
+//           [value (dim) | slots (S*dim) | step (int64)] inside a slab shared by many
+//           rows, indexed by a flat hash map, so a row costs little beyond its floats.
+//
+// It knows nothing of versions, barriers or queues: ParameterShard decides when a
+// push is applied (Apply) or summed into a sync step (Accumulate, ApplyAccumulated).
+//
+// Thread-safety: thread-safe. mu_ guards the configuration and the parameter maps:
+// Init and Load hold it exclusively, everything else shared. Each dense block and each
+// stripe of a table's rows has its own mutex, taken one at a time after mu_, so work
+// on different blocks and stripes proceeds in parallel. Blocks and tables are never
+// removed, so a ResolvedPush stays valid without any lock. A sync step's update is
+// not atomic by itself: the caller keeps readers out meanwhile (SyncBarrier).
+#ifndef PSERVER_SHARD_STORE_H_
+#define PSERVER_SHARD_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/dist/dense_frame.h"
+#include "paddle_like/optim/update_rules.h"
+#include "proto/pserver.pb.h"
+#include "pserver/shard_storage.h"
+
+namespace pl::pserver {
+
+class ShardStore {
+ public:
+  ShardStore(int index, int num_shards) : index_(index), num_shards_(num_shards) {}
+  ShardStore(const ShardStore&) = delete;
+  ShardStore& operator=(const ShardStore&) = delete;
+
+  int index() const { return index_; }
+  int num_shards() const { return num_shards_; }
+
+  // Creates the blocks and tables this shard owns that do not exist yet; returns
+  // whether this call initialised the store. The first call fixes the optimizer, seed
+  // and mode; a later call with a different one, or a parameter of the same name with
+  // another shape/dim, is FAILED_PRECONDITION. A bad request changes nothing.
+  StatusOr<bool> Init(const proto::InitRequest& request);
+  bool initialized() const;
+  bool sync() const;
+  // FAILED_PRECONDITION until Init (or Load) succeeded.
+  Status CheckInitialized() const;
+
+  // Checks the whole push (every block and row is this shard's, sizes match, every
+  // gradient is finite) and says where each payload goes. Changes nothing.
+  Status Resolve(const PushFrame& frame, ResolvedPush* out) const;
+  // Async: applies a resolved push with each block's and row's own step count, and
+  // writes each block's new values to its write_back, if any.
+  void Apply(const ResolvedPush& push);
+  // Sync: adds a resolved push's gradients to the current step's sums.
+  void Accumulate(const ResolvedPush& push);
+  // Sync: applies the step's sums divided by `contributors`, and clears them.
+  void ApplyAccumulated(int contributors);
+
+  // Fills `frame` with the requested blocks and rows (rows are created on first
+  // touch), after checking the whole request; a bad one creates no rows. Async blocks
+  // are sent in place; sync ones are copied under their lock. With `dense_out`, block
+  // i goes to dense_out(i, n) instead of into the frame. Sets no version.
+  Status Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out);
+
+  int64_t dense_elements() const { return dense_elements_.load(); }
+  int64_t sparse_rows() const;
+
+  // What a saver sees of the store (Visit), in a stable order: the configuration; each
+  // dense parameter and its blocks, each block under its lock; each table and its rows
+  // stripe by stripe, each stripe under its lock. An error from the visitor stops the
+  // visit and is returned. Visit is FAILED_PRECONDITION on an uninitialised store.
+  class Visitor {
+   public:
+    virtual ~Visitor() = default;
+    virtual Status Config(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync,
+                          size_t dense_params) = 0;
+    virtual Status Param(const proto::ParamSpec& spec, size_t blocks) = 0;
+    // data: value (n) then S slots of n.
+    virtual Status Block(int64_t block, int64_t n, int64_t step, absl::Span<const float> data) = 0;
+    virtual Status Tables(size_t tables) = 0;
+    virtual Status Table(const proto::ParamSpec& spec, int stripes) = 0;
+    virtual Status Stripe(size_t rows) = 0;
+    virtual Status Row(int64_t id, absl::Span<const float> record) = 0;
+  };
+  Status Visit(Visitor* visitor) const;
+
+  // What a restorer fills (Load). It runs while Load holds the store exclusively, so
+  // what it returns may be written without further locks until `fill` returns.
+  class Loader {
+   public:
+    // First: what the first Init fixes (an unknown optimizer is INVALID_ARGUMENT).
+    Status Configure(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync);
+    bool Holds(const std::string& name) const;
+    // Creates a parameter or table as Init does; returns the blocks it owns here.
+    StatusOr<size_t> Add(const proto::ParamSpec& spec);
+    // Block b of dense parameter `name` with its step set to `step`: its value and
+    // slots to fill, or an empty span when this shard holds no such block of n floats.
+    absl::Span<float> Block(const std::string& name, int64_t b, int64_t n, int64_t step);
+    // A new record for row `id` of `table`, to fill; empty when the row exists.
+    absl::Span<float> NewRow(const std::string& table, int64_t id);
+
+   private:
+    friend class ShardStore;
+    explicit Loader(ShardStore* store) : store_(store) {}
+    ShardStore* const store_;
+  };
+  // Runs fill on a fresh store (else FAILED_PRECONDITION); the store counts as
+  // initialised when fill returns OK.
+  Status Load(const std::function<Status(Loader*)>& fill);
+
+ private:
+  Status CheckInitializedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Status CheckCompatible(const proto::InitRequest& request) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Status AddParam(const proto::ParamSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<DenseBlock*> FindBlock(const std::string& param, int64_t block) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Table `name` with its rows `msg` checked: in range, owned here, of its dim. With
+  // `explain`, an unknown name says why (a dense parameter, or not initialised).
+  StatusOr<SparseTable*> FindRows(const proto::SparseRowsMsg& msg, bool explain) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The row's record, created from the table's initializer if absent. Needs mu_
+  // (shared) and stripe->mu.
+  float* FindOrCreateRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
+
+  const int index_;
+  const int num_shards_;
+
+  mutable absl::Mutex mu_;
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
+  bool sync_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t seed_ ABSL_GUARDED_BY(mu_) = 0;
+  OptimizerSpec optimizer_ ABSL_GUARDED_BY(mu_);
+  proto::OptimizerConfig optimizer_proto_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<DenseParam>> dense_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<SparseTable>> sparse_ ABSL_GUARDED_BY(mu_);
+
+  // Lock-free.
+  std::atomic<int64_t> dense_elements_{0};
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_SHARD_STORE_H_

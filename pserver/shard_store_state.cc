@@ -1,0 +1,90 @@
+// ShardStore's whole state for a saver (Visit) and from a restorer (Load); the byte
+// format is shard_serializer's.
+#include "absl/strings/str_cat.h"
+#include "pserver/shard_store.h"
+
+namespace pl::pserver {
+
+Status ShardStore::Visit(Visitor* v) const {
+  absl::ReaderMutexLock l(&mu_);
+  PL_RETURN_IF_ERROR(CheckInitializedLocked());
+  const int slots = NumSlots(optimizer_.kind);
+  PL_RETURN_IF_ERROR(v->Config(optimizer_proto_, seed_, sync_, dense_.size()));
+  for (const auto& [name, p] : dense_) {
+    PL_RETURN_IF_ERROR(v->Param(p->spec, p->blocks.size()));
+    for (const auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      PL_RETURN_IF_ERROR(v->Block(b, blk->n, blk->step, {blk->data.get(), static_cast<size_t>((1 + slots) * blk->n)}));
+    }
+  }
+  PL_RETURN_IF_ERROR(v->Tables(sparse_.size()));
+  for (const auto& [name, t] : sparse_) {
+    PL_RETURN_IF_ERROR(v->Table(t->spec, kRowStripes));
+    for (int s = 0; s < kRowStripes; ++s) {
+      RowStripe& stripe = t->stripes[s];
+      absl::MutexLock sl(&stripe.mu);
+      PL_RETURN_IF_ERROR(v->Stripe(stripe.index.size()));
+      for (const auto& [id, slot] : stripe.index) {
+        PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
+  absl::WriterMutexLock l(&mu_);
+  if (initialized_) {
+    return absl::FailedPreconditionError("LoadState needs a fresh shard; this one is initialised");
+  }
+  Loader loader(this);
+  PL_RETURN_IF_ERROR(fill(&loader));
+  initialized_ = true;
+  return absl::OkStatus();
+}
+
+// The Loader's methods run inside Load, which holds store_->mu_ exclusively.
+
+Status ShardStore::Loader::Configure(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  PL_ASSIGN_OR_RETURN(store_->optimizer_, OptimizerFromProto(optimizer));
+  store_->optimizer_proto_ = optimizer;
+  store_->seed_ = seed;
+  store_->sync_ = sync;
+  return absl::OkStatus();
+}
+
+bool ShardStore::Loader::Holds(const std::string& name) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return store_->dense_.count(name) > 0 || store_->sparse_.count(name) > 0;
+}
+
+StatusOr<size_t> ShardStore::Loader::Add(const proto::ParamSpec& spec) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  PL_RETURN_IF_ERROR(store_->AddParam(spec));
+  auto it = store_->dense_.find(spec.name());
+  return it == store_->dense_.end() ? 0 : it->second->blocks.size();
+}
+
+absl::Span<float> ShardStore::Loader::Block(const std::string& name, int64_t b, int64_t n, int64_t step)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto pit = store_->dense_.find(name);
+  if (pit == store_->dense_.end()) return {};
+  auto it = pit->second->blocks.find(b);
+  if (it == pit->second->blocks.end() || it->second->n != n || step < 0) return {};
+  DenseBlock* blk = it->second.get();
+  absl::MutexLock bl(&blk->mu);
+  blk->step = step;
+  return {blk->data.get(), static_cast<size_t>((1 + NumSlots(store_->optimizer_.kind)) * n)};
+}
+
+absl::Span<float> ShardStore::Loader::NewRow(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto tit = store_->sparse_.find(table);
+  if (tit == store_->sparse_.end()) return {};
+  SparseTable* t = tit->second.get();
+  RowStripe& stripe = t->stripes[StripeOf(id)];
+  absl::MutexLock sl(&stripe.mu);
+  if (stripe.index.contains(id)) return {};
+  ++t->rows;
+  return {stripe.Insert(id, t->stride), static_cast<size_t>(t->stride)};
+}
+
+}  // namespace pl::pserver

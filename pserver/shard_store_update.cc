@@ -1,0 +1,119 @@
+// ShardStore's updates: async application, sync accumulation and a step's mean
+// (shard_store.h).
+#include <algorithm>
+#include <cstring>
+
+#include "pserver/parallel_for.h"
+#include "pserver/shard_store.h"
+
+namespace pl::pserver {
+
+float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
+  auto it = stripe->index.find(id);
+  if (it != stripe->index.end()) return stripe->At(it->second, t->stride);
+  float* row = stripe->Insert(id, t->stride);
+  InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), id), row, t->dim);
+  InitSlots(optimizer_, row + t->dim, t->dim);
+  t->SetStep(row, 0);
+  ++t->rows;
+  return row;
+}
+
+void ShardStore::Apply(const ResolvedPush& push) {
+  absl::ReaderMutexLock l(&mu_);
+  const OptimizerSpec* opt = &optimizer_;  // fixed once initialised; read by the helpers
+  int64_t floats = 0;
+  for (const ResolvedPush::Dense& d : push.dense) floats += d.block->n;
+  ParallelFor(static_cast<int64_t>(push.dense.size()), ThreadsForDense(floats), [&](int64_t i) {
+    const ResolvedPush::Dense& d = push.dense[i];
+    DenseBlock* blk = d.block;
+    absl::MutexLock bl(&blk->mu);
+    const int64_t step = ++blk->step;
+    float* value = blk->data.get();
+    float* slots = NumSlots(opt->kind) > 0 ? value + blk->n : nullptr;
+    d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
+      ApplyUpdate(*opt, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+      // The gradient chunk is consumed: its place may take the new values.
+      if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
+    });
+  });
+  for (const ResolvedPush::Sparse& s : push.sparse) {
+    SparseTable* t = s.table;
+    for (int i = 0; i < s.msg->ids_size(); ++i) {
+      const int64_t id = s.msg->ids(i);
+      RowStripe& stripe = t->stripes[StripeOf(id)];
+      absl::MutexLock sl(&stripe.mu);
+      float* row = FindOrCreateRow(t, &stripe, id);
+      const int64_t step = t->GetStep(row) + 1;
+      ApplyUpdate(optimizer_, row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step);
+      t->SetStep(row, step);
+    }
+  }
+}
+
+void ShardStore::Accumulate(const ResolvedPush& push) {
+  for (const ResolvedPush::Dense& d : push.dense) {
+    DenseBlock* blk = d.block;
+    absl::MutexLock bl(&blk->mu);
+    if (!blk->accum) blk->accum.reset(new float[blk->n]);
+    float* acc = blk->accum.get();
+    if (!blk->has_accum) {
+      d.grad->CopyTo(acc);
+      blk->has_accum = true;
+    } else {
+      d.grad->ForEachChunk([acc](int64_t offset, const float* grad, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) acc[offset + i] += grad[i];
+      });
+    }
+  }
+  for (const ResolvedPush::Sparse& s : push.sparse) {
+    SparseTable* t = s.table;
+    for (int i = 0; i < s.msg->ids_size(); ++i) {
+      const int64_t id = s.msg->ids(i);
+      const float* g = s.grad.data() + i * t->dim;
+      RowStripe& stripe = t->stripes[StripeOf(id)];
+      absl::MutexLock sl(&stripe.mu);
+      auto [it, inserted] = stripe.accum_index.try_emplace(id, static_cast<uint32_t>(stripe.accum.size()));
+      if (inserted) {
+        stripe.accum.insert(stripe.accum.end(), g, g + t->dim);
+      } else {
+        float* acc = stripe.accum.data() + it->second;
+        for (int64_t j = 0; j < t->dim; ++j) acc[j] += g[j];
+      }
+    }
+  }
+}
+
+void ShardStore::ApplyAccumulated(int contributors) {
+  absl::ReaderMutexLock l(&mu_);
+  const float scale = 1.0f / static_cast<float>(std::max(contributors, 1));
+  for (auto& [name, p] : dense_) {
+    for (auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      if (!blk->has_accum) continue;
+      float* g = blk->accum.get();
+      for (int64_t i = 0; i < blk->n; ++i) g[i] *= scale;
+      ApplyUpdate(optimizer_, blk->data.get(), g, blk->data.get() + blk->n, blk->n, ++blk->step);
+      blk->has_accum = false;
+    }
+  }
+  for (auto& [name, t] : sparse_) {
+    for (int s = 0; s < kRowStripes; ++s) {
+      RowStripe& stripe = t->stripes[s];
+      absl::MutexLock sl(&stripe.mu);
+      for (const auto& [id, pos] : stripe.accum_index) {
+        float* g = stripe.accum.data() + pos;
+        for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
+        float* row = FindOrCreateRow(t.get(), &stripe, id);
+        const int64_t step = t->GetStep(row) + 1;
+        ApplyUpdate(optimizer_, row, g, row + t->dim, t->dim, step);
+        t->SetStep(row, step);
+      }
+      stripe.accum_index.clear();
+      stripe.accum.clear();
+    }
+  }
+}
+
+}  // namespace pl::pserver
