@@ -15,7 +15,7 @@
 //            activations (and their gradients) + the datasets held in memory.
 //
 //   pl-bench-core [--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,memory]
-//                 [--eigen_threads N]   (Eigen's GEMM on N threads, OpenMP ops on T)
+//                 [--eigen_threads N]   (Eigen's GEMM on N threads, OpenMP ops on T; see --help)
 //
 // Dimension legend: B batch, M/K/N GEMM dims (C[M,N] = A[M,K] B[K,N]), C/O channels.
 #include <omp.h>
@@ -30,6 +30,8 @@
 
 #include <Eigen/Core>
 
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/nn/nn.h"
 #include "trainer/example_data.h"
@@ -43,6 +45,13 @@ void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float
                  const float* b, int ldb, float beta, float* c, int ldc);
 void openblas_set_num_threads(int num_threads);
 }
+
+ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
+ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "2"}),
+          "thread counts to measure, e.g. 1,2");
+ABSL_FLAG(bool, quick, false, "fewer repetitions and shorter timings");
+ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: gemm, conv, train, memory (empty: all)");
+ABSL_FLAG(int, eigen_threads, 0, "Eigen's GEMM on this many threads whatever --threads is (0: as pl-trainer)");
 
 namespace pl::bench {
 namespace {
@@ -313,38 +322,29 @@ void RunMemory(const Options& o) {
 }
 
 int Main(int argc, char** argv) {
+  const cli::Program program = {
+      "pl-bench-core", "[--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,memory] [--eigen_threads N]",
+      "The CPU core's speed and memory, each figure as a ratio against a reference measured in\n"
+      "the same run (see benchmarks/README.md)."};
+  cli::ParseOrExit(program, argc, argv);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "pl-bench-core: " << a << " needs a value" << std::endl;
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--data") {
-      o.data = value();
-    } else if (a == "--threads") {
-      o.threads.clear();
-      std::stringstream ss(value());
-      for (std::string t; std::getline(ss, t, ',');) o.threads.push_back(std::stoi(t));
-    } else if (a == "--only") {
-      std::stringstream ss(value());
-      for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
-    } else if (a == "--eigen_threads") {
-      o.eigen_threads = std::stoi(value());
-      g_eigen_threads = o.eigen_threads;
-    } else if (a == "--quick") {
-      o.quick = true;
-      o.reps = 2;
-      o.min_seconds = 0.1;
-    } else {
-      std::cerr << "usage: pl-bench-core [--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,memory]"
-                   " [--eigen_threads N]"
-                << std::endl;
-      return 2;
+  if (const std::string data = absl::GetFlag(FLAGS_data); !data.empty()) o.data = data;
+  o.threads.clear();
+  for (const std::string& t : absl::GetFlag(FLAGS_threads)) {
+    int n = 0;
+    if (!absl::SimpleAtoi(t, &n) || n < 1) {
+      cli::ExitWithUsageError(program, "--threads: '" + t + "' is not an integer >= 1");
     }
+    o.threads.push_back(n);
+  }
+  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"gemm", "conv", "train", "memory"});
+  o.eigen_threads = absl::GetFlag(FLAGS_eigen_threads);
+  cli::CheckOrExit(program, {cli::CheckAtLeast("eigen_threads", o.eigen_threads, 0)});
+  g_eigen_threads = o.eigen_threads;
+  if (absl::GetFlag(FLAGS_quick)) {
+    o.quick = true;
+    o.reps = 2;
+    o.min_seconds = 0.1;
   }
   std::printf("pl-bench-core: load average at start %s; %d hardware threads; data %s\n", LoadAverage().c_str(),
               omp_get_num_procs(), o.data.c_str());

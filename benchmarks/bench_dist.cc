@@ -23,15 +23,19 @@
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <tuple>
 
+#include "absl/flags/flag.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
 #include "tests/testing/process.h"
+
+ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
+ABSL_FLAG(bool, quick, false, "smaller runs");
+ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: throughput, recovery (empty: all)");
 
 namespace pl::bench {
 namespace {
@@ -308,21 +312,15 @@ void RunRecovery(const Options& o) {
 }
 
 int Main(int argc, char** argv) {
+  const cli::Program program = {
+      "pl-bench-dist", "[--data DIR] [--quick] [--only throughput,recovery]",
+      "The distributed runtime end to end on real processes on loopback: throughput against one\n"
+      "process, failure recovery and joining times (see benchmarks/README.md)."};
+  cli::ParseOrExit(program, argc, argv);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--data" && i + 1 < argc) {
-      o.data = argv[++i];
-    } else if (a == "--only" && i + 1 < argc) {
-      std::stringstream ss(argv[++i]);
-      for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
-    } else {
-      std::cerr << "usage: pl-bench-dist [--data DIR] [--quick] [--only throughput,recovery]" << std::endl;
-      return 2;
-    }
-  }
+  if (const std::string data = absl::GetFlag(FLAGS_data); !data.empty()) o.data = data;
+  o.quick = absl::GetFlag(FLAGS_quick);
+  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"throughput", "recovery"});
   std::printf("pl-bench-dist: load average at start %s; data %s\n", LoadAverage().c_str(), o.data.c_str());
   for (const char* b : {"pl-trainer", "pl-master", "pl-pserver", "pl-launch"}) {
     if (!FileExists(Bin(b))) {

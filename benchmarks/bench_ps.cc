@@ -32,10 +32,10 @@
 #include <cstring>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/wire.h"
@@ -43,6 +43,10 @@
 #include "tests/testing/process.h"
 #include "trainer/models.h"
 #include "trainer/param_client.h"
+
+ABSL_FLAG(bool, quick, false, "smaller sizes and fewer repetitions");
+ABSL_FLAG(std::vector<std::string>, only, {},
+          "run only these parts: loopback, dense, exchange, sparse, memory (empty: all)");
 
 namespace pl::bench {
 namespace {
@@ -540,19 +544,14 @@ void RunMemory(const Options& o) {
 
 int Main(int argc, char** argv) {
   KeepLargeBuffersInHeap();  // as pl-trainer does: the client side is the trainer's
+  const cli::Program program = {
+      "pl-bench-ps", "[--quick] [--only loopback,dense,exchange,sparse,memory]",
+      "What one real pl-pserver process moves and holds, each figure as a ratio against a\n"
+      "reference measured in the same run (see benchmarks/README.md). Loopback always runs."};
+  cli::ParseOrExit(program, argc, argv);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--only" && i + 1 < argc) {
-      std::stringstream ss(argv[++i]);
-      for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
-    } else {
-      std::cerr << "usage: pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory]" << std::endl;
-      return 2;
-    }
-  }
+  o.quick = absl::GetFlag(FLAGS_quick);
+  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"loopback", "dense", "exchange", "sparse", "memory"});
   std::printf("pl-bench-ps: load average at start %s\n", LoadAverage().c_str());
   Header("Raw loopback TCP (the reference)");
   const double stream = RawStreamMBps(64u << 20, o.quick ? 3 : 5);

@@ -22,9 +22,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_join.h"
+#include "paddle_like/core/cli.h"
 
 namespace pl::bench {
 
@@ -76,6 +80,19 @@ inline std::string SelfBinDir() {
 inline std::string DefaultFashionDir() { return SelfBinDir() + "/../data/fashion-mnist"; }
 
 inline bool FileExists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// The parts --only names (empty: all), each one of `known`; otherwise a one-line usage
+// error naming --only, and exit.
+inline std::set<std::string> OnlyParts(const cli::Program& program, const std::vector<std::string>& parts,
+                                       const std::set<std::string>& known) {
+  for (const std::string& part : parts) {
+    if (known.count(part) == 0) {
+      cli::ExitWithUsageError(program,
+                              "--only: unknown part '" + part + "' (known: " + absl::StrJoin(known, ",") + ")");
+    }
+  }
+  return {parts.begin(), parts.end()};
+}
 
 // Runs argv to completion with stdout/stderr sent to `log_path`; returns its exit code
 // (or -1 when it could not start or died by a signal) and its peak resident set in

@@ -13,29 +13,39 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
+#include "paddle_like/core/cli.h"
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/rpc/rpc.h"
-#include "paddle_like/core/runtime.h"
 #include "pserver/checkpoint.h"
 #include "pserver/log.h"
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
 #include "pserver/shard.h"
 
-namespace {
+ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
+ABSL_FLAG(int, num_pservers, 0, "pservers in the job (>= 1)");
+ABSL_FLAG(std::string, master, "", "master address host:port to register with; empty: no master");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)");
+ABSL_FLAG(std::string, advertise_host, "",
+          "host registered with the master (empty: --host, or 127.0.0.1 when --host is 0.0.0.0 or ::)");
+ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
+ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
+ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
+ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MB, in [1, 2047]");
+ABSL_FLAG(int, threads, 0, "gRPC server threads (0: gRPC's default)");
+ABSL_FLAG(int, trim_idle_ms, 1000,
+          "return freed message buffers to the kernel once traffic has paused this long (0: never)");
+ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
-constexpr char kUsage[] =
-    "usage: pl-pserver --index I --num_pservers P [--master HOST:PORT] [--host 0.0.0.0] "
-    "[--port 0] [--advertise_host H] [--port_file PATH] [--checkpoint_dir DIR] "
-    "[--checkpoint_every_s 10] [--max_message_mb 256] [--threads 0] [--trim_idle_ms 1000] [--shm true]";
+namespace {
 
 // SIGTERM/SIGINT are noted by a handler (whichever thread takes them, including
 // threads libraries start before main) and woken through a self-pipe.
@@ -53,79 +63,38 @@ int Fail(const std::string& why) {
   return 1;
 }
 
-struct Flags {
-  std::map<std::string, std::string> values;
-  std::string Get(const std::string& name, const char* env, const std::string& fallback) const {
-    if (auto it = values.find(name); it != values.end()) return it->second;
-    if (env != nullptr) {
-      if (const char* v = std::getenv(env); v != nullptr && *v != '\0') return v;
-    }
-    return fallback;
-  }
-};
-
-const char* const kKnownFlags[] = {"index", "num_pservers", "master", "host", "port", "advertise_host",
-                                   "port_file", "checkpoint_dir", "checkpoint_every_s", "max_message_mb", "trim_idle_ms",
-                                   "threads", "shm"};
-
-pl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
-  Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") return absl::InvalidArgumentError(kUsage);
-    if (!absl::StartsWith(arg, "--")) return absl::InvalidArgumentError("unexpected argument '" + arg + "'");
-    arg = arg.substr(2);
-    std::string value;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError("flag --" + arg + " needs a value");
-    }
-    bool known = false;
-    for (const char* k : kKnownFlags) known |= arg == k;
-    if (!known) return absl::InvalidArgumentError("unknown flag --" + arg + " (" + kUsage + ")");
-    flags.values[arg] = value;
-  }
-  return flags;
-}
-
-template <typename T>
-pl::Status ParseInt(const std::string& name, const std::string& text, T* out) {
-  if (!absl::SimpleAtoi(text, out)) {
-    return absl::InvalidArgumentError("--" + name + " '" + text + "' is not an integer");
-  }
-  return absl::OkStatus();
-}
-
 int Run(int argc, char** argv) {
-  pl::StatusOr<Flags> flags = ParseFlags(argc, argv);
-  if (!flags.ok()) return Fail(std::string(flags.status().message()));
-  int index = -1, num_pservers = 0, port = 0, every_s = 10, max_mb = 256, threads = 0, trim_idle_ms = 1000;
-  pl::Status s;
-  if (s.ok()) s = ParseInt("index", flags->Get("index", "PL_PSERVER_INDEX", "-1"), &index);
-  if (s.ok()) s = ParseInt("num_pservers", flags->Get("num_pservers", "PL_NUM_PSERVERS", "0"), &num_pservers);
-  if (s.ok()) s = ParseInt("port", flags->Get("port", nullptr, "0"), &port);
-  if (s.ok()) s = ParseInt("checkpoint_every_s", flags->Get("checkpoint_every_s", nullptr, "10"), &every_s);
-  if (s.ok()) s = ParseInt("trim_idle_ms", flags->Get("trim_idle_ms", nullptr, "1000"), &trim_idle_ms);
-  if (s.ok()) s = ParseInt("max_message_mb", flags->Get("max_message_mb", nullptr, "256"), &max_mb);
-  if (s.ok()) s = ParseInt("threads", flags->Get("threads", nullptr, "0"), &threads);
-  if (!s.ok()) return Fail(std::string(s.message()));
-  if (num_pservers <= 0) return Fail("--num_pservers (or PL_NUM_PSERVERS) must be >= 1");
+  const pl::cli::Program program = {
+      "pl-pserver",
+      "--index I --num_pservers P [--master HOST:PORT] [--port_file PATH] [--checkpoint_dir DIR] [flags]",
+      "One parameter server: serves its shard of the parameters, registers with the master,\n"
+      "checkpoints its shard, and on SIGTERM writes a final checkpoint and exits 0.",
+      {{"index", "PL_PSERVER_INDEX"},
+       {"num_pservers", "PL_NUM_PSERVERS"},
+       {"master", "PL_MASTER_ADDR"},
+       {"checkpoint_dir", "PL_CHECKPOINT_DIR"},
+       {"advertise_host", "PL_ADVERTISE_HOST"}}};
+  pl::cli::ParseOrExit(program, argc, argv);
+  const int index = absl::GetFlag(FLAGS_index);
+  const int num_pservers = absl::GetFlag(FLAGS_num_pservers);
+  const int port = absl::GetFlag(FLAGS_port);
+  const int every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
+  const int trim_idle_ms = absl::GetFlag(FLAGS_trim_idle_ms);
+  const int max_mb = absl::GetFlag(FLAGS_max_message_mb);
+  if (num_pservers <= 0) pl::cli::ExitWithUsageError(program, "--num_pservers (or PL_NUM_PSERVERS) must be >= 1");
   if (index < 0 || index >= num_pservers) {
-    return Fail(absl::StrCat("--index (or PL_PSERVER_INDEX) ", index, " must be in [0, ", num_pservers, ")"));
+    pl::cli::ExitWithUsageError(
+        program, absl::StrCat("--index (or PL_PSERVER_INDEX) ", index, " must be in [0, ", num_pservers, ")"));
   }
-  if (port < 0 || port > 65535) return Fail(absl::StrCat("--port ", port, " is not a port"));
-  if (trim_idle_ms < 0) return Fail(absl::StrCat("--trim_idle_ms ", trim_idle_ms, " must be >= 0 (0: never)"));
-  if (max_mb <= 0 || max_mb > 2047) return Fail(absl::StrCat("--max_message_mb ", max_mb, " must be in [1, 2047]"));
-  const std::string shm_text = flags->Get("shm", nullptr, "true");
-  if (shm_text != "true" && shm_text != "false") return Fail("--shm '" + shm_text + "' must be true or false");
-  const std::string master = flags->Get("master", "PL_MASTER_ADDR", "");
-  const std::string host = flags->Get("host", nullptr, "0.0.0.0");
-  const std::string checkpoint_dir = flags->Get("checkpoint_dir", "PL_CHECKPOINT_DIR", "");
-  const std::string port_file = flags->Get("port_file", nullptr, "");
+  pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", port, 0, 65535),
+                                   pl::cli::CheckAtLeast("checkpoint_every_s", every_s, 0),
+                                   pl::cli::CheckAtLeast("trim_idle_ms", trim_idle_ms, 0),
+                                   pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
+                                   pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0)});
+  const std::string master = absl::GetFlag(FLAGS_master);
+  const std::string host = absl::GetFlag(FLAGS_host);
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
   const std::string tag = absl::StrCat("pserver ", index);
 
   if (pipe(g_signal_pipe) != 0) return Fail("cannot create the signal pipe");
@@ -153,16 +122,16 @@ int Run(int argc, char** argv) {
 
   // Trainers on this host may send their dense traffic through shared memory.
   pl::pserver::SharedRegionOptions shm;
-  shm.enabled = shm_text == "true";
+  shm.enabled = absl::GetFlag(FLAGS_shm);
   pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from, shm);
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", port);
   server_options.max_message_bytes = max_mb << 20;
-  server_options.num_threads = threads;
+  server_options.num_threads = absl::GetFlag(FLAGS_threads);
   int bound_port = 0;
   auto server = pl::rpc::StartServer(server_options, {&service}, &bound_port);
   if (!server.ok()) return Fail(std::string(server.status().message()));
-  std::string advertise_host = flags->Get("advertise_host", "PL_ADVERTISE_HOST", "");
+  std::string advertise_host = absl::GetFlag(FLAGS_advertise_host);
   if (advertise_host.empty()) advertise_host = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host;
   const std::string address = absl::StrCat(advertise_host, ":", bound_port);
   if (!port_file.empty()) {

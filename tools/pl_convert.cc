@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "paddle_like/core/cli.h"
 #include "paddle_like/data/idx_convert.h"
 
 ABSL_FLAG(std::string, images, "", "IDX image file (N, rows, cols), plain or .gz");
@@ -27,20 +26,24 @@ int Fail(const std::string& cause) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pl-convert idx --images X --labels Y --out DIR/train.plrec [--records_per_chunk N]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2 || std::string(args[1]) != "idx") {
-    return Fail("expected one subcommand: idx (usage: " +
-                std::string(absl::ProgramUsageMessage()) + ")");
+  const pl::cli::Program program = {
+      "pl-convert", "idx --images X --labels Y --out DIR/train.plrec [--records_per_chunk N]",
+      "Imports a dataset into a record file. Subcommand idx: MNIST-style IDX image and label files.",
+      {},
+      /*max_positional=*/1};
+  const pl::cli::CommandLine line = pl::cli::ParseOrExit(program, argc, argv);
+  if (line.positional.size() != 1 || line.positional[0] != "idx") {
+    pl::cli::ExitWithUsageError(program, "expected one subcommand: idx");
   }
   const std::string images = absl::GetFlag(FLAGS_images);
   const std::string labels = absl::GetFlag(FLAGS_labels);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (images.empty() || labels.empty() || out.empty()) {
-    return Fail("--images, --labels and --out are required");
+    pl::cli::ExitWithUsageError(program, "--images, --labels and --out are required");
   }
-  auto stats = pl::ConvertIdxToRecords(images, labels, out, absl::GetFlag(FLAGS_records_per_chunk));
+  const int64_t records_per_chunk = absl::GetFlag(FLAGS_records_per_chunk);
+  pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast<int64_t>("records_per_chunk", records_per_chunk, 1)});
+  auto stats = pl::ConvertIdxToRecords(images, labels, out, records_per_chunk);
   if (!stats.ok()) return Fail(std::string(stats.status().ToString()));
   std::printf("wrote %s: %lld records of %dx%d images in %lld chunks, %lld bytes (+ %s.index)\n",
               out.c_str(), static_cast<long long>(stats->num_records), stats->rows, stats->cols,

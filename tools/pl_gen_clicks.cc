@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "paddle_like/core/cli.h"
 #include "paddle_like/data/synthetic_clicks.h"
 
 namespace {
@@ -27,19 +26,13 @@ ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed: the model and the samples are f
 ABSL_FLAG(int64_t, records_per_chunk, kDefaults.records_per_chunk, "records per chunk");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pl-gen-clicks --out DIR [--train N --test M --fields F --vocab V --zipf S --sigma X "
-      "--bias B --seed K --records_per_chunk R]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 1) {
-    std::fprintf(stderr, "pl-gen-clicks: unexpected argument '%s'\n", args[1]);
-    return 1;
-  }
+  const pl::cli::Program program = {
+      "pl-gen-clicks", "--out DIR [--train N] [--test M] [flags]",
+      "Writes synthetic click logs (train.plrec, test.plrec) drawn from a known logistic model\n"
+      "and prints the best test AUC any model can reach on them."};
+  pl::cli::ParseOrExit(program, argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    std::fprintf(stderr, "pl-gen-clicks: --out is required\n");
-    return 1;
-  }
+  if (out.empty()) pl::cli::ExitWithUsageError(program, "--out is required");
   pl::ClickOptions o;
   o.num_train = absl::GetFlag(FLAGS_train);
   o.num_test = absl::GetFlag(FLAGS_test);

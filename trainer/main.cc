@@ -1,6 +1,7 @@
 // pl-trainer: trains a built-in example model (mlp, cnn, ctr). Without a master
 // address it trains in this one process; with one (--master or PL_MASTER_ADDR) it
 // joins a distributed job: tasks from the master, parameters on the pservers.
+// Environment fallbacks (read here only): PL_MASTER_ADDR, PL_SYNC, PL_TRAINER_RANK.
 #include <omp.h>
 
 #include <csignal>
@@ -8,9 +9,8 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "paddle_like/core/cli.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/nn/module_file.h"
 #include "trainer/dist_trainer.h"
@@ -33,7 +33,9 @@ ABSL_FLAG(int64_t, test_limit, 0, "evaluate on the first N test examples (0: all
 ABSL_FLAG(double, log_every_s, 2.0, "seconds between progress lines");
 ABSL_FLAG(bool, eval_each_epoch, false, "evaluate on the test set after every epoch");
 ABSL_FLAG(std::string, save, "", "write the trained parameters to this .safetensors file");
-ABSL_FLAG(std::string, master, "", "master address host:port (default: $PL_MASTER_ADDR); empty: local mode");
+ABSL_FLAG(std::string, master, "", "master address host:port; empty: local mode");
+ABSL_FLAG(bool, sync, false, "distributed: synchronous updates (the pservers average each step's gradients)");
+ABSL_FLAG(std::string, rank, "", "distributed: this trainer's rank or name, for its name in logs (trainer-<rank>)");
 ABSL_FLAG(std::string, device, "auto", "cpu, gpu or auto (the GPU when one is present)");
 ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
 ABSL_FLAG(bool, pipeline, false,
@@ -59,23 +61,35 @@ int main(int argc, char** argv) {
   // Idle OpenMP threads sleep instead of spinning: on a shared, oversubscribed machine
   // (other trainers, pservers) spinning threads steal the cores doing the work.
   setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
-  absl::SetProgramUsageMessage("pl-trainer --model mlp --data DIR [flags]   (see --help)");
-  absl::ParseCommandLine(argc, argv);
-  const int threads = absl::GetFlag(FLAGS_threads);
-  pl::SetMathThreads(threads);
+  const pl::cli::Program program = {
+      "pl-trainer",
+      "--model mlp|cnn|ctr --data DIR [flags]   (distributed: --master HOST:PORT [flags])",
+      "Trains a built-in example model: in this process, or, given a master address, as one\n"
+      "trainer of a distributed job (tasks from the master, parameters on the pservers).",
+      {{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}}};
+  pl::cli::ParseOrExit(program, argc, argv);
+  pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
+                                 pl::cli::CheckAtLeast<int64_t>("batch_size", absl::GetFlag(FLAGS_batch_size), 1),
+                                 pl::cli::CheckAtLeast("epochs", absl::GetFlag(FLAGS_epochs), 0),
+                                 pl::cli::CheckAtLeast<int64_t>("train_limit", absl::GetFlag(FLAGS_train_limit), 0),
+                                 pl::cli::CheckAtLeast<int64_t>("test_limit", absl::GetFlag(FLAGS_test_limit), 0),
+                                 pl::cli::CheckAtLeast<int64_t>("ctr_fields", absl::GetFlag(FLAGS_ctr_fields), 1)});
+  pl::SetMathThreads(absl::GetFlag(FLAGS_threads));
   pl::KeepLargeBuffersInHeap();
 
   pl::OptimizerSpec opt;
   auto kind = pl::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
-  if (!kind.ok()) return Fail(std::string(kind.status().message()));
+  if (!kind.ok()) pl::cli::ExitWithUsageError(program, absl::StrCat("--optimizer: ", kind.status().message()));
   opt.kind = *kind;
   opt.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
   opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
   opt.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
-  if (auto s = pl::ValidateOptimizerSpec(opt); !s.ok()) return Fail(std::string(s.message()));
+  if (auto s = pl::ValidateOptimizerSpec(opt); !s.ok()) {
+    pl::cli::ExitWithUsageError(program, absl::StrCat("--lr, --momentum or --weight_decay: ", s.message()));
+  }
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device != "cpu" && device != "gpu" && device != "auto") {
-    return Fail("--device must be cpu, gpu or auto, got '" + device + "'");
+    pl::cli::ExitWithUsageError(program, "--device: must be cpu, gpu or auto, got '" + device + "'");
   }
 
   pl::ModelOptions mo;
@@ -83,12 +97,11 @@ int main(int argc, char** argv) {
   mo.ctr_fields = absl::GetFlag(FLAGS_ctr_fields);
   const std::string model_name = absl::GetFlag(FLAGS_model);
   auto model = pl::MakeExampleModel(model_name, mo);
-  if (!model.ok()) return Fail(std::string(model.status().message()));
+  if (!model.ok()) pl::cli::ExitWithUsageError(program, absl::StrCat("--model: ", model.status().message()));
   const pl::TaskKind task = (*model)->task();
   const char* metric = task == pl::TaskKind::kClassification ? "accuracy" : "auc";
 
-  std::string master = absl::GetFlag(FLAGS_master);
-  if (master.empty() && std::getenv("PL_MASTER_ADDR")) master = std::getenv("PL_MASTER_ADDR");
+  const std::string master = absl::GetFlag(FLAGS_master);
   const std::string data = absl::GetFlag(FLAGS_data);
   std::string test_path = absl::GetFlag(FLAGS_test_data);
   if (test_path.empty() && !data.empty()) test_path = data + "/test.plrec";
@@ -102,13 +115,13 @@ int main(int argc, char** argv) {
     d.batch_size = absl::GetFlag(FLAGS_batch_size);
     d.test_path = test_path;
     d.test_limit = absl::GetFlag(FLAGS_test_limit);
-    d.sync = std::getenv("PL_SYNC") && std::string(std::getenv("PL_SYNC")) == "1";
+    d.sync = absl::GetFlag(FLAGS_sync);
     d.log_every_s = absl::GetFlag(FLAGS_log_every_s);
     d.device = device;
     d.pipeline = absl::GetFlag(FLAGS_pipeline);
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     d.shared_memory = absl::GetFlag(FLAGS_shm);
-    if (const char* rank = std::getenv("PL_TRAINER_RANK")) d.name = std::string("trainer-") + rank;
+    if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, std::cout);
     if (!result.ok()) return Fail(std::string(result.status().message()));
@@ -116,7 +129,10 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  if (data.empty()) return Fail("--data is required in local mode (a directory with train.plrec and test.plrec)");
+  if (data.empty()) {
+    pl::cli::ExitWithUsageError(program,
+                                "--data is required in local mode (a directory with train.plrec and test.plrec)");
+  }
   auto train = pl::LoadExampleSet(data + "/train.plrec", task, absl::GetFlag(FLAGS_train_limit));
   if (!train.ok()) return Fail(std::string(train.status().message()));
   auto test = pl::LoadExampleSet(test_path, task, absl::GetFlag(FLAGS_test_limit));

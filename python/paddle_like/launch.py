@@ -21,8 +21,10 @@ import sys
 
 __all__ = ["find_binary", "main"]
 
-# pl-launch flags that take no value.
-_BOOLEAN_FLAGS = {"--sync", "--help", "-h"}
+# pl-launch flags that take no separate value (pl::cli's dialect: a bool flag is --sync,
+# --nosync or --sync=false, never "--sync false").
+_BOOLEAN_FLAGS = {"--sync", "--nosync", "-sync", "-nosync", "--help", "-h", "--helpfull", "--version"}
+_INFO_FLAGS = ("--help", "-h", "--helpfull", "--version")
 
 
 def _candidate_dirs():
@@ -70,7 +72,8 @@ def main(argv=None):
     except ValueError as e:
         print(f"paddle_like.launch: {e}", file=sys.stderr)
         return 2
-    wants_help = any(f in ("--help", "-h") for f in flags)
+    info = [f for f in flags if f in _INFO_FLAGS]
+    wants_help = bool(info)
     if not script and not wants_help:
         print("usage: python -m paddle_like.launch --pservers P --trainers T [pl-launch flags] "
               "script.py [args]", file=sys.stderr)
@@ -84,7 +87,7 @@ def main(argv=None):
               "the build tree and PATH); build it with `make build` or set PL_BIN_DIR", file=sys.stderr)
         return 2
     if wants_help:
-        os.execv(launcher, [launcher, "--help"])
+        os.execv(launcher, [launcher, info[0]])
     # The trainers must import this same package, wherever it was imported from.
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -1,4 +1,5 @@
-// pl-launch's flags: parsing, validation of binaries, and the binary's exit status 2.
+// pl-launch's flags: parsing (pl::cli's dialect), validation of binaries, and the
+// binary's exit status 2.
 #include "trainer/launcher/launch_options.h"
 
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/flags/reflection.h"
 #include "tests/testing/process.h"
 #include "trainer/launcher/launcher.h"
 
@@ -19,6 +21,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 void ExpectInvalid(const std::vector<std::string>& args, const std::string& fragment) {
+  absl::FlagSaver saver;
   auto o = ParseLaunchFlags(args);
   ASSERT_FALSE(o.ok()) << "accepted: " << ::testing::PrintToString(args);
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
@@ -26,6 +29,7 @@ void ExpectInvalid(const std::vector<std::string>& args, const std::string& frag
 }
 
 TEST(LaunchOptionsTest, ParsesEveryFlag) {
+  absl::FlagSaver saver;
   auto o = ParseLaunchFlags({"--pservers", "2", "--trainers=3", "--sync", "--workdir", "/tmp/w", "--data", "/d",
                              "--passes", "4", "--chunks_per_task=5", "--lease_ms", "2500", "--seed", "9",
                              "--checkpoint_every_s", "0", "--kill_trainer_after_s", "1.5",
@@ -51,6 +55,9 @@ TEST(LaunchOptionsTest, ParsesEveryFlag) {
 }
 
 TEST(LaunchOptionsTest, DefaultsWhenOnlyRequiredFlagsAreGiven) {
+  absl::FlagSaver saver;
+  // Flags left by an earlier parse do not leak into the next one.
+  ASSERT_TRUE(ParseLaunchFlags({"--pservers", "1", "--trainers", "1", "--sync", "--passes", "3", "--", "t"}).ok());
   auto o = ParseLaunchFlags({"--pservers", "1", "--trainers", "1", "--", "t"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_FALSE(o->sync);
@@ -61,28 +68,54 @@ TEST(LaunchOptionsTest, DefaultsWhenOnlyRequiredFlagsAreGiven) {
   EXPECT_TRUE(o->control_fifo.empty());
 }
 
+TEST(LaunchOptionsTest, BoolFlagsTakeTheAbslForms) {
+  absl::FlagSaver saver;
+  for (const char* on : {"--sync", "--sync=true", "-sync"}) {
+    auto o = ParseLaunchFlags({"--pservers", "1", "--trainers", "1", on, "--", "t"});
+    ASSERT_TRUE(o.ok()) << on << ": " << o.status();
+    EXPECT_TRUE(o->sync) << on;
+  }
+  for (const char* off : {"--nosync", "--sync=false"}) {
+    auto o = ParseLaunchFlags({"--pservers", "1", "--trainers", "1", "--sync", off, "--", "t"});
+    ASSERT_TRUE(o.ok()) << off << ": " << o.status();
+    EXPECT_FALSE(o->sync) << off;
+  }
+}
+
 TEST(LaunchOptionsTest, RejectsBadInputNamingTheFlag) {
   ExpectInvalid({"--pservers", "1", "--trainers", "1", "--bogus", "3", "--", "t"}, "unknown flag --bogus");
-  ExpectInvalid({"--pservers", "0", "--trainers", "1", "--", "t"}, "--pservers: '0' is not >= 1");
-  ExpectInvalid({"--pservers", "1", "--trainers", "-2", "--", "t"}, "--trainers: '-2' is not >= 1");
+  ExpectInvalid({"--pservers", "0", "--trainers", "1", "--", "t"}, "--pservers: 0 is below the minimum 1");
+  ExpectInvalid({"--pservers", "1", "--trainers", "-2", "--", "t"}, "--trainers: -2 is below the minimum 1");
   ExpectInvalid({"--pservers", "two", "--trainers", "1", "--", "t"}, "--pservers: 'two' is not an integer");
   ExpectInvalid({"--trainers", "1", "--", "t"}, "--pservers is required");
   ExpectInvalid({"--pservers", "1", "--", "t"}, "--trainers is required");
   ExpectInvalid({"--pservers", "1", "--trainers", "1"}, "no trainer command");
   ExpectInvalid({"--pservers", "1", "--trainers", "1", "--"}, "no trainer command");
   ExpectInvalid({"--pservers", "1", "--trainers", "1", "--passes", "--", "t"}, "--passes needs a value");
-  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--lease_ms", "5", "--", "t"}, "--lease_ms: '5' is not >= 100");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--lease_ms", "5", "--", "t"},
+                "--lease_ms: 5 is below the minimum 100");
   ExpectInvalid({"--pservers", "1", "--trainers", "1", "--kill_trainer_after_s", "-1", "--", "t"},
-                "--kill_trainer_after_s: '-1' is not >= 0");
-  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--sync=yes", "--", "t"}, "--sync takes no value");
-  ExpectInvalid({"--pservers", "1", "--trainers", "1", "pl-trainer"}, "unexpected argument 'pl-trainer'");
+                "--kill_trainer_after_s: -1 is not >= 0");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--progress_every_s", "0", "--", "t"},
+                "--progress_every_s: 0 is not > 0");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--sync=yes please", "--", "t"},
+                "--sync: 'yes please' is not true or false");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--sync", "false", "--", "t"},
+                "--sync takes no separate value ('false')");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "pl-trainer"},
+                "unexpected argument 'pl-trainer' (the trainer command goes after '--')");
 }
 
-TEST(LaunchOptionsTest, HelpIsNotAnError) {
-  auto o = ParseLaunchFlags({"--help"});
-  ASSERT_TRUE(o.ok());
-  EXPECT_TRUE(o->show_help);
-  EXPECT_THAT(LaunchUsage(), HasSubstr("kill-pserver INDEX"));
+TEST(LaunchOptionsTest, HelpIsAnsweredByTheCliHelper) {
+  absl::FlagSaver saver;
+  auto line = cli::Parse(LaunchProgram(), {"--help"}, nullptr);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(line->action, cli::CommandLine::Action::kHelp);
+  const std::string help = cli::HelpText(LaunchProgram());
+  EXPECT_THAT(help, HasSubstr("kill-pserver INDEX"));
+  EXPECT_THAT(help, HasSubstr("-- <trainer command...>"));
+  EXPECT_THAT(help, HasSubstr("  --pservers (int32, default 0)\n"));
+  EXPECT_EQ(ParseLaunchFlags({"--help"}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 void MakeExecutable(const std::string& path) {
@@ -141,6 +174,7 @@ TEST(LaunchBinaryTest, BadInputExitsTwoWithOneLine) {
   };
   const std::vector<Case> cases = {
       {{"--pservers", "1", "--trainers", "1", "--frobnicate", "--", "true"}, "unknown flag --frobnicate"},
+      {{"--pservers", "1", "--trainers", "1", "--sync", "true", "--", "true"}, "--sync takes no separate value"},
       {{"--pservers", "1", "--trainers", "1"}, "no trainer command"},
       {{"--pservers", "0", "--trainers", "1", "--", "true"}, "--pservers"},
       {{"--pservers", "1", "--trainers", "0", "--", "true"}, "--trainers"},

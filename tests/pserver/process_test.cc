@@ -88,7 +88,7 @@ int WaitForPort(const std::string& port_file, absl::Duration timeout) {
 TEST(PserverProcess, StartupErrorIsOneLineAndNonZero) {
   const std::string log = (fs::path(::testing::TempDir()) / absl::StrCat("ps_err_", getpid(), ".log")).string();
   Process p({Binary(), "--index", "3", "--num_pservers", "2"}, log);
-  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
+  EXPECT_EQ(p.Wait(absl::Seconds(10)), 2);  // a usage error
   const std::string text = ReadAll(log);
   EXPECT_THAT(text, HasSubstr("--index (or PL_PSERVER_INDEX) 3 must be in [0, 2)"));
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
@@ -198,18 +198,18 @@ TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
 void ExpectRefused(const std::string& flag, const std::string& value, const std::string& message) {
   const std::string log =
       (fs::path(::testing::TempDir()) / absl::StrCat("ps_flag_err_", flag, "_", getpid(), ".log")).string();
-  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--" + flag, value}, log);
-  EXPECT_EQ(p.Wait(absl::Seconds(10)), 1);
+  Process p({Binary(), "--index", "0", "--num_pservers", "1", "--" + flag + "=" + value}, log);
+  EXPECT_EQ(p.Wait(absl::Seconds(10)), 2);  // a usage error
   EXPECT_THAT(ReadAll(log), HasSubstr(message));
   fs::remove(log);
 }
 
 TEST(PserverProcess, ANegativeTrimDelayIsRefused) {
-  ExpectRefused("trim_idle_ms", "-5", "--trim_idle_ms -5 must be >= 0");
+  ExpectRefused("trim_idle_ms", "-5", "--trim_idle_ms: -5 is below the minimum 0");
 }
 
 TEST(PserverProcess, AnUnknownShmSettingIsRefused) {
-  ExpectRefused("shm", "maybe", "--shm 'maybe' must be true or false");
+  ExpectRefused("shm", "maybe", "--shm: 'maybe' is not true or false");
 }
 
 }  // namespace

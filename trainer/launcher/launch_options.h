@@ -1,4 +1,5 @@
-// LaunchOptions: what pl-launch was asked to run, and the parser of its command line.
+// LaunchOptions: what pl-launch was asked to run, and its flags (absl flags defined in
+// launch_options.cc, parsed by pl::cli).
 //
 //   pl-launch --pservers P --trainers T [--sync] [--workdir DIR] [--data PATH]
 //             [--passes N] [--chunks_per_task K] [--lease_ms MS] [--seed S]
@@ -6,10 +7,11 @@
 //             [--add_trainer_after_s Y] [--control FIFO] [--progress_every_s S]
 //             -- <trainer command...>
 //
-// Flags take "--flag value" or "--flag=value". Everything after "--" is the trainer
-// command, passed through untouched.
+// Flags are written in pl::cli's dialect (--flag=value, --flag value, --sync/--nosync).
+// Everything after "--" is the trainer command, passed through untouched.
 //
-// Thread-safety: plain data and a pure function.
+// Thread-safety: LaunchOptions is plain data. ParseLaunchFlags sets the process's flags
+// (pl::cli::Parse): one thread at a time, before other threads read them.
 #ifndef PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCH_OPTIONS_H_
 #define PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCH_OPTIONS_H_
 
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "paddle_like/core/cli.h"
 #include "paddle_like/core/status.h"
 
 namespace pl {
@@ -40,7 +43,6 @@ struct LaunchOptions {
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
   std::vector<std::string> trainer_command;  // after "--", non-empty
-  bool show_help = false;           // --help / -h: print usage, run nothing
 
   // --- set by the caller, not flags ---
   std::string bin_dir;              // where pl-master and pl-pserver live
@@ -54,12 +56,19 @@ struct LaunchOptions {
   std::chrono::milliseconds final_status_timeout{10000};
 };
 
-// Parses argv[1..]. INVALID_ARGUMENT naming the flag for an unknown flag, a missing or
-// malformed value, an out-of-range value, or a missing trainer command.
-StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args);
+// pl-launch for pl::cli: its usage, the --help text's description and the rule that the
+// trainer command follows "--".
+const cli::Program& LaunchProgram();
 
-// The usage text printed by --help.
-std::string LaunchUsage();
+// The options from the flags as pl::cli parsed them and the trainer command after "--".
+// INVALID_ARGUMENT naming the flag for a missing or out-of-range value, or a missing
+// trainer command.
+StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line);
+
+// cli::Parse(LaunchProgram(), args, no environment), then LaunchOptionsFromFlags:
+// INVALID_ARGUMENT naming the flag for an unknown flag or a malformed value too, and for
+// --help or --version, which only cli::ParseOrExit answers.
+StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args);
 
 }  // namespace pl
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "paddle_like/core/cli.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/launcher.h"
 
@@ -35,16 +36,9 @@ std::string SelfDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  pl::StatusOr<pl::LaunchOptions> options = pl::ParseLaunchFlags(args);
-  if (!options.ok()) {
-    std::fprintf(stderr, "pl-launch: %s (see --help)\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (options->show_help) {
-    std::fputs(pl::LaunchUsage().c_str(), stdout);
-    return 0;
-  }
+  const pl::cli::CommandLine line = pl::cli::ParseOrExit(pl::LaunchProgram(), argc, argv);
+  pl::StatusOr<pl::LaunchOptions> options = pl::LaunchOptionsFromFlags(line);
+  if (!options.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), options.status().message());
   options->bin_dir = SelfDir();
 
   // Each line is written whole, so children's lines never interleave mid-line.
@@ -53,10 +47,7 @@ int main(int argc, char** argv) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
   });
-  if (pl::Status s = launcher.Validate(); !s.ok()) {
-    std::fprintf(stderr, "pl-launch: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  if (pl::Status s = launcher.Validate(); !s.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), s.message());
 
   g_launcher = &launcher;
   struct sigaction sa = {};

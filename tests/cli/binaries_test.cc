@@ -1,0 +1,257 @@
+// Every binary, as a real process, speaks pl::cli's dialect: --help lists each of its
+// flags with its default on stdout and exits 0; --version prints the project version and
+// the commit; an unknown flag or a bad value is one line on stderr naming the flag, exit
+// status 2. Also the defects these replace: "--shm false", "--version needs a value".
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "paddle_like/core/cli.h"
+#include "tests/testing/process.h"
+
+namespace pl {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Flag {
+  std::string name;
+  std::string shown;  // what --help prints in parentheses, up to the env variable
+};
+
+struct Binary {
+  std::string name;
+  bool optional;                    // built only with OpenBLAS / CUDA
+  std::vector<std::string> bad_value;  // a value that does not parse, or is out of range
+  std::string bad_flag;             // the flag bad_value names
+  std::vector<Flag> flags;          // every flag of the program
+};
+
+// The test's name in ctest's list: the binary's.
+void PrintTo(const Binary& b, std::ostream* os) { *os << b.name; }
+
+const std::vector<Binary>& Binaries() {
+  static const auto* const binaries = new std::vector<Binary>{
+      {"pl-trainer", false, {"--epochs", "abc"}, "--epochs",
+       {{"batch_size", "int64, default 64"},       {"ctr_fields", "int64, default 8"},
+        {"data", "string, default \"\""},          {"defer_apply", "bool, default false"},
+        {"device", "string, default \"auto\""},    {"epochs", "int32, default 5"},
+        {"eval_each_epoch", "bool, default false"}, {"log_every_s", "double, default 2"},
+        {"lr", "double, default 0.001"},           {"master", "string, default \"\", env PL_MASTER_ADDR"},
+        {"model", "string, default \"mlp\""},      {"momentum", "double, default 0.9"},
+        {"optimizer", "string, default \"adam\""}, {"pipeline", "bool, default false"},
+        {"rank", "string, default \"\", env PL_TRAINER_RANK"}, {"save", "string, default \"\""},
+        {"seed", "uint64, default 1"},             {"shm", "bool, default true"},
+        {"sync", "bool, default false, env PL_SYNC"}, {"test_data", "string, default \"\""},
+        {"test_limit", "int64, default 0"},        {"threads", "int32, default 0"},
+        {"train_limit", "int64, default 0"},       {"weight_decay", "double, default 0"}}},
+      {"pl-pserver", false, {"--shm=maybe"}, "--shm",
+       {{"advertise_host", "string, default \"\", env PL_ADVERTISE_HOST"},
+        {"checkpoint_dir", "string, default \"\", env PL_CHECKPOINT_DIR"},
+        {"checkpoint_every_s", "int32, default 10"},
+        {"host", "string, default \"0.0.0.0\""},
+        {"index", "int32, default -1, env PL_PSERVER_INDEX"},
+        {"master", "string, default \"\", env PL_MASTER_ADDR"},
+        {"max_message_mb", "int32, default 256"},
+        {"num_pservers", "int32, default 0, env PL_NUM_PSERVERS"},
+        {"port", "int32, default 0"},
+        {"port_file", "string, default \"\""},
+        {"shm", "bool, default true"},
+        {"threads", "int32, default 0"},
+        {"trim_idle_ms", "int32, default 1000"}}},
+      {"pl-master", false, {"--passes", "zero"}, "--passes",
+       {{"chunks_per_task", "int32, default 1"},
+        {"data", "string, default \"\""},
+        {"host", "string, default \"0.0.0.0\""},
+        {"lease_ms", "int64, default 3000"},
+        {"max_failures", "int32, default 3"},
+        {"num_pservers", "int32, default 1, env PL_NUM_PSERVERS"},
+        {"passes", "int32, default 1"},
+        {"port", "int32, default 0, env PL_MASTER_PORT"},
+        {"port_file", "string, default \"\""},
+        {"seed", "uint64, default 0"},
+        {"state_dir", "string, default \"\", env PL_STATE_DIR"}}},
+      {"pl-launch", false, {"--pservers", "two", "--trainers", "1", "--", "true"}, "--pservers",
+       {{"add_trainer_after_s", "double, default -1"},
+        {"checkpoint_every_s", "int32, default 30"},
+        {"chunks_per_task", "int32, default 1"},
+        {"control", "string, default \"\""},
+        {"data", "string, default \"\""},
+        {"kill_trainer_after_s", "double, default -1"},
+        {"lease_ms", "int64, default 3000"},
+        {"passes", "int32, default 1"},
+        {"progress_every_s", "double, default 5"},
+        {"pservers", "int32, default 0"},
+        {"seed", "uint64, default 0"},
+        {"sync", "bool, default false"},
+        {"trainers", "int32, default 0"},
+        {"workdir", "string, default \"\""}}},
+      {"pl-convert", false, {"idx", "--records_per_chunk", "many"}, "--records_per_chunk",
+       {{"images", "string, default \"\""},
+        {"labels", "string, default \"\""},
+        {"out", "string, default \"\""},
+        {"records_per_chunk", "int64, default 1000"}}},
+      {"pl-gen-clicks", false, {"--train", "lots"}, "--train",
+       {{"bias", "double, default -1"},
+        {"fields", "int32, default 8"},
+        {"out", "string, default \"\""},
+        {"records_per_chunk", "int64, default 1000"},
+        {"seed", "uint64, default 1"},
+        {"sigma", "double, default 0.8"},
+        {"test", "int64, default 100000"},
+        {"train", "int64, default 500000"},
+        {"vocab", "int64, default 500"},
+        {"zipf", "double, default 1.1"}}},
+      {"pl-bench-core", true, {"--eigen_threads", "x"}, "--eigen_threads",
+       {{"data", "string, default \"\""},
+        {"eigen_threads", "int32, default 0"},
+        {"only", "list, default \"\""},
+        {"quick", "bool, default false"},
+        {"threads", "list, default \"1,2\""}}},
+      {"pl-bench-ps", false, {"--only", "nothing"}, "--only",
+       {{"only", "list, default \"\""}, {"quick", "bool, default false"}}},
+      {"pl-bench-dist", false, {"--quick=maybe"}, "--quick",
+       {{"data", "string, default \"\""}, {"only", "list, default \"\""}, {"quick", "bool, default false"}}},
+      {"pl-bench-gpu", true, {"--tf32=perhaps"}, "--tf32", {{"tf32", "bool, default false"}}},
+  };
+  return *binaries;
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs binary `name` with `args` (and `env` added) to completion, stdout and stderr apart.
+Outcome RunBinary(const std::string& path, const std::vector<std::string>& args, const testing::EnvVars& env = {}) {
+  testing::TempDir dir;
+  std::vector<std::string> argv = {"/bin/sh", "-c", "err=$1; shift; exec \"$@\" 2>\"$err\"", "sh",
+                                   dir.path() + "/err", path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Outcome run;
+  auto child = testing::Spawn(argv, dir.path() + "/out", env);
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return run;
+  auto exit = testing::WaitForExit(**child, 60s);
+  EXPECT_TRUE(exit.ok()) << exit.status();
+  if (exit.ok()) run.code = exit->exited && exit->signal == 0 ? exit->code : 128 + exit->signal;
+  run.out = testing::ReadFileOrEmpty(dir.path() + "/out");
+  run.err = testing::ReadFileOrEmpty(dir.path() + "/err");
+  return run;
+}
+
+// The one line a refused command line prints: "<program>: error: <fragment>...".
+void ExpectOneErrorLine(const Outcome& run, const std::string& program, const std::string& fragment) {
+  EXPECT_EQ(run.code, cli::kUsageExitCode) << run.err;
+  EXPECT_THAT(run.err, StartsWith(program + ": error: ")) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(fragment));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.back(), '\n');
+  EXPECT_EQ(run.out, "");
+}
+
+class BinaryCliTest : public ::testing::TestWithParam<Binary> {
+ protected:
+  void SetUp() override {
+    auto path = testing::BinaryPath(GetParam().name);
+    if (!path.ok() && GetParam().optional) GTEST_SKIP() << path.status() << " (not built on this machine)";
+    ASSERT_TRUE(path.ok()) << path.status();
+    path_ = *path;
+  }
+  Outcome Exec(const std::vector<std::string>& args, const testing::EnvVars& env = {}) {
+    return RunBinary(path_, args, env);
+  }
+  std::string path_;
+};
+
+TEST_P(BinaryCliTest, HelpListsEveryFlagWithItsDefaultOnStdoutAndExitsZero) {
+  const Binary& b = GetParam();
+  const Outcome run = Exec({"--help"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_THAT(run.out, StartsWith("usage: " + b.name + " "));
+  for (const Flag& f : b.flags) EXPECT_THAT(run.out, HasSubstr("\n  --" + f.name + " (" + f.shown + ")\n"));
+  // Exactly these flags: none of absl's own, none undocumented here.
+  int listed = 0;
+  for (absl::string_view row : absl::StrSplit(run.out, '\n')) {
+    listed += std::regex_search(std::string(row), std::regex("^  --\\w+ \\("));
+  }
+  EXPECT_EQ(listed, static_cast<int>(b.flags.size())) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("\n  --version\n"));
+
+  const Outcome short_form = Exec({"-h"});
+  EXPECT_EQ(short_form.code, 0);
+  EXPECT_EQ(short_form.out, run.out);
+}
+
+TEST_P(BinaryCliTest, VersionPrintsTheProjectVersionAndTheCommitAndExitsZero) {
+  const Binary& b = GetParam();
+  const Outcome run = Exec({"--version"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const std::regex expected(b.name + " [0-9.]+ \\(commit ([0-9a-f]{40}|unknown)\\)\n");
+  EXPECT_TRUE(std::regex_match(run.out, expected)) << run.out;
+  EXPECT_THAT(run.out, HasSubstr(absl::StrCat(" ", PL_EXPECTED_VERSION, " (commit ")));
+}
+
+TEST_P(BinaryCliTest, AnUnknownFlagIsOneLineNamingIt) {
+  const Binary& b = GetParam();
+  ExpectOneErrorLine(Exec({"--no_such_flag=1"}), b.name, "unknown flag --no_such_flag");
+}
+
+TEST_P(BinaryCliTest, ABadValueIsOneLineNamingTheFlag) {
+  const Binary& b = GetParam();
+  ExpectOneErrorLine(Exec(b.bad_value), b.name, b.bad_flag);
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, BinaryCliTest, ::testing::ValuesIn(Binaries()),
+                         [](const ::testing::TestParamInfo<Binary>& info) {
+                           std::string name = info.param.name;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Both binaries that take --shm now share absl's bool dialect: "--shm false" is refused
+// naming the flag (it used to switch shared memory off on pl-pserver and be ignored as
+// a stray argument on pl-trainer); --shm=false and --noshm are accepted.
+TEST(ShmFlagTest, ASeparateBoolValueIsRefusedNamingTheFlag) {
+  for (const std::string name : {"pl-pserver", "pl-trainer"}) {
+    auto path = testing::BinaryPath(name);
+    ASSERT_TRUE(path.ok()) << path.status();
+    ExpectOneErrorLine(RunBinary(*path, {"--shm", "false"}), name, "--shm takes no separate value ('false')");
+    ExpectOneErrorLine(RunBinary(*path, {"--shm", "maybe"}), name, "--shm");
+  }
+  auto pserver = testing::BinaryPath("pl-pserver");
+  ASSERT_TRUE(pserver.ok());
+  // Parsed fine: the run stops at the next check, a value check naming --num_pservers.
+  for (const char* off : {"--shm=false", "--noshm"}) {
+    ExpectOneErrorLine(RunBinary(*pserver, {off, "--index", "0"}), "pl-pserver", "--num_pservers");
+  }
+}
+
+// The environment stands in for an absent flag (read in main only); the command line
+// overrides it; a bad value names the variable.
+TEST(EnvironmentFallbackTest, PserverReadsItsRoleFromTheEnvironment) {
+  auto pserver = testing::BinaryPath("pl-pserver");
+  ASSERT_TRUE(pserver.ok()) << pserver.status();
+  ExpectOneErrorLine(RunBinary(*pserver, {}, {{"PL_PSERVER_INDEX", "5"}, {"PL_NUM_PSERVERS", "2"}}), "pl-pserver",
+                     "--index (or PL_PSERVER_INDEX) 5 must be in [0, 2)");
+  ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0"}, {{"PL_NUM_PSERVERS", "abc"}}), "pl-pserver",
+                     "PL_NUM_PSERVERS (for --num_pservers): 'abc' is not an integer");
+  // Overridden, the bad variable is never read: the first complaint is about --port.
+  ExpectOneErrorLine(
+      RunBinary(*pserver, {"--index", "0", "--num_pservers", "1", "--port", "70000"}, {{"PL_NUM_PSERVERS", "abc"}}),
+      "pl-pserver", "--port: 70000 is not in [0, 65535]");
+}
+
+}  // namespace
+}  // namespace pl
