@@ -12,23 +12,8 @@
 
 namespace pl::pserver {
 
-bool ShardStore::initialized() const {
-  absl::ReaderMutexLock l(&mu_);
-  return initialized_;
-}
-
-bool ShardStore::sync() const {
-  absl::ReaderMutexLock l(&mu_);
-  return sync_;
-}
-
 Status ShardStore::CheckInitialized() const {
-  absl::ReaderMutexLock l(&mu_);
-  return CheckInitializedLocked();
-}
-
-Status ShardStore::CheckInitializedLocked() const {
-  if (!initialized_) {
+  if (!initialized()) {
     return absl::FailedPreconditionError(
         absl::StrCat("pserver shard ", index_, " is not initialised: call Init first"));
   }
@@ -93,8 +78,8 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
     }
   }
   absl::WriterMutexLock l(&mu_);
-  const bool created = !initialized_;
-  if (initialized_) {
+  const bool created = !initialized();
+  if (!created) {
     PL_RETURN_IF_ERROR(CheckCompatible(request));
   } else {
     optimizer_ = opt;
@@ -106,7 +91,7 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
     if (dense_.count(spec.name()) || sparse_.count(spec.name())) continue;
     PL_RETURN_IF_ERROR(AddParam(spec));
   }
-  initialized_ = true;
+  initialized_.store(true, std::memory_order_release);
   return created;
 }
 
@@ -269,7 +254,7 @@ Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out) const {
 
 Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out) {
   absl::ReaderMutexLock l(&mu_);
-  PL_RETURN_IF_ERROR(CheckInitializedLocked());
+  PL_RETURN_IF_ERROR(CheckInitialized());
   // Validate the whole request first: a bad one creates no rows.
   std::vector<DenseBlock*> blocks;
   blocks.reserve(request.dense_size());

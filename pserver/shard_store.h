@@ -13,7 +13,8 @@
 // push is applied (Apply) or summed into a sync step (Accumulate, ApplyAccumulated).
 //
 // Thread-safety: thread-safe. mu_ guards the configuration and the parameter maps:
-// Init and Load hold it exclusively, everything else shared. Each dense block and each
+// Init and Load hold it exclusively, everything else shared (the mode, fixed once
+// initialised, is read without it). Each dense block and each
 // stripe of a table's rows has its own mutex, taken one at a time after mu_, so work
 // on different blocks and stripes proceeds in parallel. Blocks and tables are never
 // removed, so a ResolvedPush stays valid without any lock. A sync step's update is
@@ -53,9 +54,11 @@ class ShardStore {
   // and mode; a later call with a different one, or a parameter of the same name with
   // another shape/dim, is FAILED_PRECONDITION. A bad request changes nothing.
   StatusOr<bool> Init(const proto::InitRequest& request);
-  bool initialized() const;
-  bool sync() const;
-  // FAILED_PRECONDITION until Init (or Load) succeeded.
+  // Lock-free.
+  bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // The mode fixed by the first Init (false before it). Lock-free.
+  bool sync() const { return initialized() && sync_; }
+  // FAILED_PRECONDITION until Init (or Load) succeeded. Lock-free.
   Status CheckInitialized() const;
 
   // Checks the whole push (every block and row is this shard's, sizes match, every
@@ -122,7 +125,6 @@ class ShardStore {
   Status Load(const std::function<Status(Loader*)>& fill);
 
  private:
-  Status CheckInitializedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status CheckCompatible(const proto::InitRequest& request) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status AddParam(const proto::ParamSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<DenseBlock*> FindBlock(const std::string& param, int64_t block) const
@@ -138,9 +140,13 @@ class ShardStore {
   const int index_;
   const int num_shards_;
 
+  // Set (release) by the first successful Init or Load, holding mu_ exclusively, after
+  // the configuration below; never cleared. Whoever reads it true may read sync_
+  // without mu_: the configuration is not written again.
+  std::atomic<bool> initialized_{false};
+  bool sync_ = false;  // written only under mu_ (exclusive) while !initialized_
+
   mutable absl::Mutex mu_;
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
-  bool sync_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t seed_ ABSL_GUARDED_BY(mu_) = 0;
   OptimizerSpec optimizer_ ABSL_GUARDED_BY(mu_);
   proto::OptimizerConfig optimizer_proto_ ABSL_GUARDED_BY(mu_);

@@ -7,7 +7,7 @@ namespace pl::pserver {
 
 Status ShardStore::Visit(Visitor* v) const {
   absl::ReaderMutexLock l(&mu_);
-  PL_RETURN_IF_ERROR(CheckInitializedLocked());
+  PL_RETURN_IF_ERROR(CheckInitialized());
   const int slots = NumSlots(optimizer_.kind);
   PL_RETURN_IF_ERROR(v->Config(optimizer_proto_, seed_, sync_, dense_.size()));
   for (const auto& [name, p] : dense_) {
@@ -34,12 +34,12 @@ Status ShardStore::Visit(Visitor* v) const {
 
 Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
   absl::WriterMutexLock l(&mu_);
-  if (initialized_) {
+  if (initialized()) {
     return absl::FailedPreconditionError("LoadState needs a fresh shard; this one is initialised");
   }
   Loader loader(this);
   PL_RETURN_IF_ERROR(fill(&loader));
-  initialized_ = true;
+  initialized_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 

@@ -1,8 +1,10 @@
 // Sync mode: the per-step barrier over the live trainers.
+#include <atomic>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pserver/sync_barrier.h"
 #include "tests/pserver/pserver_test_util.h"
 
 namespace pl::pserver {
@@ -170,6 +172,33 @@ TEST_F(SyncShard, ShutdownWakesWaiters) {
   });
   EXPECT_EQ(shard_.Pull(pull, absl::Now() + absl::Seconds(10), &resp).code(), absl::StatusCode::kUnavailable);
   t.join();
+}
+
+// The barrier alone: a step's update waits for the reads holding the step, and a
+// push that comes while the update is due finds its step finished.
+TEST(SyncBarrierTest, AStepsUpdateWaitsForItsReadersAndThenClosesTheStep) {
+  VersionClock clock(0);
+  SyncBarrier barrier(&clock);
+  barrier.SetLive({1});
+  std::atomic<int> applied{-1};
+  std::thread completer;
+  {
+    const SyncBarrier::StepHold read = barrier.HoldForRead();
+    {
+      SyncBarrier::Admission a = barrier.Admit(1, 0);
+      ASSERT_EQ(a.kind, SyncBarrier::Admission::kAdmitted);
+      EXPECT_EQ(a.version, 0);
+    }
+    EXPECT_EQ(barrier.Admit(1, 0).kind, SyncBarrier::Admission::kRepeated);
+    completer = std::thread([&] { barrier.MaybeComplete([&](int contributors) { applied = contributors; }); });
+    absl::SleepFor(absl::Milliseconds(30));
+    EXPECT_EQ(applied, -1) << "the update ran while a read held the step";
+    EXPECT_EQ(clock.version(), 0);
+  }
+  completer.join();
+  EXPECT_EQ(applied, 1);
+  EXPECT_EQ(clock.version(), 1);
+  EXPECT_EQ(barrier.Admit(2, 0).kind, SyncBarrier::Admission::kStale);
 }
 
 }  // namespace
