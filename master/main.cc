@@ -14,13 +14,13 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "master/master_service.h"
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/rpc/rpc.h"
@@ -41,7 +41,7 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the task order");
 namespace {
 
 [[noreturn]] void Fail(const std::string& line) {
-  std::cerr << "pl-master: " << line << std::endl;
+  pl::log::Error(line);
   std::exit(1);
 }
 
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       "tracks the pservers and trainers, and keeps its state in --state_dir. Runs until SIGTERM.",
       {{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}}};
   pl::cli::ParseOrExit(program, argc, argv);
+  pl::log::SetProcessName("master");
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
@@ -107,14 +108,12 @@ int main(int argc, char** argv) {
     pl::Status st = pl::WriteFileAtomically(port_file, absl::StrCat(bound_port, "\n"));
     if (!st.ok()) Fail(absl::StrCat("cannot write the port file: ", st.message()));
   }
-  std::cerr << "pl-master: serving on " << host << ":" << bound_port << " (" << (*master)->Summary() << ")"
-            << std::endl;
+  pl::log::Info(absl::StrCat("serving on ", host, ":", bound_port, " (", (*master)->Summary(), ")"));
 
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  std::cerr << "pl-master: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping (" << (*master)->Summary()
-            << ")" << std::endl;
+  pl::log::Info(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ", stopping (", (*master)->Summary(), ")"));
   // gRPC's sync server waits out the whole deadline while any client keeps a connection
   // open, so the grace is short: every reply is already stored, and a cut call is retried.
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/io/crc32c.h"
-#include "pserver/log.h"
+#include "paddle_like/core/log.h"
 
 namespace pl::pserver {
 
@@ -208,7 +208,7 @@ StatusOr<Checkpointer::Restored> Checkpointer::RestoreLatest(int num_shards) {
       return restored;
     }
     if (absl::IsFailedPrecondition(s)) return s;
-    LogEvent(absl::StrCat("pserver ", index_, ": skipping corrupt checkpoint ", path, ": ", s.message()));
+    log::Warning(absl::StrCat("skipping corrupt checkpoint ", path, ": ", s.message()));
     restored.skipped.push_back(absl::StrCat(path, ": ", s.message()));
   }
   return restored;

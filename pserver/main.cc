@@ -24,7 +24,7 @@
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/rpc/rpc.h"
 #include "pserver/checkpoint.h"
-#include "pserver/log.h"
+#include "paddle_like/core/log.h"
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
 #include "pserver/shard.h"
@@ -95,7 +95,7 @@ int Run(int argc, char** argv) {
   const std::string host = absl::GetFlag(FLAGS_host);
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  const std::string tag = absl::StrCat("pserver ", index);
+  pl::log::SetProcessName(absl::StrCat("pserver-", index));
 
   if (pipe(g_signal_pipe) != 0) return Fail("cannot create the signal pipe");
   struct sigaction action {};
@@ -114,7 +114,7 @@ int Run(int argc, char** argv) {
     if (restored->shard) {
       shard = std::move(restored->shard);
       restored_from = restored->path;
-      pl::pserver::LogEvent(absl::StrCat(tag, ": restored ", restored_from, " (version ", shard->version(),
+      pl::log::Info(absl::StrCat("restored ", restored_from, " (version ", shard->version(),
                                          shard->sync() ? ", sync)" : ", async)"));
     }
   }
@@ -138,7 +138,7 @@ int Run(int argc, char** argv) {
     pl::Status written = pl::WriteFileAtomically(port_file, absl::StrCat(bound_port, "\n"));
     if (!written.ok()) return Fail(std::string(written.message()));
   }
-  pl::pserver::LogEvent(absl::StrCat(tag, " of ", num_pservers, ": serving on ", host, ":", bound_port,
+  pl::log::Info(absl::StrCat("pserver ", index, " of ", num_pservers, ": serving on ", host, ":", bound_port,
                                      " (advertised as ", address, ")"));
 
   std::unique_ptr<pl::pserver::MembershipWatcher> watcher;
@@ -174,8 +174,8 @@ int Run(int argc, char** argv) {
       const int64_t before = pl::pserver::ResidentBytes();
       pl::ReleaseFreeHeapMemory();
       trimmed = true;
-      pl::pserver::LogEvent(absl::StrFormat("%s: traffic paused for %d ms: freed buffers returned (rss %.1f MB -> %.1f MB)",
-                                            tag, trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
+      pl::log::Info(absl::StrFormat("traffic paused for %d ms: freed buffers returned (rss %.1f MB -> %.1f MB)",
+                                    trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
     }
     service.DropIdleRegions();
     if (checkpointer && every_s > 0 && absl::Now() >= next_checkpoint) {
@@ -187,14 +187,14 @@ int Run(int argc, char** argv) {
     }
   }
   const int signal_number = g_signal;
-  pl::pserver::LogEvent(absl::StrCat(tag, ": ", strsignal(signal_number), " received; shutting down"));
+  pl::log::Info(absl::StrCat(strsignal(signal_number), " received; shutting down"));
   if (watcher) watcher->Stop();
   shard->Shutdown();  // wakes pulls waiting for a version
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   if (checkpointer && shard->initialized() && shard->version() != service.checkpointed_version()) {
     if (!service.CheckpointNow().ok()) return 1;
   }
-  pl::pserver::LogEvent(absl::StrCat(tag, ": stopped"));
+  pl::log::Info("stopped");
   return 0;
 }
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/rpc.h"
-#include "pserver/log.h"
+#include "paddle_like/core/log.h"
 
 namespace pl::pserver {
 
@@ -44,13 +44,13 @@ bool MembershipWatcher::Register() {
     registered_ = true;
   }
   if (first) {
-    LogEvent(absl::StrCat("pserver ", options_.register_index, ": registered with master ",
+    log::Info(absl::StrCat("registered with master ",
                           options_.master_address, " as ", options_.register_address,
                           " (generation ", response.generation(), ")"));
   }
   if (options_.num_pservers > 0 && response.num_pservers() > 0 &&
       response.num_pservers() != options_.num_pservers && first) {
-    LogEvent(absl::StrCat("pserver ", options_.register_index, ": warning: the master expects ",
+    log::Warning(absl::StrCat("the master expects ",
                           response.num_pservers(), " pservers, this one was started with --num_pservers ",
                           options_.num_pservers));
   }
@@ -86,7 +86,7 @@ void MembershipWatcher::Run() {
     }
     if (ok) ok = Poll();
     if (ok != reachable) {
-      LogEvent(absl::StrCat("pserver ", std::max(options_.register_index, 0), ": master ",
+      log::Warning(absl::StrCat("master ",
                             options_.master_address, ok ? " is reachable again" : " is unreachable; retrying"));
       reachable = ok;
     }

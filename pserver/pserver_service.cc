@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "paddle_like/rpc/rpc.h"
-#include "pserver/log.h"
+#include "paddle_like/core/log.h"
 
 namespace pl::pserver {
 
@@ -61,11 +61,11 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   StatusOr<proto::InitResponse> result = shard_->Init(*request);
   if (!result.ok()) {
-    LogEvent(absl::StrCat("pserver ", shard_->index(), ": Init refused: ", result.status().message()));
+    log::Warning(absl::StrCat("Init refused: ", result.status().message()));
     return rpc::ToGrpc(result.status());
   }
   if (result->created()) {
-    LogEvent(absl::StrCat("pserver ", shard_->index(), ": initialised ", request->params_size(),
+    log::Info(absl::StrCat("initialised ", request->params_size(),
                           " parameters (", request->sync() ? "sync" : "async", ", seed ",
                           request->seed(), ")"));
   }
@@ -174,7 +174,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   StatusOr<uint64_t> id = regions_.Attach(*request);
   if (!id.ok()) return rpc::ToGrpc(id.status());
-  LogEvent(absl::StrFormat("pserver %d: trainer %d attached %.1f MB of shared memory (region %d)", shard_->index(),
+  log::Info(absl::StrFormat("trainer %d attached %.1f MB of shared memory (region %d)",
                            request->trainer_id(), request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
   return grpc::Status::OK;
@@ -189,12 +189,12 @@ StatusOr<std::string> PserverService::CheckpointNow() {
   const absl::Time start = absl::Now();
   StatusOr<std::string> path = checkpointer_->Save(*shard_);
   if (!path.ok()) {
-    LogEvent(absl::StrCat("pserver ", shard_->index(), ": checkpoint failed: ", path.status().message()));
+    log::Error(absl::StrCat("checkpoint failed: ", path.status().message()));
     return path.status();
   }
   ++checkpoints_written_;
   checkpointed_version_ = version;
-  LogEvent(absl::StrCat("pserver ", shard_->index(), ": checkpoint ", *path, " written (version ",
+  log::Info(absl::StrCat("checkpoint ", *path, " written (version ",
                         version, ", ", absl::FormatDuration(absl::Now() - start), ")"));
   return path;
 }

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/data/idx_convert.h"
 
 ABSL_FLAG(std::string, images, "", "IDX image file (N, rows, cols), plain or .gz");
@@ -19,7 +21,7 @@ ABSL_FLAG(int64_t, records_per_chunk, 1000, "records per chunk (the master's uni
 namespace {
 
 int Fail(const std::string& cause) {
-  std::fprintf(stderr, "pl-convert: %s\n", cause.c_str());
+  pl::log::Error(cause);
   return 1;
 }
 
@@ -45,9 +47,9 @@ int main(int argc, char** argv) {
   pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast<int64_t>("records_per_chunk", records_per_chunk, 1)});
   auto stats = pl::ConvertIdxToRecords(images, labels, out, records_per_chunk);
   if (!stats.ok()) return Fail(std::string(stats.status().ToString()));
-  std::printf("wrote %s: %lld records of %dx%d images in %lld chunks, %lld bytes (+ %s.index)\n",
+  pl::log::Info(absl::StrFormat("wrote %s: %lld records of %dx%d images in %lld chunks, %lld bytes (+ %s.index)",
               out.c_str(), static_cast<long long>(stats->num_records), stats->rows, stats->cols,
               static_cast<long long>(stats->num_chunks), static_cast<long long>(stats->bytes),
-              out.c_str());
+              out.c_str()));
   return 0;
 }

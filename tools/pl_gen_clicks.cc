@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/data/synthetic_clicks.h"
 
 namespace {
@@ -45,14 +47,14 @@ int main(int argc, char** argv) {
   o.records_per_chunk = absl::GetFlag(FLAGS_records_per_chunk);
   auto stats = pl::GenerateClicks(out, o);
   if (!stats.ok()) {
-    std::fprintf(stderr, "pl-gen-clicks: %s\n", std::string(stats.status().ToString()).c_str());
+    pl::log::Error(stats.status().ToString());
     return 1;
   }
-  std::printf("wrote %s (%lld samples, click rate %.4f) and %s (%lld samples, click rate %.4f)\n",
+  pl::log::Info(absl::StrFormat("wrote %s (%lld samples, click rate %.4f) and %s (%lld samples, click rate %.4f)",
               stats->train_path.c_str(), static_cast<long long>(stats->num_train), stats->train_ctr,
-              stats->test_path.c_str(), static_cast<long long>(stats->num_test), stats->test_ctr);
-  std::printf("fields %d, vocab %lld per field (ids in [0, %lld))\n", o.fields,
-              static_cast<long long>(o.vocab), static_cast<long long>(o.fields * o.vocab));
-  std::printf("ideal test auc: %.4f\n", stats->ideal_test_auc);
+              stats->test_path.c_str(), static_cast<long long>(stats->num_test), stats->test_ctr));
+  pl::log::Info(absl::StrFormat("fields %d, vocab %lld per field (ids in [0, %lld))", o.fields,
+              static_cast<long long>(o.vocab), static_cast<long long>(o.fields * o.vocab)));
+  pl::log::Info(absl::StrFormat("ideal test auc: %.4f", stats->ideal_test_auc));
   return 0;
 }

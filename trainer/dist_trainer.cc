@@ -8,7 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"
@@ -48,10 +50,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   master.set_stop_flag(&g_stop);
   PL_ASSIGN_OR_RETURN(proto::RegisterTrainerResponse reg, master.Register());
   const int num_pservers = reg.num_pservers();
-  log << absl::StrFormat("%s: registered as trainer %d with the master at %s (%d pservers, lease %d ms)",
-                         o.name, reg.trainer_id(), o.master_address, num_pservers, reg.lease_ms())
+  log << absl::StrFormat("registered as trainer %d with the master at %s (%d pservers, lease %d ms)", reg.trainer_id(), o.master_address, num_pservers, reg.lease_ms())
       << std::endl;
-  HeartbeatThread heartbeat(&master, [&log](const Status& s) { log << "heartbeat failed: " << s.message() << std::endl; });
+  HeartbeatThread heartbeat(&master, [](const Status& s) { pl::log::Warning(absl::StrCat("heartbeat failed: ", s.message())); });
 
   ParameterClientOptions pco;
   pco.num_pservers = num_pservers;
@@ -85,20 +86,20 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   params.set_trainer_id(master.trainer_id());
   PL_RETURN_IF_ERROR(params.Connect());
   PipelinedExchange exchange(&params);
-  log << o.name << ": connected to " << num_pservers << " pservers"
+  log << "connected to " << num_pservers << " pservers"
       << (pipelined ? " (traffic overlapped with computation)" : "") << std::endl;
   const std::vector<std::string> transports = params.Transports();
   for (size_t i = 0; i < transports.size(); ++i) {
-    log << o.name << ": pserver " << i << ": dense traffic over " << transports[i] << std::endl;
+    log << "pserver " << i << ": dense traffic over " << transports[i] << std::endl;
   }
   if (const int64_t bound = params.counters().bound_parameters; bound > 0) {
     int64_t dense = 0;
     for (const NamedParameter& np : model.module().NamedParameters()) dense += np.param->kind == ParamKind::kDense;
-    log << o.name << ": " << bound << " of " << dense
+    log << "" << bound << " of " << dense
         << " dense parameters live in shared memory (one split over several pservers is copied)" << std::endl;
   }
   if (o.pipeline && !pipelined) {
-    log << o.name << ": --pipeline ignored: "
+    log << "--pipeline ignored: "
         << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
         << std::endl;
   }
@@ -131,7 +132,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     heartbeat.set_task(task.id());
     auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
     if (!data.ok()) {
-      log << absl::StrFormat("%s: task %d failed: %s", o.name, task.id(), data.status().message()) << std::endl;
+      log << absl::StrFormat("task %d failed: %s", task.id(), data.status().message()) << std::endl;
       (void)master.TaskFailed(task, std::string(data.status().message()), /*returned=*/false);
       heartbeat.set_task(0);
       continue;
@@ -199,7 +200,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       ++window_steps;
       const double now = Now();
       if (now - last_log >= o.log_every_s) {
-        log << absl::StrFormat("%s: pass %d task %d  step %d  loss %.4f", o.name, task.pass(), task.id(),
+        log << absl::StrFormat("pass %d task %d  step %d  loss %.4f", task.pass(), task.id(),
                                result.steps, window_loss / window_steps);
         if (model.task() == TaskKind::kClassification) {
           log << absl::StrFormat("  train acc %.4f", double(window_correct) / window_samples);
@@ -214,7 +215,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     if (Status drained = exchange.Drain(); step_error.ok()) step_error = drained;
     if (interrupted || (!step_error.ok() && g_stop.load())) {
       (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true);
-      log << absl::StrFormat("%s: stop requested: returned task %d to the master", o.name, task.id()) << std::endl;
+      log << absl::StrFormat("stop requested: returned task %d to the master", task.id()) << std::endl;
       heartbeat.set_task(0);
       break;
     }
@@ -226,7 +227,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     Status fin = master.TaskFinished(task, static_cast<int64_t>(order.size()));
     heartbeat.set_task(0);
     if (absl::IsFailedPrecondition(fin)) {
-      log << o.name << ": task " << task.id() << " no longer ours (" << fin.message() << ")" << std::endl;
+      log << "task " << task.id() << " no longer ours (" << fin.message() << ")" << std::endl;
     } else if (!fin.ok()) {
       return Annotate(fin, "reporting a finished task");
     } else {
@@ -235,14 +236,12 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   }
   result.stopped = g_stop.load();
   const double elapsed = Now() - start;
-  log << absl::StrFormat("%s: %s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries",
-                         o.name, result.stopped ? "stopping" : "job done", result.tasks_done, result.steps,
+  log << absl::StrFormat("%s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries", result.stopped ? "stopping" : "job done", result.tasks_done, result.steps,
                          result.samples, result.samples / std::max(elapsed, 1e-9),
                          static_cast<long long>(params.counters().retries))
       << std::endl;
   if (result.steps > 0) {
-    log << absl::StrFormat("%s: per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", o.name,
-                           compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
+    log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
                            (elapsed - compute_s - exchange_s) * 1e3 / result.steps)
         << std::endl;
   }
@@ -260,9 +259,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   }
   // After the evaluation's pull, so the totals match what the pservers counted.
   const TrafficCounters traffic = params.counters();
-  log << absl::StrFormat("%s: traffic: %d pulls, %d pushes; sparse rows pulled %d, sparse rows pushed %d; "
+  log << absl::StrFormat("traffic: %d pulls, %d pushes; sparse rows pulled %d, sparse rows pushed %d; "
                          "%d bytes pulled, %d bytes pushed",
-                         o.name, traffic.pulls, traffic.pushes, traffic.sparse_rows_pulled, traffic.sparse_rows_pushed,
+                         traffic.pulls, traffic.pushes, traffic.sparse_rows_pulled, traffic.sparse_rows_pushed,
                          traffic.bytes_pulled, traffic.bytes_pushed)
       << std::endl;
   (void)master.Leave();

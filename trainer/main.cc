@@ -6,11 +6,11 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/nn/module_file.h"
 #include "trainer/dist_trainer.h"
@@ -51,7 +51,7 @@ ABSL_FLAG(bool, shm, true,
 namespace {
 
 int Fail(const std::string& what) {
-  std::cerr << "pl-trainer: error: " << what << std::endl;
+  pl::log::Error(what);
   return 1;
 }
 
@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
   std::string test_path = absl::GetFlag(FLAGS_test_data);
   if (test_path.empty() && !data.empty()) test_path = data + "/test.plrec";
 
+  pl::log::SetProcessName("trainer");
+  pl::log::LineStream log;
   if (!master.empty()) {
     pl::DistTrainerOptions d;
     d.master_address = master;
@@ -122,10 +124,11 @@ int main(int argc, char** argv) {
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     d.shared_memory = absl::GetFlag(FLAGS_shm);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
+    pl::log::SetProcessName(d.name);
     pl::InstallStopSignalHandlers();
-    auto result = pl::RunDistributedTrainer(d, **model, std::cout);
+    auto result = pl::RunDistributedTrainer(d, **model, log);
     if (!result.ok()) return Fail(std::string(result.status().message()));
-    if (result->evaluated) std::cout << absl::StrFormat("final test %s: %.4f", metric, result->final_metric) << std::endl;
+    if (result->evaluated) pl::log::Info(absl::StrFormat("final test %s: %.4f", metric, result->final_metric));
     return 0;
   }
 
@@ -137,13 +140,13 @@ int main(int argc, char** argv) {
   if (!train.ok()) return Fail(std::string(train.status().message()));
   auto test = pl::LoadExampleSet(test_path, task, absl::GetFlag(FLAGS_test_limit));
   if (!test.ok()) return Fail(std::string(test.status().message()));
-  std::cout << absl::StrFormat("model %s: %lld parameters; %lld train / %lld test examples; %s; %d threads",
+  log << absl::StrFormat("model %s: %lld parameters; %lld train / %lld test examples; %s; %d threads",
                                model_name, static_cast<long long>((*model)->module().NumParameterElements()),
                                static_cast<long long>(train->size()), static_cast<long long>(test->size()),
                                opt.ToString(), omp_get_max_threads())
             << std::endl;
 
-  auto backend = pl::MakeStepBackend(device, **model, std::cout);
+  auto backend = pl::MakeStepBackend(device, **model, log);
   if (!backend.ok()) return Fail(std::string(backend.status().message()));
   pl::LocalTrainOptions lo;
   lo.epochs = absl::GetFlag(FLAGS_epochs);
@@ -152,9 +155,9 @@ int main(int argc, char** argv) {
   lo.seed = mo.seed;
   lo.log_every_s = absl::GetFlag(FLAGS_log_every_s);
   if (absl::GetFlag(FLAGS_eval_each_epoch)) lo.eval_every_epoch_limit = test->size();
-  auto report = pl::TrainLocally(**model, *train, *test, lo, std::cout, backend->get());
+  auto report = pl::TrainLocally(**model, *train, *test, lo, log, backend->get());
   if (!report.ok()) return Fail(std::string(report.status().message()));
-  std::cout << absl::StrFormat("trained %lld steps in %.1fs: %.0f samples/s", static_cast<long long>(report->steps),
+  log << absl::StrFormat("trained %lld steps in %.1fs: %.0f samples/s", static_cast<long long>(report->steps),
                                report->train_seconds, report->samples_per_s)
             << std::endl;
   if (!absl::GetFlag(FLAGS_save).empty()) {
@@ -162,6 +165,6 @@ int main(int argc, char** argv) {
       return Fail(std::string(s.message()));
     }
   }
-  std::cout << absl::StrFormat("final test %s: %.4f", metric, report->final_metric) << std::endl;
+  log << absl::StrFormat("final test %s: %.4f", metric, report->final_metric) << std::endl;
   return 0;
 }

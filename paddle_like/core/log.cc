@@ -64,4 +64,23 @@ void Write(Level level, absl::string_view text) {
   WriteAll(level == Level::kInfo ? STDOUT_FILENO : STDERR_FILENO, line);
 }
 
+LineStream::LineStream(Level level) : std::ostream(nullptr), buffer_(level) { rdbuf(&buffer_); }
+
+LineStream::~LineStream() { flush(); }
+
+LineStream::Buffer::~Buffer() {
+  if (!line_.empty()) Write(level_, line_);
+}
+
+LineStream::Buffer::int_type LineStream::Buffer::overflow(int_type c) {
+  if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+  if (c == '\n') {
+    Write(level_, line_);
+    line_.clear();
+  } else {
+    line_.push_back(static_cast<char>(c));
+  }
+  return c;
+}
+
 }  // namespace pl::log

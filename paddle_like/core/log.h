@@ -13,6 +13,8 @@
 #define PADDLE_LIKE_CORE_LOG_H_
 
 #include <functional>
+#include <ostream>
+#include <streambuf>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -36,6 +38,30 @@ void Write(Level level, absl::string_view text);
 inline void Info(const std::string& text) { Write(Level::kInfo, text); }
 inline void Warning(const std::string& text) { Write(Level::kWarning, text); }
 inline void Error(const std::string& text) { Write(Level::kError, text); }
+
+// An std::ostream for libraries that take a log stream (the training loops): each line
+// written to it, once its '\n' arrives, becomes one log line at `level`; a partial line
+// is written when the stream is destroyed. Thread-safety: one thread per LineStream.
+class LineStream : public std::ostream {
+ public:
+  explicit LineStream(Level level = Level::kInfo);
+  ~LineStream() override;
+
+ private:
+  class Buffer : public std::streambuf {
+   public:
+    explicit Buffer(Level level) : level_(level) {}
+    ~Buffer() override;
+
+   protected:
+    int_type overflow(int_type c) override;
+
+   private:
+    Level level_;
+    std::string line_;
+  };
+  Buffer buffer_;
+};
 
 }  // namespace pl::log
 

@@ -32,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import _C
+from . import _C, log
 from .data import load_records
 from .optim import Optimizer, spec as make_spec
 from .utils import ProgressBar
@@ -121,7 +121,8 @@ class DistributedTrainer:
         self.name = name or (f"trainer-{rank}" if rank is not None else "trainer")
 
     def _log(self, msg):
-        print(f"{self.name}: {msg}", flush=True)
+        log.set_process_name(self.name)
+        log.info(msg)
 
     def run(self):
         """Trains until the job is done or a stop signal arrives; returns a DistResult.

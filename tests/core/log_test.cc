@@ -68,6 +68,18 @@ TEST(LogTest, InfoGoesToStdoutProblemsToStderr) {
   EXPECT_EQ(ProcessName(), "trainer-7");
 }
 
+TEST(LogTest, ALineStreamMakesOneLogLinePerLine) {
+  SetProcessName("trainer-1");
+  const std::string out = Capture(STDOUT_FILENO, [] {
+    LineStream log;
+    log << "pass 0 task " << 3 << "  step 1" << std::endl;
+    log << "two\nlines\n" << "partial";
+  });
+  const std::regex three(R"(\S+Z INFO trainer-1: pass 0 task 3  step 1\n\S+Z INFO trainer-1: two\n)"
+                         R"(\S+Z INFO trainer-1: lines\n\S+Z INFO trainer-1: partial\n)");
+  EXPECT_TRUE(std::regex_match(out, three)) << out;
+}
+
 TEST(LogTest, ConcurrentLinesStayWhole) {
   SetProcessName("pserver-0");
   constexpr int kThreads = 4, kLines = 300;

@@ -3,7 +3,7 @@
 // kills, stops, adds and restarts individual processes, and checks what the master's
 // JobStatus, the pservers' Stats and the processes' logs say happened.
 //
-// Trainers log every step (--log_every_s 0): "trainer-R: pass P task T  step S  loss L",
+// Trainers log every step (--log_every_s 0): "... INFO trainer-R: pass P task T  step S  loss L",
 // so the test knows when a trainer is in the middle of a task and which task it holds.
 #include <signal.h>
 
@@ -362,7 +362,7 @@ TEST_F(DistFaultTest, KilledPserverRestoresItsCheckpointAndTheJobCompletes) {
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_THAT(restored->restored_from(), HasSubstr("ckpt"));
   EXPECT_GT(restored->version(), 0);
-  EXPECT_THAT(cluster_->PserverLog(1), HasSubstr("pserver 1: restored "));
+  EXPECT_THAT(cluster_->PserverLog(1), HasSubstr("INFO pserver-1: restored "));
   // The pserver registered again under a new generation (and, here, a new port).
   ASSERT_TRUE(testing::WaitUntil(
       [&] {

@@ -44,7 +44,7 @@ TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes)
       log);
   ASSERT_TRUE(child.ok()) << child.status();
   // trainer-0 holds a lease once it has logged a step of a task.
-  const std::regex stepped(R"(\[trainer-0\] trainer-0: pass \d+ task \d+  step 1  loss)");
+  const std::regex stepped(R"(\[trainer-0\] \S+ INFO trainer-0: pass \d+ task \d+  step 1  loss)");
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
         const std::string out = testing::ReadFileOrEmpty(log);
@@ -54,7 +54,7 @@ TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes)
       << "trainer-0 trained no step\n" << testing::ReadFileOrEmpty(log);
   std::smatch id;
   const std::string before_kill = testing::ReadFileOrEmpty(log);
-  ASSERT_TRUE(std::regex_search(before_kill, id, std::regex(R"(\[trainer-0\] trainer-0: registered as trainer (\d+))")))
+  ASSERT_TRUE(std::regex_search(before_kill, id, std::regex(R"(\[trainer-0\] \S+ INFO trainer-0: registered as trainer (\d+))")))
       << before_kill;
   const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
   ASSERT_GE(fd, 0) << fifo;
@@ -72,9 +72,9 @@ TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes)
   EXPECT_THAT(out, HasSubstr(absl::StrCat("trainer ", id[1].str(), " dropped: its lease expired")))
       << "trainer-0 was killed holding a task, so its lease must expire";
   // The added trainer joined the job (it registered with the master and trained).
-  EXPECT_THAT(out, HasSubstr("[trainer-2] trainer-2: registered as trainer"));
+  EXPECT_THAT(out, HasSubstr("INFO trainer-2: registered as trainer"));
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\[trainer-2\] trainer-2: job done after (\d+) tasks)"))) << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(\[trainer-2\] \S+ INFO trainer-2: job done after (\d+) tasks)"))) << out;
   EXPECT_GE(std::stoi(m[1]), 1) << out;
   EXPECT_THAT(out, HasSubstr("job done"));
   auto acc = LastNumberAfter(out, "final test accuracy: ");

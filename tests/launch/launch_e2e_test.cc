@@ -119,7 +119,7 @@ TEST_F(LaunchE2ETest, KilledPserverIsRestartedAtItsIndex) {
   ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
   ::close(fd);
   ASSERT_TRUE(WaitForOutput("pserver-1 restarted", seconds(30))) << Output();
-  EXPECT_THAT(Output(), HasSubstr("[launch] pserver-1 exited (signal 9); restarting at index 1"));
+  EXPECT_THAT(Output(), HasSubstr("INFO launch: pserver-1 exited (signal 9); restarting at index 1"));
   std::vector<pid_t> pids = ChildPids();
   ASSERT_TRUE(testing::KillPid(launch_->pid(), SIGTERM).ok());
   auto exit = testing::WaitForExit(*launch_, seconds(30));
@@ -143,7 +143,7 @@ TEST_F(LaunchE2ETest, TrainsToCompletionWithAKilledAndAnAddedTrainer) {
   EXPECT_THAT(out, HasSubstr("--kill_trainer_after_s 0.5: SIGKILL trainer-"));
   EXPECT_THAT(out, HasSubstr("started trainer-2 (pid"));
   EXPECT_THAT(out, HasSubstr("is not restarted (elastic: the job goes on)"));
-  EXPECT_THAT(out, HasSubstr("[launch] job done"));
+  EXPECT_THAT(out, HasSubstr("INFO launch: job done"));
   EXPECT_THAT(out, HasSubstr("failed 0"));
   ExpectAllDead(ChildPids());
 }

@@ -74,7 +74,7 @@ TEST(SupervisorTest, StreamsWholePrefixedLinesWithoutInterleaving) {
   auto events = PumpUntil(sup, [&] { return !sup.IsAlive("slow") && !sup.IsAlive("fast"); });
   EXPECT_THAT(out.With("[slow] "), ElementsAre("[slow] first half, second half", "[slow] last"));
   EXPECT_THAT(out.With("[fast] "), ElementsAre("[fast] one", "[fast] two"));
-  EXPECT_TRUE(out.Has("[launch] slow exited (status 0)"));
+  EXPECT_TRUE(out.Has("INFO launch: slow exited (status 0)"));
   ASSERT_EQ(events.size(), 2u);
   for (const auto& e : events) {
     EXPECT_TRUE(e.exit.success()) << e.name;
@@ -98,7 +98,7 @@ TEST(SupervisorTest, RestartsAnAlwaysProcessThatIsKilled) {
   EXPECT_EQ(events[0].name, "pserver-1");
   EXPECT_EQ(events[0].exit.signal, SIGKILL);
   EXPECT_TRUE(events[0].will_restart);
-  EXPECT_TRUE(out.Has("[launch] pserver-1 exited (signal 9); restarting at index 1"));
+  EXPECT_TRUE(out.Has("INFO launch: pserver-1 exited (signal 9); restarting at index 1"));
   EXPECT_TRUE(sup.IsRunning("pserver-1"));
   EXPECT_NE(sup.Pid("pserver-1"), first);
   EXPECT_FALSE(testing::PidAlive(first));
@@ -115,7 +115,7 @@ TEST(SupervisorTest, NeverPolicyOnlyReports) {
   EXPECT_EQ(events[0].exit.code, 5);
   EXPECT_FALSE(events[0].will_restart);
   EXPECT_EQ(sup.Restarts("trainer-0"), 0);
-  EXPECT_TRUE(out.Has("[launch] trainer-0 exited (status 5)"));
+  EXPECT_TRUE(out.Has("INFO launch: trainer-0 exited (status 5)"));
   EXPECT_EQ(sup.Signal("trainer-0", SIGTERM).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(sup.Signal("nobody", SIGTERM).code(), absl::StatusCode::kNotFound);
 }

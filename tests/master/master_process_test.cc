@@ -107,7 +107,7 @@ TEST_F(MasterProcessTest, NoRecordFilesIsAOneLineErrorNamingThePath) {
                     log);
   EXPECT_EQ(WaitExit(pid, std::chrono::seconds(20)), 1);
   std::string err = Slurp(log);
-  EXPECT_THAT(err, HasSubstr("pl-master: "));
+  EXPECT_THAT(err, HasSubstr(" ERROR master: "));
   EXPECT_THAT(err, HasSubstr("no *.plrec files in '" + dir.path() + "'"));
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_FALSE(std::ifstream(dir.path() + "/port").good());

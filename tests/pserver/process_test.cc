@@ -32,12 +32,12 @@ std::string Binary() {
 
 class Process {
  public:
-  // Starts `args` with stderr to `log_path`.
+  // Starts `args` with stdout and stderr to `log_path`.
   Process(const std::vector<std::string>& args, const std::string& log_path) {
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::freopen(log_path.c_str(), "w", stderr);
-      (void)f;
+      if (f != nullptr) dup2(fileno(f), STDOUT_FILENO);
       std::vector<char*> argv;
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);

@@ -73,8 +73,8 @@ def test_two_pservers_two_trainers(launcher, subset, tmp_path):
         _kill(proc)
     assert proc.returncode == 0, out[-4000:]
     assert "job done" in out
-    assert re.search(r"\[launch\] trainer-0 exited \(status 0\)", out), out[-4000:]
-    assert re.search(r"\[launch\] trainer-1 exited \(status 0\)", out), out[-4000:]
+    assert re.search(r"INFO launch: trainer-0 exited \(status 0\)", out), out[-4000:]
+    assert re.search(r"INFO launch: trainer-1 exited \(status 0\)", out), out[-4000:]
     accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
     assert accuracies and min(accuracies) > 0.6, out[-4000:]
     # Every trainer shares the pservers' host: its dense tensors go through shared memory.
@@ -133,10 +133,10 @@ def test_sigterm_returns_the_task_and_exits_0(launcher, subset, tmp_path):
     assert proc.returncode == 0, out[-4000:]
     assert (tmp_path / "trainer-0-leased").exists(), "trainer-0 never trained a step of a leased task\n" + out[-4000:]
     # trainer-0 gave its task back mid-way and exited 0; trainer-1 finished the job.
-    assert re.search(r"\[trainer-0\] trainer-0: stop requested: returned task \d+ to the master", out), \
+    assert re.search(r"\[trainer-0\] \S+ INFO trainer-0: stop requested: returned task \d+ to the master", out), \
         "trainer-0 was SIGTERMed at step 5 of its first task, so it must return that task\n" + out[-4000:]
     assert "[trainer-0] result: stopped after 5 steps" in out, out[-4000:]
-    assert re.search(r"\[launch\] trainer-0 exited \(status 0\)", out), out[-4000:]
+    assert re.search(r"INFO launch: trainer-0 exited \(status 0\)", out), out[-4000:]
     assert "[trainer-1] result: job done" in out, "trainer-1 must train the returned task\n" + out[-4000:]
     assert re.search(r"job done in .* failed 0", out), "a returned task is not a failure\n" + out[-4000:]
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/log.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/launcher.h"
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   pl::StatusOr<pl::LaunchOptions> options = pl::LaunchOptionsFromFlags(line);
   if (!options.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), options.status().message());
   options->bin_dir = SelfDir();
+  pl::log::SetProcessName("launch");
 
   // Each line is written whole, so children's lines never interleave mid-line.
   pl::Launcher launcher(*std::move(options), [](const std::string& line) {
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   pl::Status result = launcher.Run();
   g_launcher = nullptr;
   if (result.ok()) return 0;
-  std::fprintf(stderr, "pl-launch: %s\n", std::string(result.message()).c_str());
+  pl::log::Error(std::string(result.message()));
   if (absl::IsCancelled(result)) return 128 + (launcher.stop_signal() != 0 ? launcher.stop_signal() : SIGINT);
   return 1;
 }

@@ -9,6 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "paddle_like/core/log.h"
 
 namespace pl {
 
@@ -27,7 +29,11 @@ Supervisor::~Supervisor() {
   }
 }
 
-void Supervisor::Log(const std::string& message) { sink_("[launch] " + message); }
+void Supervisor::Log(const std::string& message) {
+  std::string line = log::FormatLine(absl::Now(), log::Level::kInfo, "launch", message);
+  line.pop_back();  // the sink ends each line itself
+  sink_("[launch] " + line);
+}
 
 Status Supervisor::Start(const ProcessSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("Supervisor::Start: empty process name");

@@ -7,7 +7,8 @@
 // RestartPolicy::kAlways is started again with its current command line when it exits
 // for any reason (after a delay that doubles while it keeps failing quickly, like
 // CrashLoopBackOff), until it has failed `max_quick_failures` times in a row; kNever
-// processes are only reported. Its own messages go to the sink prefixed "[launch] ".
+// processes are only reported. Its own messages go to the sink as "[launch] " and a
+// pl::log line of the process "launch" (timestamp, level, text).
 //
 // The owner drives it: Pump() waits for output, exits and due restarts, and returns
 // what exited. The destructor SIGKILLs and reaps whatever is still running.
@@ -105,7 +106,7 @@ class Supervisor {
   // Names of running processes whose name starts with `prefix`, in name order.
   std::vector<std::string> Running(const std::string& prefix = "") const;
 
-  // Writes "[launch] <message>" to the sink.
+  // Writes "[launch] <timestamp> INFO launch: <message>" to the sink.
   void Log(const std::string& message);
 
  private:
