@@ -16,9 +16,11 @@
 // Async: a push is applied with each block's or row's own step count, and the
 // version counts applied pushes. Sync: see sync_barrier.h; the version counts steps.
 //
-// Thread-safety: thread-safe. The parts lock themselves; this class holds no lock of
-// its own (its counters are atomic) and never holds one part's lock while calling
-// another, except as the parts document (SyncBarrier and AsyncApplier read the clock).
+// Thread-safety: thread-safe. The parts lock themselves; this class has no lock of
+// its own (its counters are atomic). No part's lock is held while another part is
+// called, except the clock's, taken last (SyncBarrier and AsyncApplier read it). In
+// sync mode a push or read holds the barrier's step (a count, not a lock) while it
+// works in the store, which keeps the step's update out.
 #ifndef PSERVER_SHARD_H_
 #define PSERVER_SHARD_H_
 
