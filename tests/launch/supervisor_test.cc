@@ -150,9 +150,13 @@ TEST(SupervisorTest, RestartUsesTheUpdatedCommand) {
 TEST(SupervisorTest, StopTermsThenKillsAndDoesNotRestart) {
   Lines out;
   Supervisor sup(Fast(), out.sink());
-  ASSERT_TRUE(sup.Start(Shell("polite", "trap 'echo bye; exit 0' TERM; while true; do sleep 0.05; done", RestartPolicy::kAlways)).ok());
+  // Each says "ready" once its trap is set, and only then is it stopped: a shell that
+  // is still starting would die of SIGTERM instead of answering it.
+  ASSERT_TRUE(sup.Start(Shell("polite", "trap 'echo bye; exit 0' TERM; echo ready; while true; do sleep 0.05; done",
+                              RestartPolicy::kAlways)).ok());
   ASSERT_TRUE(sup.Start(Shell("stubborn", "trap '' TERM; echo ready; exec sleep 30", RestartPolicy::kAlways)).ok());
-  PumpUntil(sup, [&] { return out.Has("[stubborn] ready"); });
+  PumpUntil(sup, [&] { return out.Has("[stubborn] ready") && out.Has("[polite] ready"); });
+  ASSERT_TRUE(out.Has("[polite] ready") && out.Has("[stubborn] ready")) << "both traps must be set before the stop";
   const pid_t stubborn = sup.Pid("stubborn");
   auto events = sup.StopAll(milliseconds(300));
   ASSERT_EQ(events.size(), 2u);

@@ -1,93 +1,26 @@
-// Process control for integration tests that start real processes on 127.0.0.1:
-// spawn a command with arguments and environment, its output captured to a file; kill
-// by pid; wait with a timeout; pick a free port; wait for a port file; temp dirs.
-//
-// Every wait takes a timeout. A ChildProcess SIGKILLs (its whole process group) and
-// reaps its child when destroyed, so a test that holds its children in
-// std::unique_ptr cleans up even when an assertion fails half-way.
-//
-//   pl::testing::TempDir dir;
-//   auto master = pl::testing::Spawn({*pl::testing::BinaryPath("pl-master"), "--port", "0",
-//                                     "--port_file", dir.path() + "/m.port", ...},
-//                                    dir.path() + "/master.log");
-//   ASSERT_TRUE(master.ok()) << master.status();
-//   auto port = pl::testing::WaitForPortFile(dir.path() + "/m.port", std::chrono::seconds(10),
-//                                           master->get());
-//
-// Thread-safety: the functions are thread-safe; each ChildProcess / TempDir is used by
-// one thread.
+// The process-control helpers (paddle_like/process/process_control.h) under the
+// pl::testing names the integration tests use.
 #ifndef PADDLE_LIKE_TESTS_TESTING_PROCESS_H_
 #define PADDLE_LIKE_TESTS_TESTING_PROCESS_H_
 
-#include <signal.h>
-#include <sys/types.h>
-
-#include <chrono>
-#include <functional>
-#include <memory>
+#include <cstdlib>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "paddle_like/core/status.h"
-#include "trainer/launcher/child_process.h"
+#include "paddle_like/process/process_control.h"
 
 namespace pl::testing {
-
-using EnvVars = std::vector<std::pair<std::string, std::string>>;
-
-// Starts `argv` (argv[0] a path, or a name looked up in PATH) with `env` added to this
-// process's environment; stdout and stderr are appended to `output_file`. The child
-// runs in its own process group and dies with this process.
-StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
-                                              const std::string& output_file, const EnvVars& env = {});
-// Spawn({"/bin/sh", "-c", script}, ...).
-StatusOr<std::unique_ptr<ChildProcess>> SpawnShell(const std::string& script,
-                                                   const std::string& output_file, const EnvVars& env = {});
-
-// kill(pid, sig). NOT_FOUND when no such process exists.
-Status KillPid(pid_t pid, int sig = SIGKILL);
-// True while `pid` exists and is not a zombie.
-bool PidAlive(pid_t pid);
-
-// Waits for `child` to exit. DEADLINE_EXCEEDED naming its pid and command on timeout.
-StatusOr<ExitInfo> WaitForExit(ChildProcess& child, std::chrono::milliseconds timeout);
-
-// Polls `pred` every few milliseconds; true once it holds, false after `timeout`.
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
-
-// A TCP port that was free on 127.0.0.1 a moment ago. Another process may take it
-// before it is used: prefer starting servers with --port 0 and reading a port file.
-StatusOr<int> PickFreePort();
-
-// Waits until `path` holds a port number (decimal, optional whitespace). When `child`
-// is given and exits first, fails at once with UNAVAILABLE naming how it ended.
-// DEADLINE_EXCEEDED naming the file on timeout.
-StatusOr<int> WaitForPortFile(const std::string& path, std::chrono::milliseconds timeout,
-                              ChildProcess* child = nullptr);
-
-// The whole file, or "" when it cannot be read.
-std::string ReadFileOrEmpty(const std::string& path);
+using namespace ::pl::process;  // NOLINT(build/namespaces): one vocabulary for the tests
 
 // PL_BIN_DIR/<name> (PL_BIN_DIR is set for every test by pl_add_test). NOT_FOUND
 // naming the path when it is not an executable file, FAILED_PRECONDITION when
 // PL_BIN_DIR is unset.
-StatusOr<std::string> BinaryPath(const std::string& name);
-
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& prefix = "pl-test");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  // Empty when the directory could not be created.
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
+inline StatusOr<std::string> BinaryPath(const std::string& name) {
+  const char* dir = std::getenv("PL_BIN_DIR");
+  if (dir == nullptr || *dir == '\0') {
+    return absl::FailedPreconditionError("PL_BIN_DIR is not set (tests get it from pl_add_test)");
+  }
+  return ExecutableIn(dir, name);
+}
 }  // namespace pl::testing
 
 #endif  // PADDLE_LIKE_TESTS_TESTING_PROCESS_H_

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "paddle_like/core/status.h"
-#include "trainer/launcher/child_process.h"
+#include "paddle_like/process/child_process.h"
 
 namespace pl {
 

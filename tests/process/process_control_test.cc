@@ -1,4 +1,4 @@
-// tests/testing/process.h and ChildProcess: spawn, capture, kill by pid, bounded waits.
+// paddle_like/process: spawn, capture, kill by pid, bounded waits, ports, ChildProcess.
 #include "tests/testing/process.h"
 
 #include <signal.h>

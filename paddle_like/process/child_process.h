@@ -11,8 +11,8 @@
 // that is still running and reaps it.
 //
 // Thread-safety: a ChildProcess is used by one thread at a time.
-#ifndef PADDLE_LIKE_TRAINER_LAUNCHER_CHILD_PROCESS_H_
-#define PADDLE_LIKE_TRAINER_LAUNCHER_CHILD_PROCESS_H_
+#ifndef PADDLE_LIKE_PADDLE_LIKE_PROCESS_CHILD_PROCESS_H_
+#define PADDLE_LIKE_PADDLE_LIKE_PROCESS_CHILD_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -94,4 +94,4 @@ class ChildProcess {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_LAUNCHER_CHILD_PROCESS_H_
+#endif  // PADDLE_LIKE_PADDLE_LIKE_PROCESS_CHILD_PROCESS_H_

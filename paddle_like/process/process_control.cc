@@ -1,4 +1,4 @@
-#include "tests/testing/process.h"
+#include "paddle_like/process/process_control.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
-namespace pl::testing {
+namespace pl::process {
 
 using Clock = std::chrono::steady_clock;
 
@@ -117,11 +117,7 @@ std::string ReadFileOrEmpty(const std::string& path) {
   return ss.str();
 }
 
-StatusOr<std::string> BinaryPath(const std::string& name) {
-  const char* dir = std::getenv("PL_BIN_DIR");
-  if (dir == nullptr || *dir == '\0') {
-    return absl::FailedPreconditionError("PL_BIN_DIR is not set (tests get it from pl_add_test)");
-  }
+StatusOr<std::string> ExecutableIn(const std::string& dir, const std::string& name) {
   std::string path = absl::StrCat(dir, "/", name);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
@@ -142,4 +138,4 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-}  // namespace pl::testing
+}  // namespace pl::process

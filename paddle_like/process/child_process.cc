@@ -1,4 +1,4 @@
-#include "trainer/launcher/child_process.h"
+#include "paddle_like/process/child_process.h"
 
 #include <errno.h>
 #include <fcntl.h>
