@@ -1,6 +1,7 @@
 #include "trainer/models.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace pl {
 namespace {
@@ -98,18 +99,31 @@ StatusOr<Variable> ExampleModel::Loss(const Variable& logits, const Tensor& labe
   return SigmoidBinaryCrossEntropy(logits, labels);
 }
 
+const Registry<ModelFactory>& ExampleModels() {
+  // Built on first use by explicit registrations; never destroyed (used until exit).
+  static const Registry<ModelFactory>* const models = [] {
+    auto* r = new Registry<ModelFactory>("model");
+    auto must = [](Status s) {
+      if (!s.ok()) std::abort();  // two example models of one name: a programming error
+    };
+    must(r->Register(
+        "mlp", [](const ModelOptions&) { return std::make_unique<SequentialModel>(MakeMlp()); },
+        "784-256-10 perceptron, Fashion-MNIST"));
+    must(r->Register(
+        "cnn", [](const ModelOptions& o) { return std::make_unique<SequentialModel>(MakeCnn(o.seed)); },
+        "two conv layers, Fashion-MNIST"));
+    must(r->Register(
+        "ctr", [](const ModelOptions& o) { return std::make_unique<CtrModel>(o); },
+        "embedding table + MLP, click logs"));
+    return r;
+  }();
+  return *models;
+}
+
 StatusOr<std::unique_ptr<ExampleModel>> MakeExampleModel(const std::string& name,
                                                          const ModelOptions& options) {
-  std::unique_ptr<ExampleModel> model;
-  if (name == "mlp") {
-    model = std::make_unique<SequentialModel>(MakeMlp());
-  } else if (name == "cnn") {
-    model = std::make_unique<SequentialModel>(MakeCnn(options.seed));
-  } else if (name == "ctr") {
-    model = std::make_unique<CtrModel>(options);
-  } else {
-    return absl::InvalidArgumentError("unknown model '" + name + "' (known: mlp, cnn, ctr)");
-  }
+  PL_ASSIGN_OR_RETURN(const ModelFactory* make, ExampleModels().Find(name));
+  std::unique_ptr<ExampleModel> model = (*make)(options);
   model->module().InitParameters(options.seed);
   return model;
 }

@@ -11,11 +11,13 @@
 #ifndef PADDLE_LIKE_TRAINER_MODELS_H_
 #define PADDLE_LIKE_TRAINER_MODELS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "paddle_like/core/registry.h"
 #include "paddle_like/nn/nn.h"
 
 namespace pl {
@@ -48,7 +50,15 @@ class ExampleModel {
   virtual SparseIds SparseInputs(const Tensor& inputs) const { return {}; }
 };
 
-// "mlp", "cnn" or "ctr"; parameters drawn from options.seed.
+// Makes a model (parameters not yet drawn) from its options.
+using ModelFactory = std::function<std::unique_ptr<ExampleModel>(const ModelOptions&)>;
+
+// The built-in models: "mlp", "cnn", "ctr". A new one is a class and one Register call
+// in models.cc.
+const Registry<ModelFactory>& ExampleModels();
+
+// ExampleModels()'s `name`, parameters drawn from options.seed; NOT_FOUND naming the
+// known models otherwise.
 StatusOr<std::unique_ptr<ExampleModel>> MakeExampleModel(const std::string& name,
                                                          const ModelOptions& options);
 
