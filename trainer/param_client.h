@@ -93,8 +93,8 @@ class ParameterClient {
   // Pulls every dense parameter and the given sparse rows (each table then holds
   // exactly those rows). Sync mode: waits for the step after the last push.
   Status Pull(const SparseIds& sparse_ids);
-  // Pushes the module's dense gradients and its tables' sparse gradients, then
-  // clears them. `step` is this trainer's step counter.
+  // Pushes the module's dense gradients and its tables' sparse gradients (for
+  // `num_samples` examples), then clears them.
   Status Push(int64_t num_samples);
   // Push, and the Pull of the next step's parameters, at the same time over gRPC
   // (async mode: the pulled values may or may not include this push, a staleness of at
