@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle_like/client/backoff.h"
 #include "paddle_like/dist/shared_region.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
@@ -71,8 +72,7 @@ Status ParameterClient::Resolve(int only) {
 
 Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>& attempt,
                                       const char* what) {
-  const absl::Time give_up = absl::Now() + options_.give_up_after;
-  absl::Duration backoff = absl::Milliseconds(100);
+  Backoff backoff(options_.give_up_after);
   Shard& shard = *shards_[i];
   bool reinitialised = false;
   while (true) {
@@ -86,11 +86,10 @@ Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>
       if (init.ok()) continue;
       s = init;
     }
-    if (!rpc::IsRetryable(s) || absl::Now() + backoff > give_up || (stop_ && stop_->load())) {
+    if (!rpc::IsRetryable(s) || backoff.Expired() || (stop_ && stop_->load())) {
       return Annotate(s, absl::StrCat(what, " pserver ", i, " (", shard.address, ")"));
     }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    backoff.Wait();
     ++retries_;
     // The pserver may have come back on another port: ask the master again.
     std::lock_guard<std::mutex> lock(resolve_mu_);

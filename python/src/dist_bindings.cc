@@ -1,4 +1,4 @@
-// The trainer side of a distributed job for Python (trainer/master_client.h,
+// The trainer side of a distributed job for Python (paddle_like/client/master_client.h,
 // trainer/param_client.h): the Python loop in paddle_like/distributed.py drives these.
 //
 // Stop signals: install_stop_handlers() puts C handlers on SIGTERM and SIGINT that set
@@ -25,8 +25,8 @@
 #include "python/src/bindings.h"
 #include "python/src/data_bindings.h"
 #include "python/src/status_bridge.h"
-#include "trainer/heartbeat.h"
-#include "trainer/master_client.h"
+#include "paddle_like/client/heartbeat.h"
+#include "paddle_like/client/master_client.h"
 #include "trainer/param_client.h"
 
 namespace pl::python {

@@ -1,4 +1,4 @@
-#include "trainer/master_client.h"
+#include "paddle_like/client/master_client.h"
 
 #include <thread>
 
@@ -7,21 +7,6 @@
 namespace pl {
 namespace {
 constexpr auto kCallTimeout = std::chrono::milliseconds(5000);
-}
-
-Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
-                const std::atomic<bool>* stop, const std::string& what) {
-  const absl::Time give_up = absl::Now() + give_up_after;
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (true) {
-    Status s = call();
-    if (s.ok() || !rpc::IsRetryable(s)) return s;
-    if (absl::Now() + backoff > give_up || (stop && stop->load())) {
-      return Annotate(s, what + ": gave up retrying");
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
-  }
 }
 
 MasterClient::MasterClient(const std::string& address, std::string name, absl::Duration give_up_after)

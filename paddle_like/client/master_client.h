@@ -1,12 +1,12 @@
 // MasterClient: the trainer's side of the master service. Every call retries with
-// exponential backoff (100 ms doubling to 2 s) while the master is unreachable or
+// Backoff (backoff.h: 100 ms doubling to 2 s) while the master is unreachable or
 // restarting, up to `give_up_after`, so a master restart costs the trainer a pause,
 // not its work. A master that forgot this trainer (NOT_FOUND / known=false) is
 // answered by registering again.
 //
 // Thread-safety: thread-safe (the heartbeat thread and the training loop share it).
-#ifndef PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_
-#define PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_
+#ifndef PADDLE_LIKE_CLIENT_MASTER_CLIENT_H_
+#define PADDLE_LIKE_CLIENT_MASTER_CLIENT_H_
 
 #include <atomic>
 #include <chrono>
@@ -16,15 +16,11 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "paddle_like/client/backoff.h"
 #include "paddle_like/core/status.h"
 #include "proto/master.grpc.pb.h"
 
 namespace pl {
-
-// Retries `call` (which makes one RPC attempt) while it returns a retryable status,
-// sleeping with backoff; gives up after `give_up_after` or when `stop` becomes true.
-Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
-                const std::atomic<bool>* stop, const std::string& what);
 
 class MasterClient {
  public:
@@ -66,4 +62,4 @@ class MasterClient {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_MASTER_CLIENT_H_
+#endif  // PADDLE_LIKE_CLIENT_MASTER_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "trainer/heartbeat.h"
+#include "paddle_like/client/heartbeat.h"
 
 #include <algorithm>
 #include <chrono>

@@ -3,8 +3,8 @@
 // trainer its lease. Also ChunksOfTask: the record chunks a leased task names.
 //
 // Thread-safety: set_task and last_error may be called from any thread.
-#ifndef PADDLE_LIKE_TRAINER_HEARTBEAT_H_
-#define PADDLE_LIKE_TRAINER_HEARTBEAT_H_
+#ifndef PADDLE_LIKE_CLIENT_HEARTBEAT_H_
+#define PADDLE_LIKE_CLIENT_HEARTBEAT_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "paddle_like/data/chunk_index.h"
-#include "trainer/master_client.h"
+#include "paddle_like/client/master_client.h"
 
 namespace pl {
 
@@ -50,4 +50,4 @@ std::vector<ChunkInfo> ChunksOfTask(const proto::Task& task);
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_HEARTBEAT_H_
+#endif  // PADDLE_LIKE_CLIENT_HEARTBEAT_H_

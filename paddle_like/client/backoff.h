@@ -1,0 +1,61 @@
+// Backoff: the one retry policy of the clients (master, pservers). A caller that
+// failed a retryable attempt asks whether to try again and waits: the waits start at
+// `initial`, double on each failure up to `max`, and the caller gives up once the
+// next wait would pass `give_up_after` from the start.
+//
+//   Backoff backoff(absl::Minutes(5));
+//   while (true) {
+//     Status s = Attempt();
+//     if (s.ok() || !rpc::IsRetryable(s) || backoff.Expired()) return s;
+//     backoff.Wait();
+//   }
+//
+// Also RetryRpc, that loop for a call whose only recovery is trying again.
+//
+// Thread-safety: a Backoff belongs to one retry loop (not thread-safe); RetryRpc is
+// thread-safe if `call` is.
+#ifndef PADDLE_LIKE_CLIENT_BACKOFF_H_
+#define PADDLE_LIKE_CLIENT_BACKOFF_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "paddle_like/core/status.h"
+
+namespace pl {
+
+struct BackoffOptions {
+  absl::Duration initial = absl::Milliseconds(100);  // the first wait
+  absl::Duration max = absl::Seconds(2);             // waits double up to this
+};
+
+class Backoff {
+ public:
+  explicit Backoff(absl::Duration give_up_after, BackoffOptions options = {})
+      : options_(options), give_up_(absl::Now() + give_up_after), wait_(options.initial) {}
+
+  // True once waiting again would pass the deadline: give up now.
+  bool Expired() const { return absl::Now() + wait_ > give_up_; }
+  // Sleeps the current wait, then doubles it (up to max).
+  void Wait() {
+    absl::SleepFor(wait_);
+    wait_ = std::min(wait_ * 2, options_.max);
+  }
+
+ private:
+  BackoffOptions options_;
+  absl::Time give_up_;
+  absl::Duration wait_;
+};
+
+// Retries `call` (which makes one RPC attempt) while it returns a retryable status,
+// waiting with Backoff; gives up after `give_up_after` or when `stop` becomes true.
+Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
+                const std::atomic<bool>* stop, const std::string& what);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_CLIENT_BACKOFF_H_
