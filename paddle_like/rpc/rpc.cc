@@ -15,8 +15,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
-std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout) {
+std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout, bool wait_for_ready) {
   auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_wait_for_ready(wait_for_ready);
   ctx->AddMetadata(kProtocolKey, std::to_string(kProtocolVersion));
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   return ctx;

@@ -34,7 +34,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options = {});
 
 // A context for one call: protocol version attached, deadline `timeout` from now.
-std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout);
+// `wait_for_ready`: a call on a channel that is not connected yet waits for the
+// connection, within the deadline, instead of failing at once with UNAVAILABLE. For a
+// caller that knows the server is up (its port file is written) but may be slow to
+// answer the handshake, as on a loaded machine. Clients that retry with backoff and
+// must notice a dead server quickly leave it off.
+std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout, bool wait_for_ready = false);
 
 struct ServerOptions {
   std::string address = "127.0.0.1:0";  // port 0: the OS picks a free port

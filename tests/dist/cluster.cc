@@ -25,7 +25,7 @@ template <typename Stub, typename Req, typename Resp, typename Method>
 StatusOr<Resp> Call(const std::string& address, Method method, const Req& req) {
   auto stub = Stub(rpc::MakeChannel(address));
   Resp resp;
-  grpc::Status s = (stub.*method)(rpc::MakeContext(kRpcTimeout).get(), req, &resp);
+  grpc::Status s = (stub.*method)(rpc::MakeContext(kRpcTimeout, /*wait_for_ready=*/true).get(), req, &resp);
   if (!s.ok()) return Annotate(rpc::FromGrpc(s), absl::StrCat("rpc to ", address));
   return resp;
 }

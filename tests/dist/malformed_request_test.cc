@@ -81,7 +81,7 @@ class MalformedRequestTest : public ::testing::Test {
     ASSERT_TRUE(port.ok()) << port.status() << "\n" << testing::ReadFileOrEmpty(log());
     stub_ = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", *port)));
     proto::InitResponse init;
-    grpc::Status s = stub_->Init(rpc::MakeContext(seconds(5)).get(), MakeInit(), &init);
+    grpc::Status s = stub_->Init(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), MakeInit(), &init);
     ASSERT_TRUE(s.ok()) << s.error_message();
     ASSERT_TRUE(init.created());
   }
@@ -96,7 +96,7 @@ class MalformedRequestTest : public ::testing::Test {
     rows->set_table("emb");
     for (int64_t id : {1, 2, 3}) rows->add_ids(id);
     proto::PullResponse resp;
-    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5)).get(), req, &resp);
+    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
     resp.clear_version();
     return resp.SerializeAsString();
@@ -104,14 +104,14 @@ class MalformedRequestTest : public ::testing::Test {
 
   proto::StatsResponse Stats() {
     proto::StatsResponse stats;
-    grpc::Status s = stub_->Stats(rpc::MakeContext(seconds(5)).get(), proto::StatsRequest(), &stats);
+    grpc::Status s = stub_->Stats(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), proto::StatsRequest(), &stats);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return stats;
   }
 
   grpc::Status Push(const proto::PushRequest& req) {
     proto::PushResponse resp;
-    return stub_->Push(rpc::MakeContext(seconds(10)).get(), req, &resp);
+    return stub_->Push(rpc::MakeContext(seconds(10), /*wait_for_ready=*/true).get(), req, &resp);
   }
 
   testing::TempDir dir_{"pl-dist-malformed"};
@@ -220,7 +220,7 @@ TEST_F(MalformedRequestTest, BadPullsAndIncompatibleInitAreRefused) {
     proto::PullRequest req;
     req.add_dense()->set_param("nope");
     proto::PullResponse resp;
-    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5)).get(), req, &resp);
+    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), req, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
     EXPECT_THAT(s.error_message(), HasSubstr("unknown dense parameter 'nope'"));
   }
@@ -232,7 +232,7 @@ TEST_F(MalformedRequestTest, BadPullsAndIncompatibleInitAreRefused) {
     rows->add_ids(50);
     rows->add_ids(-1);
     proto::PullResponse resp;
-    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5)).get(), req, &resp);
+    grpc::Status s = stub_->Pull(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), req, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(s.error_message(), HasSubstr("row id -1 (position 1)"));
     EXPECT_EQ(Stats().sparse_rows(), 3);  // rows 1, 2, 3 from PullAll only
@@ -242,7 +242,7 @@ TEST_F(MalformedRequestTest, BadPullsAndIncompatibleInitAreRefused) {
     proto::InitRequest init = MakeInit();
     init.mutable_params(0)->set_shape(1, 4);
     proto::InitResponse resp;
-    grpc::Status s = stub_->Init(rpc::MakeContext(seconds(5)).get(), init, &resp);
+    grpc::Status s = stub_->Init(rpc::MakeContext(seconds(5), /*wait_for_ready=*/true).get(), init, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(s.error_message(), HasSubstr("parameter 'w': this pserver holds dense shape [2, 3]"));
     EXPECT_THAT(s.error_message(), HasSubstr("the request has dense shape [2, 4]"));

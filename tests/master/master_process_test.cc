@@ -141,12 +141,12 @@ TEST_F(MasterProcessTest, ServesResumesAfterRestartAndExitsZeroOnSigterm) {
   proto::RegisterTrainerRequest reg_req;
   reg_req.set_name("test:1");
   proto::RegisterTrainerResponse reg;
-  ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout).get(), reg_req, &reg).ok());
+  ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), reg_req, &reg).ok());
   EXPECT_EQ(reg.trainer_id(), 1);
   proto::GetTaskRequest get;
   get.set_trainer_id(1);
   proto::GetTaskResponse task;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout).get(), get, &task).ok());
+  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), get, &task).ok());
   ASSERT_EQ(task.result(), proto::GetTaskResponse::TASK);
   ASSERT_EQ(task.task().chunks_size(), 2);
   EXPECT_EQ(task.task().chunks(0).path(), data);
@@ -163,10 +163,10 @@ TEST_F(MasterProcessTest, ServesResumesAfterRestartAndExitsZeroOnSigterm) {
   ASSERT_GT(port, 0) << Slurp(log);
   EXPECT_THAT(Slurp(log), HasSubstr("resumed: pass 1 of 1, todo/pending/done/failed 1/1/0/0"));
   stub = proto::Master::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string(port)));
-  ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout).get(), reg_req, &reg).ok());
+  ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), reg_req, &reg).ok());
   EXPECT_EQ(reg.trainer_id(), 2);
   proto::GetTaskResponse again;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout).get(), get, &again).ok());
+  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), get, &again).ok());
   EXPECT_EQ(again.task().id(), task.task().id());  // trainer 1 still holds its lease
   ::kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, std::chrono::seconds(20)), 0) << Slurp(log);

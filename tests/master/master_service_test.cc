@@ -338,7 +338,7 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
   const auto timeout = std::chrono::seconds(10);
 
   proto::RegisterTrainerResponse reg;
-  grpc::Status st = stub->RegisterTrainer(rpc::MakeContext(timeout).get(), Named("t"), &reg);
+  grpc::Status st = stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Named("t"), &reg);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(reg.trainer_id(), 1);
   EXPECT_EQ(reg.lease_ms(), 5000);
@@ -346,19 +346,19 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
 
   for (int i = 0; i < 2; ++i) {
     proto::GetTaskResponse task;
-    st = stub->GetTask(rpc::MakeContext(timeout).get(), Get(reg.trainer_id()), &task);
+    st = stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Get(reg.trainer_id()), &task);
     ASSERT_TRUE(st.ok()) << st.error_message();
     ASSERT_EQ(task.result(), proto::GetTaskResponse::TASK);
     EXPECT_EQ(task.num_passes(), 1);
     proto::TaskFinishedResponse fin;
-    st = stub->TaskFinished(rpc::MakeContext(timeout).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
+    st = stub->TaskFinished(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   proto::GetTaskResponse done;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout).get(), Get(1), &done).ok());
+  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Get(1), &done).ok());
   EXPECT_EQ(done.result(), proto::GetTaskResponse::JOB_DONE);
   proto::JobStatusResponse js;
-  ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout).get(), {}, &js).ok());
+  ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), {}, &js).ok());
   EXPECT_TRUE(js.job_done());
   EXPECT_EQ(js.done(), 2);
   EXPECT_EQ(js.samples_done(), 20);
@@ -368,7 +368,7 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
   bad.set_index(3);
   bad.set_address("x:1");
   proto::RegisterPserverResponse bad_resp;
-  st = stub->RegisterPserver(rpc::MakeContext(timeout).get(), bad, &bad_resp);
+  st = stub->RegisterPserver(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), bad, &bad_resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("outside [0, 1)"));
 

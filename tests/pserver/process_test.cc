@@ -109,12 +109,18 @@ TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
     ASSERT_GT(port, 0) << ReadAll((dir / "run1.log").string());
     auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
     proto::InitResponse init;
-    ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(),
-                           MakeInit({DenseSpec("p", {2}, 2, InitSpec::Constant(1.0f))}, Sgd(0.5f)), &init).ok());
+    {
+      const grpc::Status st = stub->Init(rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true).get(),
+                           MakeInit({DenseSpec("p", {2}, 2, InitSpec::Constant(1.0f))}, Sgd(0.5f)), &init);
+      ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     proto::PushRequest push;
     AddDense(&push, "p", 0, {2.0f, 4.0f});
     proto::PushResponse pushed;
-    ASSERT_TRUE(stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), push, &pushed).ok());
+    {
+      const grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true).get(), push, &pushed);
+      ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     p.Signal(SIGTERM);
     EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << ReadAll((dir / "run1.log").string());
   }
@@ -128,13 +134,19 @@ TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
     ASSERT_GT(port, 0) << ReadAll((dir / "run2.log").string());
     auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
     proto::StatsResponse stats;
-    ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(5)).get(), proto::StatsRequest(), &stats).ok());
+    {
+      const grpc::Status st = stub->Stats(rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true).get(), proto::StatsRequest(), &stats);
+      ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     EXPECT_EQ(stats.version(), 1);
     EXPECT_THAT(stats.restored_from(), HasSubstr("ckpt-"));
     proto::PullRequest pull;
     pull.add_dense()->set_param("p");
     proto::PullResponse got;
-    ASSERT_TRUE(stub->Pull(rpc::MakeContext(std::chrono::seconds(5)).get(), pull, &got).ok());
+    {
+      const grpc::Status st = stub->Pull(rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true).get(), pull, &got);
+      ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     EXPECT_THAT(Floats(got.dense(0).values()), ::testing::ElementsAre(0.0f, -1.0f));
     p.Signal(SIGINT);
     EXPECT_EQ(p.Wait(absl::Seconds(10)), 0);
@@ -162,13 +174,19 @@ TEST(PserverProcess, ReturnsMessageBuffersWhenTrafficPauses) {
     auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
     const int64_t n = 8 << 20;  // 32 MB
     proto::InitResponse init;
-    EXPECT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(30)).get(),
-                           MakeInit({DenseSpec("p", {n}, n, InitSpec::Constant(0.0f))}, Sgd(0.5f)), &init).ok());
+    {
+      const grpc::Status st = stub->Init(rpc::MakeContext(std::chrono::seconds(30), /*wait_for_ready=*/true).get(),
+                           MakeInit({DenseSpec("p", {n}, n, InitSpec::Constant(0.0f))}, Sgd(0.5f)), &init);
+      EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     proto::PushRequest push;
     AddDense(&push, "p", 0, std::vector<float>(n, 1e-3f));
     for (int i = 0; i < 3; ++i) {
       proto::PushResponse pushed;
-      EXPECT_TRUE(stub->Push(rpc::MakeContext(std::chrono::seconds(30)).get(), push, &pushed).ok());
+      {
+      const grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(30), /*wait_for_ready=*/true).get(), push, &pushed);
+      EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+    }
     }
     const std::string during = ReadAll(log);  // within the idle delay of the last push
     if (trim_idle_ms == "0") {
