@@ -63,19 +63,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   pco.shared_memory = o.shared_memory;
   pco.give_up_after = give_up;
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
-    PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, master.Membership());
-    std::vector<std::string> addresses(num_pservers);
-    int found = 0;
-    for (const proto::PserverInfo& p : m.pservers()) {
-      if (p.index() >= 0 && p.index() < num_pservers && !p.address().empty()) {
-        if (addresses[p.index()].empty()) ++found;
-        addresses[p.index()] = p.address();
-      }
-    }
-    if (found < num_pservers) {
-      return absl::UnavailableError(absl::StrFormat("%d of %d pservers registered", found, num_pservers));
-    }
-    return addresses;
+    return master.PserverAddresses(num_pservers);
   };
   // Async dense models may overlap their traffic with computation (pipelined_exchange.h).
   const bool pipelined = !o.sync && o.pipeline && PipelinedExchange::Supports(model.module());

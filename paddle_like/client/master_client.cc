@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -116,5 +117,21 @@ StatusOr<proto::JobStatusResponse> MasterClient::JobStatus() {
 }
 
 #undef PL_MASTER_RPC
+
+StatusOr<std::vector<std::string>> MasterClient::PserverAddresses(int num_pservers) {
+  PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, Membership());
+  std::vector<std::string> addresses(num_pservers);
+  int found = 0;
+  for (const proto::PserverInfo& p : m.pservers()) {
+    if (p.index() >= 0 && p.index() < num_pservers && !p.address().empty()) {
+      if (addresses[p.index()].empty()) ++found;
+      addresses[p.index()] = p.address();
+    }
+  }
+  if (found < num_pservers) {
+    return absl::UnavailableError(absl::StrCat(found, " of ", num_pservers, " pservers registered"));
+  }
+  return addresses;
+}
 
 }  // namespace pl

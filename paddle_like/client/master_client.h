@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "paddle_like/client/backoff.h"
@@ -42,6 +43,9 @@ class MasterClient {
   Status Leave();
   StatusOr<proto::MembershipResponse> Membership();
   StatusOr<proto::JobStatusResponse> JobStatus();
+  // The addresses of pservers 0..num_pservers-1 from the membership list;
+  // UNAVAILABLE while some have not registered yet.
+  StatusOr<std::vector<std::string>> PserverAddresses(int num_pservers);
 
   // Registers again unless the id is no longer `forgotten_id` (another thread already
   // registered again): one new id per forgotten one.

@@ -173,19 +173,7 @@ class PyParameterClient {
     o.defer_apply = defer_apply;
     MasterClient* mc = &master_->client();
     auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
-      PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, mc->Membership());
-      std::vector<std::string> addresses(num_pservers);
-      int found = 0;
-      for (const proto::PserverInfo& p : m.pservers()) {
-        if (p.index() >= 0 && p.index() < num_pservers && !p.address().empty()) {
-          if (addresses[p.index()].empty()) ++found;
-          addresses[p.index()] = p.address();
-        }
-      }
-      if (found < num_pservers) {
-        return absl::UnavailableError(absl::StrCat(found, " of ", num_pservers, " pservers registered"));
-      }
-      return addresses;
+      return mc->PserverAddresses(num_pservers);
     };
     client_ = std::make_unique<ParameterClient>(module_.get(), o, resolve, &g_stop);
   }
