@@ -37,7 +37,7 @@ class ServiceTest : public ::testing::Test {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     std::filesystem::remove_all(dir_);
   }
-  std::unique_ptr<grpc::ClientContext> Ctx() { return rpc::MakeContext(std::chrono::seconds(5)); }
+  std::unique_ptr<grpc::ClientContext> Ctx() { return rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true); }
 
   std::string dir_;
   ParameterShard shard_{0, 1};

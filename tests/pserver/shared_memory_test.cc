@@ -128,7 +128,7 @@ class SharedMemoryServiceTest : public ::testing::Test {
     ASSERT_TRUE(region.ok());
     region_ = *region;
     proto::AttachResponse r;
-    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+    auto ctx = rpc::MakeContext(std::chrono::seconds(10), /*wait_for_ready=*/true);
     ASSERT_TRUE(stub_->Attach(ctx.get(), AttachFor(*region_), &r).ok());
     region_id_ = r.region();
   }
@@ -170,7 +170,7 @@ class SharedMemoryServiceTest : public ::testing::Test {
   }
   Status Push(const proto::PushRequest& req) {
     proto::PushResponse resp;
-    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+    auto ctx = rpc::MakeContext(std::chrono::seconds(10), /*wait_for_ready=*/true);
     return rpc::FromGrpc(stub_->Push(ctx.get(), req, &resp));
   }
   float* Payload() { return reinterpret_cast<float*>(region_->payload()); }
@@ -207,7 +207,7 @@ TEST_F(SharedMemoryServiceTest, APullWritesTheBlocksWhereItIsToldTo) {
     req.add_shm_offsets(64 + 32 * b);  // not adjacent: the offsets are the pserver's guide
   }
   proto::PullResponse resp;
-  auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+  auto ctx = rpc::MakeContext(std::chrono::seconds(10), /*wait_for_ready=*/true);
   ASSERT_TRUE(stub_->Pull(ctx.get(), req, &resp).ok());
   EXPECT_EQ(resp.dense_size(), 0);
   const std::vector<float> values = Values();
@@ -257,7 +257,7 @@ TEST_F(SharedMemoryServiceTest, MalformedSharedMemoryRequestsAreRefusedAndChange
   pull.add_dense()->set_param("w");
   EXPECT_TRUE(absl::IsInvalidArgument(rpc::FromGrpc([&] {
     proto::PullResponse resp;
-    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+    auto ctx = rpc::MakeContext(std::chrono::seconds(10), /*wait_for_ready=*/true);
     return stub_->Pull(ctx.get(), pull, &resp);  // no offset for its block
   }())));
 
