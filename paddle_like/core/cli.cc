@@ -27,13 +27,26 @@ absl::string_view WithoutLeadingSlashes(absl::string_view path) {
   return path;
 }
 
+}  // namespace
+
+bool IsProjectFlagFile(absl::string_view defined_in, absl::string_view source_dir) {
+  const absl::string_view file = WithoutLeadingSlashes(defined_in);
+  const std::string root = absl::StrCat(WithoutLeadingSlashes(source_dir), "/");
+  if (absl::StartsWith(file, root)) return true;
+  // ccache with CCACHE_BASEDIR (as `make` runs it) compiles the project's files by relative
+  // paths ("../tools/pl_convert.cc"), so their flags cannot be told by the source root;
+  // the flags that are not the project's are abseil's own, defined under absl/.
+  return !(absl::StartsWith(file, "absl/") || absl::StrContains(file, "/absl/"));
+}
+
+namespace {
+
 // The flags defined in this project's source files, by name.
 FlagMap ProgramFlags() {
-  const std::string source_dir = absl::StrCat(WithoutLeadingSlashes(PL_SOURCE_DIR), "/");
   FlagMap flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (flag->IsRetired()) continue;
-    if (!absl::StartsWith(WithoutLeadingSlashes(flag->Filename()), source_dir)) continue;
+    if (!IsProjectFlagFile(flag->Filename(), PL_SOURCE_DIR)) continue;
     flags.emplace(std::string(name), flag);
   }
   return flags;

@@ -103,6 +103,11 @@ std::string HelpText(const Program& program);
 // "<name> <project version> (commit <sha>)\n".
 std::string VersionText(const Program& program);
 
+// Whether a flag defined in file `defined_in` (absl's CommandLineFlag::Filename) is one of
+// this project's: under `source_dir`, or a relative path (ccache's CCACHE_BASEDIR builds)
+// that is not abseil's own (absl/...).
+bool IsProjectFlagFile(absl::string_view defined_in, absl::string_view source_dir);
+
 // The `project(paddle_like VERSION ...)` of the top CMakeLists.txt, e.g. "0.1.0".
 const char* ProjectVersion();
 // The full sha of the commit the build was made from, or "unknown" outside a checkout.

@@ -205,6 +205,17 @@ TEST_F(CliTest, AbslsOwnFlagsAreNeitherListedNorAccepted) {
   EXPECT_THAT(HelpText(kProgram), Not(HasSubstr("fromenv")));
 }
 
+TEST(ProjectFlagFileTest, ProjectFilesByAbsoluteOrCcacheRelativePathAbseilsNever) {
+  // absl reports a flag's file without leading slashes; ccache under CCACHE_BASEDIR (as
+  // `make` builds) compiles by relative path. Both must count, or a binary built by `make`
+  // knows none of its own flags.
+  EXPECT_TRUE(IsProjectFlagFile("src/pl/tools/pl_convert.cc", "/src/pl"));
+  EXPECT_TRUE(IsProjectFlagFile("../tools/pl_convert.cc", "/src/pl"));
+  EXPECT_TRUE(IsProjectFlagFile("trainer/pl_trainer.cc", "/src/pl"));
+  EXPECT_FALSE(IsProjectFlagFile("absl/flags/parse.cc", "/src/pl"));
+  EXPECT_FALSE(IsProjectFlagFile("build/abseil-cpp-20220623/absl/flags/internal/usage.cc", "/src/pl"));
+}
+
 TEST_F(CliTest, HelpListsEveryFlagWithTypeDefaultEnvironmentAndHelpText) {
   const std::string help = HelpText(kProgram);
   EXPECT_EQ(help.rfind("usage: pl-test [flags]\n\nA program for the tests.\n", 0), 0u) << help;

@@ -142,7 +142,9 @@ TEST_F(TwoPservers, PipelinedExchangeSendsGradientsAndInstallsParametersBetweenS
       EXPECT_FLOAT_EQ(w[0], w0);                                  // not installed yet
       model.fc->weight().MutableGrad().f32()[5] = 4.0f;           // the next step, meanwhile
       ASSERT_TRUE(exchange.Submit(1).ok());  // installs the first exchange's values
-      if (!defer) EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
+      if (!defer) {
+        EXPECT_FLOAT_EQ(w[0], w0 - 0.5f * 2.0f);
+      }
       EXPECT_FLOAT_EQ(w[5], w5);
       ASSERT_TRUE(exchange.Drain().ok());
       for (auto& shard : shards_) shard->WaitForQueuedPushes();
