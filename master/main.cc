@@ -2,7 +2,7 @@
 //
 //   pl-master --port 0 --port_file PATH --state_dir DIR --data DIR_OR_FILE --passes N
 //             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
-//             [--host 0.0.0.0]
+//             [--host 0.0.0.0] [--num_nodes N]
 //
 // Environment fallbacks (used when the flag is absent, read here only): PL_MASTER_PORT,
 // PL_STATE_DIR, PL_NUM_PSERVERS. If the state dir holds a job it is resumed (the data is
@@ -37,6 +37,7 @@ ABSL_FLAG(int64_t, lease_ms, 3000, "a task's lease: a trainer silent this long l
 ABSL_FLAG(int, max_failures, 3, "times a task may fail before it is dropped (>= 1)");
 ABSL_FLAG(int, num_pservers, 1, "pservers the job waits for (>= 0)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the task order");
+ABSL_FLAG(int, num_nodes, 1, "machines the job runs on (pl-launch --nnodes; reported by JobStatus, >= 1)");
 
 namespace {
 
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
                                    pl::cli::CheckAtLeast<int64_t>("lease_ms", absl::GetFlag(FLAGS_lease_ms), 1),
                                    pl::cli::CheckAtLeast("max_failures", absl::GetFlag(FLAGS_max_failures), 1),
-                                   pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0)});
+                                   pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0),
+                                   pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1)});
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string host = absl::GetFlag(FLAGS_host);
   if (state_dir.empty()) {
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   options.queue.max_failures = absl::GetFlag(FLAGS_max_failures);
   options.queue.seed = absl::GetFlag(FLAGS_seed);
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);
+  options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   const std::string data = absl::GetFlag(FLAGS_data);
   auto chunks = [&data]() -> pl::StatusOr<std::vector<pl::ChunkInfo>> {

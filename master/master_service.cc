@@ -308,6 +308,7 @@ StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusReque
   for (int64_t id : queue_.failed_task_ids()) resp.add_failed_task_ids(id);
   resp.set_live_trainers(static_cast<int64_t>(membership_.live_trainers().size()));
   resp.set_chunks_trained(queue_.chunks_trained());
+  resp.set_num_nodes(options_.num_nodes);
   return resp;
 }
 

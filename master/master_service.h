@@ -51,6 +51,9 @@ struct MasterOptions {
   // For a new job; a resumed job keeps the values it was created with.
   TaskQueueOptions queue;    // its lease_ms is ignored: `lease_ms` below is used
   int32_t num_pservers = 1;
+  // Machines pl-launch runs the job on (reported by JobStatus, so that every node can
+  // check it was started for the same job). Not stored: a restarted master is told again.
+  int32_t num_nodes = 1;
   int64_t lease_ms = 3000;   // trainer and task leases; heartbeats every lease_ms / 3
   // Unix milliseconds; default: the system clock.
   std::function<int64_t()> now_ms;

@@ -201,6 +201,12 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
   auto push = std::async(std::launch::async, PushAttempt(pushed), std::ref(s));
   Status pull_status = PullAttempt(pulled)(s);
   Status push_status = push.get();
+  if (rpc::IsRetryable(push_status) || rpc::IsRetryable(pull_status)) {
+    // Both attempts went to the address the shard had: a pserver that died may be back
+    // elsewhere, so the retries start from the master's current address, not the old one.
+    std::lock_guard<std::mutex> lock(resolve_mu_);
+    (void)Resolve(i);  // a failed lookup is retried with the calls
+  }
   if (!push_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(pushed), "push"));
   if (!pull_status.ok()) PL_RETURN_IF_ERROR(CallWithRetry(i, PullAttempt(pulled), "pull"));
   return absl::OkStatus();

@@ -12,6 +12,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // A peer whose host died (power, cable) sends no FIN or RST: without pings a call to it
+  // waits out its whole deadline (30 s for a push) before the caller can look for the
+  // peer's new address. Pings while a call is open detect it within time + timeout.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepalivePingEveryMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a sync barrier's wait sends no data
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
@@ -30,6 +37,10 @@ StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), bound_port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // Accept the clients' keepalive pings (MakeChannel) however long a call sends no data;
+  // gRPC's default answers a ping more often than every 5 min with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kKeepalivePingEveryMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   if (options.num_threads > 0) {
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.num_threads);
   }

@@ -24,6 +24,10 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr char kProtocolKey[] = "pl-protocol-version";
 // Largest message either side accepts; a larger one is refused with RESOURCE_EXHAUSTED.
 inline constexpr int kDefaultMaxMessageBytes = 256 << 20;
+// Keepalive of every channel while a call is open: a peer that answers no ping within
+// kKeepaliveTimeoutMs of it fails the calls with UNAVAILABLE (a dead host, a cut link).
+inline constexpr int kKeepalivePingEveryMs = 2000;
+inline constexpr int kKeepaliveTimeoutMs = 3000;
 
 struct ChannelOptions {
   int max_message_bytes = kDefaultMaxMessageBytes;

@@ -44,7 +44,20 @@ Cluster::~Cluster() {
   master_.reset();
 }
 
-std::string Cluster::master_address() const { return absl::StrCat("127.0.0.1:", master_port_); }
+std::string Cluster::master_address() const {
+  return absl::StrCat(HostOf(ProcessPlacement::Role::kMaster, 0), ":", master_port_);
+}
+
+std::string Cluster::HostOf(ProcessPlacement::Role role, int index) const {
+  return options_.placement != nullptr ? options_.placement->Address(role, index) : "127.0.0.1";
+}
+
+StatusOr<std::unique_ptr<ChildProcess>> Cluster::Spawn(ProcessPlacement::Role role, int index,
+                                                       const std::vector<std::string>& argv, const std::string& log,
+                                                       const testing::EnvVars& env) {
+  if (options_.placement != nullptr) return options_.placement->Spawn(role, index, argv, log, env);
+  return testing::Spawn(argv, log, env);
+}
 
 Status Cluster::Start(int trainers) {
   for (auto [name, out] : {std::pair<const char*, std::string*>{"pl-master", &bin_master_},
@@ -73,14 +86,13 @@ Status Cluster::StartMaster(int port) {
   const std::string port_file = Path(absl::StrCat("master-", master_incarnation_, ".port"));
   const std::string log = Path(absl::StrCat("master-", master_incarnation_, ".log"));
   log_files_.push_back(log);
-  PL_ASSIGN_OR_RETURN(
-      master_, testing::Spawn({bin_master_, "--host", "127.0.0.1", "--port", std::to_string(port), "--port_file",
-                               port_file, "--state_dir", Path("master-state"), "--data", options_.data, "--passes",
-                               std::to_string(options_.passes), "--chunks_per_task",
-                               std::to_string(options_.chunks_per_task), "--lease_ms",
-                               std::to_string(options_.lease_ms), "--num_pservers",
-                               std::to_string(options_.num_pservers), "--seed", std::to_string(options_.seed)},
-                              log));
+  const std::vector<std::string> argv = {
+      bin_master_, "--host", HostOf(ProcessPlacement::Role::kMaster, 0), "--port", std::to_string(port),
+      "--port_file", port_file, "--state_dir", Path("master-state"), "--data", options_.data, "--passes",
+      std::to_string(options_.passes), "--chunks_per_task", std::to_string(options_.chunks_per_task), "--lease_ms",
+      std::to_string(options_.lease_ms), "--num_pservers", std::to_string(options_.num_pservers), "--seed",
+      std::to_string(options_.seed)};
+  PL_ASSIGN_OR_RETURN(master_, Spawn(ProcessPlacement::Role::kMaster, 0, argv, log));
   PL_ASSIGN_OR_RETURN(int bound, testing::WaitForPortFile(port_file, kStartTimeout, master_.get()));
   if (port != 0 && bound != port) {
     return absl::InternalError(absl::StrCat("master bound port ", bound, ", asked for ", port));
@@ -100,12 +112,13 @@ Status Cluster::SpawnPserver(int i) {
   log_files_.push_back(log);
   std::vector<std::string> argv = {bin_pserver_, "--index", std::to_string(i), "--num_pservers",
                                    std::to_string(options_.num_pservers), "--master", master_address(),
-                                   "--host", "127.0.0.1", "--port", "0", "--port_file", port_file};
+                                   "--host", HostOf(ProcessPlacement::Role::kPserver, i), "--port", "0",
+                                   "--port_file", port_file};
   if (options_.checkpoint_every_s > 0) {
     argv.insert(argv.end(), {"--checkpoint_dir", Path("ckpt"), "--checkpoint_every_s",
                              std::to_string(options_.checkpoint_every_s)});
   }
-  PL_ASSIGN_OR_RETURN(pservers_[i], testing::Spawn(argv, log));
+  PL_ASSIGN_OR_RETURN(pservers_[i], Spawn(ProcessPlacement::Role::kPserver, i, argv, log));
   return testing::WaitForPortFile(port_file, kStartTimeout, pservers_[i].get()).status();
 }
 
@@ -122,7 +135,7 @@ StatusOr<int> Cluster::StartTrainer(const std::vector<std::string>& extra_args) 
   testing::EnvVars env = options_.trainer_env;
   env.emplace_back("PL_TRAINER_RANK", std::to_string(rank));
   log_files_.push_back(TrainerLogPath(rank));
-  PL_ASSIGN_OR_RETURN(auto child, testing::Spawn(argv, TrainerLogPath(rank), env));
+  PL_ASSIGN_OR_RETURN(auto child, Spawn(ProcessPlacement::Role::kTrainer, rank, argv, TrainerLogPath(rank), env));
   trainers_.push_back(std::move(child));
   return rank;
 }
@@ -175,7 +188,8 @@ StatusOr<proto::StatsResponse> Cluster::PserverStats(int i) const {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   if (!absl::SimpleAtoi(text, &port)) return absl::NotFoundError("no port file " + port_file);
   return Call<proto::ParameterServer::Stub, proto::StatsRequest, proto::StatsResponse>(
-      absl::StrCat("127.0.0.1:", port), &proto::ParameterServer::Stub::Stats, proto::StatsRequest());
+      absl::StrCat(HostOf(ProcessPlacement::Role::kPserver, i), ":", port), &proto::ParameterServer::Stub::Stats,
+      proto::StatsRequest());
 }
 
 StatusOr<proto::JobStatusResponse> Cluster::WaitForJobDone(milliseconds timeout) const {

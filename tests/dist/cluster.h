@@ -15,6 +15,10 @@
 // (--port 0) and read from their --port_file; a restarted master binds the port its
 // first incarnation had, because trainers were given that address.
 //
+// By default every process runs on 127.0.0.1; a ProcessPlacement puts each one on a
+// host of its choosing (the multi-host test bed, tests/netbed), and may move a
+// process to another host before it is started again.
+//
 // Thread-safety: a Cluster is used by one thread.
 #ifndef PADDLE_LIKE_TESTS_DIST_CLUSTER_H_
 #define PADDLE_LIKE_TESTS_DIST_CLUSTER_H_
@@ -36,6 +40,20 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+// Where a Cluster's processes run: the address each one listens on and is reached
+// at, and how it is started there.
+class ProcessPlacement {
+ public:
+  enum class Role { kMaster, kPserver, kTrainer };
+  virtual ~ProcessPlacement() = default;
+  // The host address of process `index` of `role` (the master's index is 0); asked at
+  // every start, so a restarted process may come back elsewhere.
+  virtual std::string Address(Role role, int index) const = 0;
+  // Starts argv as that process; stdout and stderr appended to `log`.
+  virtual StatusOr<std::unique_ptr<ChildProcess>> Spawn(Role role, int index, const std::vector<std::string>& argv,
+                                                        const std::string& log, const testing::EnvVars& env) = 0;
+};
+
 struct ClusterOptions {
   std::string data;                 // --data of the master: a record file or directory
   int num_pservers = 2;
@@ -47,6 +65,8 @@ struct ClusterOptions {
   // pl-trainer's flags (after the binary); --master is added by the cluster.
   std::vector<std::string> trainer_args;
   testing::EnvVars trainer_env;     // added to every trainer's environment
+  // Not owned; outlives the Cluster. nullptr: every process on 127.0.0.1.
+  ProcessPlacement* placement = nullptr;
 };
 
 class Cluster {
@@ -102,6 +122,10 @@ class Cluster {
  private:
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   Status SpawnPserver(int i);
+  std::string HostOf(ProcessPlacement::Role role, int index) const;
+  StatusOr<std::unique_ptr<ChildProcess>> Spawn(ProcessPlacement::Role role, int index,
+                                                const std::vector<std::string>& argv, const std::string& log,
+                                                const testing::EnvVars& env = {});
 
   ClusterOptions options_;
   std::string dir_;

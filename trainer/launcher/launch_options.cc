@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/launcher/node_role.h"
 
 ABSL_FLAG(int, pservers, 0, "pservers to run (required, >= 1)");
 ABSL_FLAG(int, trainers, 0, "trainers to start (required, >= 1)");
@@ -22,6 +23,17 @@ ABSL_FLAG(double, add_trainer_after_s, -1,
           "start one more trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
+ABSL_FLAG(int, nnodes, 1, "machines the job runs on, each running pl-launch (>= 1; 1: everything on 127.0.0.1)");
+ABSL_FLAG(int, node_rank, 0, "this machine's rank in [0, nnodes): node 0 runs the master");
+ABSL_FLAG(std::string, master_addr, "",
+          "with --nnodes > 1 (required): HOST:PORT where the other nodes reach the master; node 0 runs it "
+          "on 0.0.0.0:PORT");
+ABSL_FLAG(std::string, node_addr, "",
+          "with --nnodes > 1: the address this node's pservers advertise (empty: the local address of the "
+          "interface that routes to the master's host)");
+ABSL_FLAG(double, master_wait_s, 60,
+          "with --nnodes > 1: how long a node waits for the master to answer, at start and when it goes "
+          "away mid-job (> 0)");
 
 namespace pl {
 
@@ -36,6 +48,34 @@ Status CheckTimer(const cli::CommandLine& line, const char* flag, double value) 
   return absl::OkStatus();
 }
 
+// --nnodes and its companions: a node rank in range, a master address for a job of
+// several nodes, and none of the multi-node flags for a job on one machine.
+Status CheckNodeFlags(const cli::CommandLine& line, const LaunchOptions& o) {
+  PL_RETURN_IF_ERROR(cli::CheckAtLeast("nnodes", o.num_nodes, 1));
+  if (o.node_rank < 0 || o.node_rank >= o.num_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node_rank: ", o.node_rank, " is not in [0, ", o.num_nodes,
+                                                   ") (--nnodes ", o.num_nodes, ")"));
+  }
+  if (o.num_nodes == 1) {
+    for (const char* flag : {"master_addr", "node_addr", "master_wait_s"}) {
+      if (line.given.count(flag) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, " is for a job on several machines (--nnodes > 1)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (o.master_addr.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master_addr HOST:PORT is required with --nnodes ", o.num_nodes,
+                     " (where the nodes reach the master that node 0 runs)"));
+  }
+  PL_RETURN_IF_ERROR(ParseHostPort("master_addr", o.master_addr).status());
+  if (!(o.master_wait_s > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--master_wait_s: ", o.master_wait_s, " is not > 0"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const cli::Program& LaunchProgram() {
@@ -46,7 +86,10 @@ const cli::Program& LaunchProgram() {
       "pservers when they die, and exits 0 when the job is done (1: the job failed;\n"
       "2: bad input; 130/143: stopped by SIGINT/SIGTERM).\n"
       "Control FIFO lines: add-trainer | kill-trainer [rank] | stop-trainer [rank] |\n"
-      "                    kill-pserver INDEX | kill-master",
+      "                    kill-pserver INDEX | kill-master\n"
+      "Several machines: run on each  pl-launch --nnodes N --node_rank R --master_addr HOST:PORT\n"
+      "--pservers P --trainers T ... -- <trainer command>; node 0 runs the master, every node\n"
+      "its P pservers (indexes R*P..) and T trainers (ranks R*T..).",
       /*env=*/{},
       /*max_positional=*/0,
       /*command_after_separator=*/true,
@@ -75,6 +118,11 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.add_trainer_after_s = absl::GetFlag(FLAGS_add_trainer_after_s);
   o.control_fifo = absl::GetFlag(FLAGS_control);
   o.progress_every_s = absl::GetFlag(FLAGS_progress_every_s);
+  o.num_nodes = absl::GetFlag(FLAGS_nnodes);
+  o.node_rank = absl::GetFlag(FLAGS_node_rank);
+  o.master_addr = absl::GetFlag(FLAGS_master_addr);
+  o.node_addr = absl::GetFlag(FLAGS_node_addr);
+  o.master_wait_s = absl::GetFlag(FLAGS_master_wait_s);
   o.trainer_command = line.command;
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("pservers", o.num_pservers, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, 1));
@@ -87,6 +135,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   if (!(o.progress_every_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--progress_every_s: ", o.progress_every_s, " is not > 0"));
   }
+  PL_RETURN_IF_ERROR(CheckNodeFlags(line, o));
   if (o.trainer_command.empty() || o.trainer_command[0].empty()) {
     return absl::InvalidArgumentError("no trainer command: put it after '--', e.g. -- pl-trainer --model mlp");
   }

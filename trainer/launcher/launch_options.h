@@ -5,7 +5,12 @@
 //             [--passes N] [--chunks_per_task K] [--lease_ms MS] [--seed S]
 //             [--checkpoint_every_s S] [--kill_trainer_after_s X]
 //             [--add_trainer_after_s Y] [--control FIFO] [--progress_every_s S]
+//             [--nnodes N --node_rank R --master_addr HOST:PORT [--node_addr A]
+//              [--master_wait_s S]]
 //             -- <trainer command...>
+//
+// With --nnodes N > 1 the job runs on N machines, each running pl-launch with the same
+// flags but its own --node_rank (node_role.h says who runs what).
 //
 // Flags are written in pl::cli's dialect (--flag=value, --flag value, --sync/--nosync).
 // Everything after "--" is the trainer command, passed through untouched.
@@ -42,6 +47,12 @@ struct LaunchOptions {
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
+  // Several machines (see node_role.h). The defaults are the one-machine job.
+  int num_nodes = 1;                // --nnodes, >= 1
+  int node_rank = 0;                // --node_rank, in [0, num_nodes)
+  std::string master_addr;          // --master_addr HOST:PORT; required iff num_nodes > 1
+  std::string node_addr;            // --node_addr; empty: the address routing to the master
+  double master_wait_s = 60;        // --master_wait_s, > 0: master unreachable -> give up
   std::vector<std::string> trainer_command;  // after "--", non-empty
 
   // --- set by the caller, not flags ---
@@ -62,7 +73,8 @@ const cli::Program& LaunchProgram();
 
 // The options from the flags as pl::cli parsed them and the trainer command after "--".
 // INVALID_ARGUMENT naming the flag for a missing or out-of-range value, or a missing
-// trainer command.
+// trainer command; also for --master_addr, --node_addr or --master_wait_s without
+// --nnodes > 1, and for --nnodes > 1 without a valid --master_addr.
 StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line);
 
 // cli::Parse(LaunchProgram(), args, no environment), then LaunchOptionsFromFlags:

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "paddle_like/rpc/rpc.h"
+#include "trainer/launcher/node_role.h"
 
 namespace pl {
 
@@ -91,6 +92,13 @@ void Launcher::RequestStop(int signo) {
 }
 
 Status Launcher::Validate() {
+  if (multi_node()) {
+    if (options_.node_rank < 0 || options_.node_rank >= options_.num_nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node rank ", options_.node_rank, " is not in [0, ", options_.num_nodes, ")"));
+    }
+    PL_ASSIGN_OR_RETURN(master_hp_, ParseHostPort("master_addr", options_.master_addr));
+  }
   for (const char* name : {"pl-master", "pl-pserver"}) {
     std::string path = absl::StrCat(options_.bin_dir, "/", name);
     if (!IsExecutableFile(path)) {
@@ -127,8 +135,9 @@ Status Launcher::PrepareWorkdir() {
     workdir_ = fs::absolute(options_.workdir).lexically_normal().string();
   }
   std::error_code ec;
-  std::vector<std::string> dirs = {workdir_ + "/master", workdir_ + "/ports"};
-  for (int i = 0; i < options_.num_pservers; ++i) dirs.push_back(absl::StrCat(workdir_, "/pservers/", i));
+  std::vector<std::string> dirs = {workdir_ + "/ports"};
+  if (runs_master()) dirs.push_back(workdir_ + "/master");
+  for (int i : LocalPservers()) dirs.push_back(absl::StrCat(workdir_, "/pservers/", i));
   for (const std::string& d : dirs) {
     fs::create_directories(d, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", d, ": ", ec.message()));
@@ -164,8 +173,10 @@ std::string Launcher::PortFile(const std::string& name) const {
 }
 
 std::vector<std::string> Launcher::MasterCommand(int port) const {
+  // Several machines: the port of --master_addr, on every interface.
+  if (multi_node() && port == 0) port = master_hp_.port;
   std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-master"),
-                                   "--host", "127.0.0.1",
+                                   "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
                                    "--port", std::to_string(port),
                                    "--port_file", PortFile("master"),
                                    "--state_dir", workdir_ + "/master"};
@@ -175,21 +186,24 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
   argv.insert(argv.end(), {"--passes", std::to_string(options_.passes),
                            "--chunks_per_task", std::to_string(options_.chunks_per_task),
                            "--lease_ms", std::to_string(options_.lease_ms),
-                           "--num_pservers", std::to_string(options_.num_pservers),
+                           "--num_pservers", std::to_string(total_pservers()),
                            "--seed", std::to_string(options_.seed)});
+  if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
   return argv;
 }
 
 std::vector<std::string> Launcher::PserverCommand(int index, int port) const {
-  return {absl::StrCat(options_.bin_dir, "/pl-pserver"),
-          "--index", std::to_string(index),
-          "--num_pservers", std::to_string(options_.num_pservers),
-          "--master", absl::StrCat("127.0.0.1:", master_port_),
-          "--host", "127.0.0.1",
-          "--port", std::to_string(port),
-          "--port_file", PortFile(absl::StrCat("pserver-", index)),
-          "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
-          "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s)};
+  std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-pserver"),
+                                   "--index", std::to_string(index),
+                                   "--num_pservers", std::to_string(total_pservers()),
+                                   "--master", master_addr_,
+                                   "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
+                                   "--port", std::to_string(port),
+                                   "--port_file", PortFile(absl::StrCat("pserver-", index)),
+                                   "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
+                                   "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s)};
+  if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
+  return argv;
 }
 
 StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& restart_note,
@@ -215,7 +229,8 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
       PL_RETURN_IF_ERROR(supervisor_->SetCommand(name, command(port)));
       PL_RETURN_IF_ERROR(supervisor_->SetRestartPolicy(name, RestartPolicy::kAlways));
       served_.insert(name);
-      supervisor_->Log(absl::StrCat(name, " serving on 127.0.0.1:", port));
+      const std::string host = !multi_node() ? "127.0.0.1" : name == "master" ? "0.0.0.0" : node_addr_;
+      supervisor_->Log(absl::StrCat(name, " serving on ", host, ":", port));
       return port;
     }
   }
@@ -225,14 +240,15 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
 }
 
 Status Launcher::StartTrainer(const std::string& why) {
-  const int rank = next_rank_++;
+  const int rank = TrainerRank(options_.num_nodes, options_.node_rank, options_.num_trainers, next_rank_++);
+  trainer_ranks_.push_back(rank);
   ProcessSpec spec;
   spec.name = absl::StrCat("trainer-", rank);
   spec.child.argv = trainer_argv_;
-  spec.child.env = {{"PL_MASTER_ADDR", absl::StrCat("127.0.0.1:", master_port_)},
+  spec.child.env = {{"PL_MASTER_ADDR", master_addr_},
                     {"PL_ROLE", "trainer"},
                     {"PL_TRAINER_RANK", std::to_string(rank)},
-                    {"PL_NUM_PSERVERS", std::to_string(options_.num_pservers)},
+                    {"PL_NUM_PSERVERS", std::to_string(total_pservers())},
                     {"PL_SYNC", options_.sync ? "1" : "0"}};
   spec.restart = RestartPolicy::kNever;
   Status s = supervisor_->Start(spec);
@@ -248,7 +264,7 @@ Status Launcher::StartTrainer(const std::string& why) {
 
 std::vector<std::string> Launcher::RunningTrainers() const {
   std::vector<std::string> out;
-  for (int r = 0; r < next_rank_; ++r) {
+  for (int r : trainer_ranks_) {
     std::string name = absl::StrCat("trainer-", r);
     if (supervisor_->IsRunning(name)) out.push_back(name);
   }
@@ -262,13 +278,24 @@ Status Launcher::Run() {
   PL_RETURN_IF_ERROR(OpenControlFifo());
   supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s), ",
                                 options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
-                                " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : ""));
+                                " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : "",
+                                multi_node() ? absl::StrCat("; node ", options_.node_rank, " of ", options_.num_nodes,
+                                                            ", master at ", options_.master_addr)
+                                             : ""));
 
   Status started = [&]() -> Status {
-    PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + workdir_ + "/master",
-                                                  [this](int port) { return MasterCommand(port); }));
-    master_ = proto::Master::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", master_port_)));
-    for (int i = 0; i < options_.num_pservers; ++i) {
+    if (runs_master()) {
+      PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + workdir_ + "/master",
+                                                    [this](int port) { return MasterCommand(port); }));
+      master_addr_ = multi_node() ? options_.master_addr : absl::StrCat("127.0.0.1:", master_port_);
+      master_ = proto::Master::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", master_port_)));
+    } else {
+      master_addr_ = options_.master_addr;
+      master_ = proto::Master::NewStub(rpc::MakeChannel(master_addr_));
+      PL_RETURN_IF_ERROR(WaitForMaster());
+    }
+    if (multi_node()) PL_RETURN_IF_ERROR(ResolveNodeAddr());
+    for (int i : LocalPservers()) {
       PL_RETURN_IF_ERROR(StartServer(absl::StrCat("pserver-", i), absl::StrCat("at index ", i),
                                      [this, i](int port) { return PserverCommand(i, port); })
                              .status());
@@ -279,8 +306,10 @@ Status Launcher::Run() {
   if (!started.ok() && outcome_ == Outcome::kRunning) {
     outcome_ = Outcome::kFailed;
     cause_ = std::string(started.message());
+    bad_input_ = absl::IsInvalidArgument(started);
   }
   trainers_started_ = Clock::now();
+  master_ok_at_ = trainers_started_;
   next_status_ = trainers_started_;
   next_progress_ = trainers_started_ + milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000));
   last_progress_time_ = trainers_started_;
@@ -302,7 +331,7 @@ Status Launcher::Run() {
       return absl::CancelledError(cause_);
     default:
       supervisor_->Log(absl::StrCat("job failed: ", cause_, "; workdir kept at ", workdir_));
-      return absl::AbortedError(cause_);
+      return bad_input_ ? absl::InvalidArgumentError(cause_) : absl::AbortedError(cause_);
   }
 }
 
@@ -313,10 +342,10 @@ void Launcher::StopEverything() {
     HandleEvents(supervisor_->Stop(trainers, options_.stop_grace));
   }
   std::vector<std::string> servers;
-  for (int i = 0; i < options_.num_pservers; ++i) servers.push_back(absl::StrCat("pserver-", i));
-  supervisor_->Log("stopping pservers and master (SIGTERM)");
+  for (int i : LocalPservers()) servers.push_back(absl::StrCat("pserver-", i));
+  supervisor_->Log(runs_master() ? "stopping pservers and master (SIGTERM)" : "stopping pservers (SIGTERM)");
   HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
-  HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));
+  if (runs_master()) HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));
   // Anything else (e.g. a trainer started while stopping) goes too.
   HandleEvents(supervisor_->StopAll(options_.stop_grace));
 }
@@ -398,10 +427,13 @@ void Launcher::PollStatus() {
   if (progress_due) {
     next_progress_ = now + milliseconds(static_cast<int64_t>(options_.progress_every_s * 1000));
   }
+  last_poll_ok_ = st.ok();
   if (!st.ok()) {
     if (progress_due) supervisor_->Log(absl::StrCat("master unreachable: ", st.status().message()));
+    if (multi_node() && !runs_master()) CheckMasterGone(st.status());
     return;
   }
+  master_ok_at_ = now;
   status_ = *st;
   have_status_ = true;
   if (progress_due) {
@@ -433,7 +465,11 @@ void Launcher::CheckEnd() {
       running.clear();
     }
     if (!running.empty()) return;
+    if (multi_node() && !OtherNodesDone()) return;
   } else if (!running.empty()) {
+    return;
+  } else if (multi_node()) {
+    WaitWithoutLocalTrainers();
     return;
   } else {
     // No trainer left and the last status we saw is not done: wait for a planned
@@ -477,7 +513,8 @@ void Launcher::CheckEnd() {
                           absl::StrJoin(status_.failed_task_ids(), ","), ")");
   } else if (trainers_ok_ == 0) {
     outcome_ = Outcome::kFailed;
-    cause_ = absl::StrCat("the job is done but none of the ", next_rank_, " trainer(s) exited with status 0");
+    cause_ = absl::StrCat("the job is done but none of ", multi_node() ? "this node's " : "the ", next_rank_,
+                          " trainer(s) exited with status 0");
   } else {
     outcome_ = Outcome::kFinished;
   }

@@ -19,6 +19,24 @@
 // one trainer exited 0; otherwise an error with a one-line cause. RequestStop() (from a
 // signal handler) makes Run() stop every process and return CANCELLED.
 //
+// Several machines (options.num_nodes > 1; node_role.h says who runs what): node 0 runs
+// the master on 0.0.0.0 at the port of --master_addr, the other nodes wait (bounded by
+// --master_wait_s) until it answers and fail at once when it was started for another
+// --nnodes (INVALID_ARGUMENT). Pservers listen on 0.0.0.0 and advertise the node's
+// address; children reach the master at --master_addr. Every node polls JobStatus and
+// ends as node 0 does, with two differences. (1) A node keeps its pservers (node 0 also
+// its master) while the job is not done, even when none of its own trainers is left
+// (the other nodes' trainers need them); it fails when no trainer has been live on any
+// node for --master_wait_s, unless a control FIFO may still add one. (2) Once the job is
+// done and its own trainers have exited, a node waits until no trainer of the job is
+// live (the others pull from its pservers for their final evaluation), bounded by
+// trainer_exit_grace + stop_grace + the lease; node 0 then keeps the master up for
+// two more polls so the other nodes read job_done. A node other than 0 fails when the
+// master is unreachable for longer than --master_wait_s before the job is done; after
+// job_done, a master that is gone means node 0 finished. The rule for the exit status
+// is node 0's: no failed task and at least one of this node's trainers exited 0 (every
+// node starts --trainers >= 1).
+//
 // Thread-safety: Run() is called once, from one thread; RequestStop() is
 // async-signal-safe and may be called from any thread or signal handler.
 #ifndef PADDLE_LIKE_TRAINER_LAUNCHER_LAUNCHER_H_
@@ -35,6 +53,7 @@
 #include "paddle_like/core/status.h"
 #include "proto/master.grpc.pb.h"
 #include "trainer/launcher/launch_options.h"
+#include "trainer/launcher/node_role.h"
 #include "trainer/launcher/supervisor.h"
 
 namespace pl {
@@ -47,8 +66,9 @@ class Launcher {
   Launcher& operator=(const Launcher&) = delete;
 
   // Checks what can be checked before starting anything: pl-master and pl-pserver are
-  // executables in bin_dir, the trainer command resolves (bin_dir first, then PATH).
-  // NOT_FOUND / INVALID_ARGUMENT naming what is missing.
+  // executables in bin_dir, the trainer command resolves (bin_dir first, then PATH),
+  // and on several machines the node rank and master address are valid.
+  // NOT_FOUND / INVALID_ARGUMENT naming what is missing or wrong.
   Status Validate();
 
   // Runs the job to its end (see the file comment). Call Validate() first.
@@ -92,6 +112,27 @@ class Launcher {
   void StopEverything();
   std::vector<std::string> RunningTrainers() const;
 
+  // ---- several machines (launcher_nodes.cc) ----
+  bool multi_node() const { return options_.num_nodes > 1; }
+  bool runs_master() const { return options_.node_rank == 0; }
+  int total_pservers() const { return options_.num_nodes * options_.num_pservers; }
+  // The global indexes of this node's pservers.
+  std::vector<int> LocalPservers() const;
+  // A node other than 0: waits (bounded) until the master answers JobStatus and checks
+  // the job's --nnodes.
+  Status WaitForMaster();
+  // Sets node_addr_: --node_addr, or the address of the interface towards the master.
+  Status ResolveNodeAddr();
+  // The job is done and this node's trainers have exited: true once the job's other
+  // trainers are gone too (or the bound is over, or node 0 finished).
+  bool OtherNodesDone();
+  // No trainer runs here and the job is not done: keep serving; fail when no trainer
+  // has been live anywhere for too long.
+  void WaitWithoutLocalTrainers();
+  // A node other than 0 whose JobStatus call failed: fail once the master has been
+  // unreachable for longer than --master_wait_s.
+  void CheckMasterGone(const Status& error);
+
   LaunchOptions options_;
   LineSink sink_;
   std::unique_ptr<Supervisor> supervisor_;
@@ -103,6 +144,9 @@ class Launcher {
   std::set<std::string> served_;  // servers that wrote their port file at least once
   int master_port_ = 0;
   std::unique_ptr<proto::Master::Stub> master_;
+  std::string master_addr_;  // how the children reach the master (PL_MASTER_ADDR)
+  std::string node_addr_;    // several machines: what this node's pservers advertise
+  HostPort master_hp_;       // several machines: --master_addr, parsed by Validate()
 
   // Self-pipe: RequestStop writes, the loop polls the read end.
   int signal_pipe_[2] = {-1, -1};
@@ -111,7 +155,8 @@ class Launcher {
   int control_write_fd_ = -1;  // keeps the FIFO open so writers closing it is not EOF
   std::string control_partial_;
 
-  int next_rank_ = 0;
+  int next_rank_ = 0;              // trainers started on this node (not a rank: see node_role.h)
+  std::vector<int> trainer_ranks_;  // their ranks, in start order
   int trainers_exited_ = 0;
   int trainers_ok_ = 0;
 
@@ -130,6 +175,13 @@ class Launcher {
   bool job_done_seen_ = false;
   bool trainers_stopped_ = false;
   bool idle_hint_logged_ = false;
+  // Several machines.
+  bool last_poll_ok_ = false;
+  Clock::time_point master_ok_at_;       // the last JobStatus that succeeded
+  Clock::time_point no_trainer_since_;   // job-wide live_trainers 0 since (epoch: not now)
+  Clock::time_point all_left_at_;        // job done and no trainer live (epoch: not yet)
+  bool others_wait_logged_ = false;
+  bool bad_input_ = false;               // Run() returns INVALID_ARGUMENT (exit 2)
 
   Outcome outcome_ = Outcome::kRunning;
   std::string cause_;

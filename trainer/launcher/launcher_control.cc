@@ -66,9 +66,12 @@ void Launcher::RunCommand(const std::string& line) {
   } else if (cmd == "stop-trainer" && words.size() <= 2) {
     SignalTrainer(arg, SIGTERM, source);
   } else if (cmd == "kill-pserver" && words.size() == 2) {
+    // This node's pservers (several machines: indexes R*P .. R*P+P-1, node_role.h).
+    const std::vector<int> local = LocalPservers();
     int index = -1;
-    if (!absl::SimpleAtoi(arg, &index) || index < 0 || index >= options_.num_pservers) {
-      supervisor_->Log(absl::StrCat(source, ": pserver index must be in [0, ", options_.num_pservers, ")"));
+    if (!absl::SimpleAtoi(arg, &index) || index < local.front() || index > local.back()) {
+      supervisor_->Log(absl::StrCat(source, ": pserver index must be in [", local.front(), ", ", local.back() + 1,
+                                    ")"));
       return;
     }
     std::string name = absl::StrCat("pserver-", index);
@@ -76,6 +79,8 @@ void Launcher::RunCommand(const std::string& line) {
     Status s = supervisor_->Signal(name, SIGKILL);
     supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL ", name, " (pid ", pid, ")")
                             : absl::StrCat(source, ": cannot signal ", name, ": ", s.message()));
+  } else if (cmd == "kill-master" && words.size() == 1 && !runs_master()) {
+    supervisor_->Log(absl::StrCat(source, ": the master runs on node 0"));
   } else if (cmd == "kill-master" && words.size() == 1) {
     pid_t pid = supervisor_->Pid("master");
     Status s = supervisor_->Signal("master", SIGKILL);

@@ -1,7 +1,9 @@
 // pl-launch: runs a training job as a local cluster (master, pservers, trainers) on
-// 127.0.0.1. See launcher.h for what it does and launch_options.h for its flags.
+// 127.0.0.1, or this machine's share of a job on several machines (--nnodes). See
+// launcher.h for what it does and launch_options.h for its flags.
 //
-// Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input;
+// Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input (also
+// a --nnodes that differs from node 0's);
 // 130 / 143 stopped by SIGINT / SIGTERM.
 #include <limits.h>
 #include <signal.h>
@@ -65,5 +67,7 @@ int main(int argc, char** argv) {
   if (result.ok()) return 0;
   pl::log::Error(std::string(result.message()));
   if (absl::IsCancelled(result)) return 128 + (launcher.stop_signal() != 0 ? launcher.stop_signal() : SIGINT);
+  // Bad input found only once running, e.g. a node started with another --nnodes than node 0.
+  if (absl::IsInvalidArgument(result)) return pl::cli::kUsageExitCode;
   return 1;
 }

@@ -1,0 +1,211 @@
+// pl-launch on several machines: the --nnodes flags, the node layout (node_role.h) and
+// a node that cannot reach its master. The real multi-machine job runs in
+// tests/netbed/multi_node_launch_test.cc.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/flags/reflection.h"
+#include "tests/testing/process.h"
+#include "trainer/launcher/launch_options.h"
+#include "trainer/launcher/launcher.h"
+#include "trainer/launcher/node_role.h"
+
+namespace pl {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Args(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--pservers", "1", "--trainers", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--", "t"});
+  return args;
+}
+
+void ExpectInvalid(const std::vector<std::string>& extra, const std::string& fragment) {
+  absl::FlagSaver saver;
+  auto o = ParseLaunchFlags(Args(extra));
+  ASSERT_FALSE(o.ok()) << "accepted: " << ::testing::PrintToString(extra);
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(o.status().message(), HasSubstr(fragment));
+}
+
+TEST(LaunchNodeOptionsTest, ParsesTheNodeFlags) {
+  absl::FlagSaver saver;
+  auto o = ParseLaunchFlags(Args({"--nnodes", "3", "--node_rank=2", "--master_addr", "node0.example:7000",
+                                  "--node_addr", "10.1.2.3", "--master_wait_s", "2.5"}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->num_nodes, 3);
+  EXPECT_EQ(o->node_rank, 2);
+  EXPECT_EQ(o->master_addr, "node0.example:7000");
+  EXPECT_EQ(o->node_addr, "10.1.2.3");
+  EXPECT_DOUBLE_EQ(o->master_wait_s, 2.5);
+}
+
+TEST(LaunchNodeOptionsTest, OneMachineByDefault) {
+  absl::FlagSaver saver;
+  ASSERT_TRUE(ParseLaunchFlags(Args({"--nnodes", "2", "--node_rank", "1", "--master_addr", "h:1"})).ok());
+  auto o = ParseLaunchFlags(Args({}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->num_nodes, 1);
+  EXPECT_EQ(o->node_rank, 0);
+  EXPECT_TRUE(o->master_addr.empty());
+  EXPECT_TRUE(o->node_addr.empty());
+  EXPECT_DOUBLE_EQ(o->master_wait_s, 60);
+  // --node_rank 0 of one node is the default spelled out.
+  EXPECT_TRUE(ParseLaunchFlags(Args({"--nnodes", "1", "--node_rank", "0"})).ok());
+}
+
+TEST(LaunchNodeOptionsTest, RejectsBadNodeFlagsNamingThem) {
+  ExpectInvalid({"--nnodes", "0"}, "--nnodes: 0 is below the minimum 1");
+  ExpectInvalid({"--nnodes", "2", "--node_rank", "2", "--master_addr", "h:7000"},
+                "--node_rank: 2 is not in [0, 2) (--nnodes 2)");
+  ExpectInvalid({"--nnodes", "2", "--node_rank", "-1", "--master_addr", "h:7000"}, "--node_rank: -1 is not in [0, 2)");
+  ExpectInvalid({"--node_rank", "1"}, "--node_rank: 1 is not in [0, 1) (--nnodes 1)");
+  ExpectInvalid({"--nnodes", "2"}, "--master_addr HOST:PORT is required with --nnodes 2");
+  for (const char* bad : {"node0", "node0:0", ":7000", "node0:65536", "node0:port", "a:b:7000"}) {
+    ExpectInvalid({"--nnodes", "2", "--master_addr", bad},
+                  absl::StrCat("--master_addr: '", bad, "' is not HOST:PORT with a port in [1, 65535]"));
+  }
+  ExpectInvalid({"--nnodes", "2", "--master_addr", "h:1", "--master_wait_s", "0"}, "--master_wait_s: 0 is not > 0");
+  // A one-machine job takes none of the multi-machine flags rather than ignoring them.
+  ExpectInvalid({"--master_addr", "h:7000"}, "--master_addr is for a job on several machines (--nnodes > 1)");
+  ExpectInvalid({"--node_addr", "10.0.0.2"}, "--node_addr is for a job on several machines");
+  ExpectInvalid({"--master_wait_s", "5"}, "--master_wait_s is for a job on several machines");
+}
+
+TEST(NodeRoleTest, ParsesHostPort) {
+  auto hp = ParseHostPort("master_addr", "10.0.0.1:7000");
+  ASSERT_TRUE(hp.ok()) << hp.status();
+  EXPECT_EQ(hp->host, "10.0.0.1");
+  EXPECT_EQ(hp->port, 7000);
+}
+
+TEST(NodeRoleTest, OneNodeRanksAreTheOneMachineRanks) {
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(TrainerRank(1, 0, 3, k), k);
+}
+
+TEST(NodeRoleTest, RanksAreBlocksPerNodeThenInterleavedAndNeverCollide) {
+  constexpr int kNodes = 3, kPerNode = 2;
+  EXPECT_EQ(TrainerRank(kNodes, 0, kPerNode, 0), 0);
+  EXPECT_EQ(TrainerRank(kNodes, 1, kPerNode, 1), 3);
+  EXPECT_EQ(TrainerRank(kNodes, 2, kPerNode, 0), 4);
+  // Added trainers continue after the N*T started ones, one node after another.
+  EXPECT_EQ(TrainerRank(kNodes, 0, kPerNode, 2), 6);
+  EXPECT_EQ(TrainerRank(kNodes, 1, kPerNode, 2), 7);
+  EXPECT_EQ(TrainerRank(kNodes, 2, kPerNode, 3), 11);
+  std::set<int> seen;
+  for (int node = 0; node < kNodes; ++node) {
+    for (int k = 0; k < 50; ++k) EXPECT_TRUE(seen.insert(TrainerRank(kNodes, node, kPerNode, k)).second);
+  }
+  EXPECT_EQ(*seen.rbegin(), kNodes * 50 - 1);  // dense: no rank skipped
+}
+
+TEST(NodeRoleTest, NamesBothNodeCountsWhenTheyDiffer) {
+  proto::JobStatusResponse status;
+  status.set_num_nodes(2);
+  EXPECT_TRUE(CheckJobNodes(2, status).ok());
+  Status s = CheckJobNodes(3, status);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "--nnodes 3 on this node, but the job's master (node 0) was started with --nnodes 2");
+  status.clear_num_nodes();  // a master that does not say: one node
+  EXPECT_TRUE(CheckJobNodes(1, status).ok());
+  EXPECT_FALSE(CheckJobNodes(2, status).ok());
+}
+
+TEST(NodeRoleTest, LocalAddressTowardsLoopbackIsLoopback) {
+  auto a = LocalAddressTowards("127.0.0.1", 7000);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, "127.0.0.1");
+  EXPECT_TRUE(IsLoopbackAddress(*a));
+  EXPECT_TRUE(IsLoopbackAddress("127.3.4.5"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1"));
+  EXPECT_FALSE(IsLoopbackAddress("not an address"));
+  auto none = LocalAddressTowards("no-such-host.invalid", 7000);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.status().message(), HasSubstr("'no-such-host.invalid'"));
+}
+
+// Fake pl-master, pl-pserver and pl-trainer in `dir` (Validate only looks for them).
+void FakeBinaries(const std::string& dir) {
+  for (const char* name : {"pl-master", "pl-pserver", "pl-trainer"}) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\nexit 0\n";
+    ::chmod(path.c_str(), 0755);
+  }
+}
+
+// Options made in code (not from flags) are checked too.
+TEST(LauncherNodeTest, ValidateChecksTheNodeRankAndMasterAddress) {
+  testing::TempDir dir;
+  FakeBinaries(dir.path());
+  LaunchOptions o;
+  o.num_pservers = o.num_trainers = 1;
+  o.num_nodes = 2;
+  o.bin_dir = dir.path();
+  o.trainer_command = {"pl-trainer"};
+  auto sink = [](const std::string&) {};
+  o.node_rank = 2;
+  o.master_addr = "h:7000";
+  EXPECT_EQ(Launcher(o, sink).Validate().code(), absl::StatusCode::kInvalidArgument);
+  o.node_rank = 1;
+  o.master_addr = "h";
+  EXPECT_EQ(Launcher(o, sink).Validate().code(), absl::StatusCode::kInvalidArgument);
+  o.master_addr = "h:7000";
+  EXPECT_TRUE(Launcher(o, sink).Validate().ok());
+}
+
+// A node other than 0 whose master never answers gives up after --master_wait_s, with
+// one line naming the address, and starts nothing.
+TEST(LauncherNodeTest, UnreachableMasterFailsAfterTheWait) {
+  testing::TempDir dir;
+  FakeBinaries(dir.path());
+  LaunchOptions o;
+  o.num_pservers = 1;
+  o.num_trainers = 1;
+  o.num_nodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "127.0.0.1:1";  // nothing listens on port 1
+  o.master_wait_s = 1;
+  o.bin_dir = dir.path();
+  o.workdir = dir.path() + "/work";
+  o.trainer_command = {"pl-trainer"};
+  std::vector<std::string> lines;
+  Launcher launcher(o, [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(launcher.Validate().ok());
+  const auto start = std::chrono::steady_clock::now();
+  Status s = launcher.Run();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s.message(), HasSubstr("the job's master at 127.0.0.1:1 did not answer within 1 s (--master_wait_s)"));
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  EXPECT_GE(took, milliseconds(900));
+  EXPECT_LT(took, milliseconds(5000));
+  for (const std::string& line : lines) EXPECT_THAT(line, ::testing::Not(HasSubstr("started ")));
+}
+
+// The real binary: --node_rank out of range is a usage error (exit 2, one line).
+TEST(LaunchNodeBinaryTest, NodeRankOutOfRangeExitsTwo) {
+  auto launch = testing::BinaryPath("pl-launch");
+  if (!launch.ok()) GTEST_SKIP() << launch.status();
+  testing::TempDir dir;
+  auto child = testing::Spawn({*launch, "--nnodes", "2", "--node_rank", "5", "--master_addr", "h:7000", "--pservers",
+                               "1", "--trainers", "1", "--", "true"},
+                              dir.path() + "/out");
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto exit = testing::WaitForExit(**child, milliseconds(10000));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->code, 2);
+  const std::string text = testing::ReadFileOrEmpty(dir.path() + "/out");
+  EXPECT_THAT(text, HasSubstr("--node_rank: 5 is not in [0, 2)"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
+}  // namespace
+}  // namespace pl

@@ -1,0 +1,314 @@
+// pl-launch on several machines (--nnodes): one pl-launch per host of a test bed
+// (test_bed.h: network namespaces with their own address), node 0 running the master,
+// every node its pservers and trainers, on the mlp job of MlpJobTest. Also the two
+// ways a node is started wrong: a master address nothing answers at, and a --nnodes
+// that differs from node 0's (these two need no Fashion-MNIST data: a tiny click
+// dataset stands in). Every wait is bounded; the bed and the processes are
+// removed after each test, also when it fails.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/rpc.h"
+#include "proto/master.grpc.pb.h"
+#include "tests/dist/cluster.h"
+#include "tests/dist/mlp_job_test.h"
+#include "tests/netbed/test_bed.h"
+
+namespace pl::dist_testing {
+namespace {
+
+using ::pl::netbed::TestBed;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The master's port on node 0 (each host has its own network namespace: no clash).
+constexpr int kMasterPort = 17000;
+
+// One pl-launch per host of a bed: node R on host R, with one pserver and one trainer.
+// The processes are killed and the bed removed on destruction.
+class NodeBed {
+ public:
+  // A bed of `hosts` hosts; `dir` holds the nodes' logs and work directories.
+  static StatusOr<std::unique_ptr<NodeBed>> Create(int hosts, std::string dir) {
+    std::unique_ptr<NodeBed> nb(new NodeBed(std::move(dir)));
+    for (const char* name : {"pl-launch", "pl-trainer", "pl-gen-clicks"}) {
+      PL_ASSIGN_OR_RETURN(nb->bin_[name], testing::BinaryPath(name));
+    }
+    PL_ASSIGN_OR_RETURN(nb->bed_, TestBed::Create(hosts));
+    nb->master_addr_ = absl::StrCat(nb->bed_->host(0).address(), ":", kMasterPort);
+    return nb;
+  }
+  ~NodeBed() { nodes_.clear(); }  // before the bed: its processes first
+
+  TestBed& bed() { return *bed_; }
+  const std::string& master_addr() const { return master_addr_; }
+  const std::string& bin(const std::string& name) { return bin_[name]; }
+  ChildProcess& node(int rank) { return *nodes_.at(rank); }
+  int num_started() const { return static_cast<int>(nodes_.size()); }
+
+  std::string Log(int node) const { return absl::StrCat(dir_, "/node-", node, ".log"); }
+  std::string Output(int node) const { return testing::ReadFileOrEmpty(Log(node)); }
+  std::string AllOutput() const {
+    std::string all;
+    for (size_t i = 0; i < nodes_.size(); ++i) absl::StrAppend(&all, "==== node ", i, " ====\n", Output(i));
+    return all;
+  }
+
+  // Starts pl-launch as node `rank` of `nnodes` on host `rank` with `flags` (after the
+  // node's own) and `trainer` after "--".
+  Status StartNode(int rank, int nnodes, const std::vector<std::string>& flags,
+                   const std::vector<std::string>& trainer) {
+    std::vector<std::string> argv = {bin_["pl-launch"], "--nnodes", std::to_string(nnodes), "--node_rank",
+                                     std::to_string(rank), "--master_addr", master_addr_, "--pservers", "1",
+                                     "--trainers", "1", "--workdir", absl::StrCat(dir_, "/work-", rank),
+                                     "--progress_every_s", "2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), trainer.begin(), trainer.end());
+    PL_ASSIGN_OR_RETURN(auto child, bed_->Start(rank, argv, Log(rank)));
+    if (num_started() <= rank) nodes_.resize(rank + 1);
+    nodes_[rank] = std::move(child);
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit NodeBed(std::string dir) : dir_(std::move(dir)) {}
+
+  std::string dir_;
+  std::map<std::string, std::string> bin_;
+  std::unique_ptr<TestBed> bed_;
+  std::string master_addr_;
+  std::vector<std::unique_ptr<ChildProcess>> nodes_;
+};
+
+// The last line of `text` (which ends with a newline).
+std::string LastLine(const std::string& text) {
+  if (text.size() < 2) return text;
+  const size_t nl = text.rfind('\n', text.size() - 2);
+  return nl == std::string::npos ? text : text.substr(nl + 1);
+}
+
+// The job of MlpJobTest (12,000 Fashion-MNIST samples, skipped without the data), run
+// by one pl-launch per host.
+class MultiNodeLaunchTest : public MlpJobTest {
+ protected:
+  void SetUp() override {
+    Status supported = TestBed::CheckSupported();
+    if (!supported.ok()) GTEST_SKIP() << supported;
+    MlpJobTest::SetUp();
+  }
+
+  // PL_DIST_TEST_LOGS=1 prints every node's output after each test (passing or not).
+  void TearDown() override {
+    const char* dump = std::getenv("PL_DIST_TEST_LOGS");
+    if (nodes_ && dump != nullptr && std::string(dump) == "1") std::cout << nodes_->AllOutput() << std::endl;
+    nodes_.reset();
+    MlpJobTest::TearDown();
+  }
+
+  void MakeBed(int hosts) {
+    auto nodes = NodeBed::Create(hosts, dir_.path());
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    nodes_ = std::move(*nodes);
+  }
+
+  // Node `rank` of `nnodes` on the mlp job with `flags`.
+  void StartNode(int rank, int nnodes, std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--data", dir_.path() + "/train.plrec"});
+    std::vector<std::string> trainer = {nodes_->bin("pl-trainer")};
+    const ClusterOptions o = Options(1, 1, 1000);
+    trainer.insert(trainer.end(), o.trainer_args.begin(), o.trainer_args.end());
+    Status s = nodes_->StartNode(rank, nnodes, flags, trainer);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  std::unique_ptr<NodeBed> nodes_;
+};
+
+// Nodes started wrong: these need no training data (a tiny click dataset for the master).
+class MultiNodeLaunchBadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status supported = TestBed::CheckSupported();
+    if (!supported.ok()) GTEST_SKIP() << supported;
+    ASSERT_FALSE(dir_.path().empty());
+  }
+
+  void MakeBed(int hosts) {
+    auto nodes = NodeBed::Create(hosts, dir_.path());
+    if (absl::IsNotFound(nodes.status()) || absl::IsFailedPrecondition(nodes.status())) {
+      GTEST_SKIP() << "needs the real binaries: " << nodes.status();
+    }
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    nodes_ = std::move(*nodes);
+  }
+
+  // Node `rank` of `nnodes` on a 200-record click dataset, training nothing in practice.
+  void StartNode(int rank, int nnodes, std::vector<std::string> flags) {
+    const std::string data = dir_.path() + "/clicks";
+    if (rank == 0) {
+      auto gen = testing::Spawn({nodes_->bin("pl-gen-clicks"), "--out", data, "--train", "200", "--test", "50",
+                                 "--records_per_chunk", "100"},
+                                dir_.path() + "/gen.log");
+      ASSERT_TRUE(gen.ok()) << gen.status();
+      auto exit = testing::WaitForExit(**gen, seconds(60));
+      ASSERT_TRUE(exit.ok() && exit->success()) << testing::ReadFileOrEmpty(dir_.path() + "/gen.log");
+      flags.insert(flags.end(), {"--data", data + "/train.plrec"});
+    }
+    Status s = nodes_->StartNode(rank, nnodes, flags, {nodes_->bin("pl-trainer"), "--model", "ctr", "--threads", "1"});
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  testing::TempDir dir_{"pl-netbed-launch"};
+  std::unique_ptr<NodeBed> nodes_;  // declared after dir_: removed before it
+};
+
+// Three machines, each running pl-launch with one pserver and one trainer: every node
+// exits 0, the master counts every chunk trained once per pass, and every node's
+// trainer trained tasks against all three pservers.
+TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) {
+  constexpr int kNodes = 3, kPasses = 2, kPerTask = 2;
+  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
+  const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task",
+                                        std::to_string(kPerTask), "--lease_ms", "10000"};
+  const auto started = Clock::now();
+  for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
+
+  // Read the master's JobStatus (the test reaches the hosts) until the nodes exit; node
+  // 0 keeps the master up for a while after job_done, so the done status is seen.
+  auto stub = proto::Master::NewStub(rpc::MakeChannel(nodes_->master_addr()));
+  proto::JobStatusResponse last;
+  bool saw_done = false;
+  auto all_exited = [&] {
+    for (int r = 0; r < kNodes; ++r) {
+      if (nodes_->node(r).running()) return false;
+    }
+    return true;
+  };
+  while (!all_exited() && Clock::now() < started + seconds(240)) {
+    proto::JobStatusResponse st;
+    auto ctx = rpc::MakeContext(milliseconds(1000));
+    if (!saw_done && stub->JobStatus(ctx.get(), proto::JobStatusRequest(), &st).ok()) {
+      last = st;
+      saw_done = st.job_done();
+    }
+    std::this_thread::sleep_for(milliseconds(250));
+  }
+  ASSERT_TRUE(all_exited()) << "the nodes did not all exit within 240 s\n" << nodes_->AllOutput();
+  std::cout << "[measured] 3 nodes x (1 pserver + 1 trainer): every node exited "
+            << SecondsBetween(started, Clock::now()) << " s after the start" << std::endl;
+  for (int r = 0; r < kNodes; ++r) {
+    EXPECT_TRUE(nodes_->node(r).exit_info().success())
+        << "node " << r << ": " << nodes_->node(r).exit_info().Describe() << "\n" << nodes_->AllOutput();
+  }
+
+  ASSERT_TRUE(saw_done) << "never read a done JobStatus; last: " << last.ShortDebugString() << "\n"
+                        << nodes_->AllOutput();
+  EXPECT_EQ(last.num_nodes(), kNodes);
+  EXPECT_EQ(last.chunks_trained(), kPasses * kChunks) << last.ShortDebugString();
+  EXPECT_EQ(last.samples_done(), kPasses * kSamples) << last.ShortDebugString();
+  EXPECT_EQ(last.done(), kChunks / kPerTask);
+  EXPECT_EQ(last.failed(), 0);
+  // Node 0's closing line says the same.
+  EXPECT_THAT(nodes_->Output(0), HasSubstr(absl::StrCat("pass ", kPasses, "/", kPasses,
+                                                        " | tasks todo 0 pending 0 done ", kChunks / kPerTask,
+                                                        " failed 0")));
+  EXPECT_THAT(nodes_->Output(0), HasSubstr(absl::StrCat("| samples ", kPasses * kSamples)));
+
+  int64_t tasks = 0;
+  for (int r = 0; r < kNodes; ++r) {
+    const std::string out = nodes_->Output(r);
+    // Node r runs pserver r, advertised at its own address, and trainer r.
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver-", r, " serving on ", nodes_->bed().host(r).address(), ":")));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("started trainer-", r, " ")));
+    // Shared memory with the pserver of its own machine, gRPC with the others.
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", r, ": dense traffic over shared memory")));
+    const int64_t node_tasks = static_cast<int64_t>(LastNumberAfter(out, "job done after ").value_or(0));
+    EXPECT_GT(node_tasks, 0) << "node " << r << "'s trainer trained no task\n" << out;
+    tasks += node_tasks;
+    const double acc = LastNumberAfter(out, "final test accuracy: ").value_or(0);
+    std::cout << "[measured] node " << r << ": " << node_tasks << " tasks, final test accuracy " << acc << std::endl;
+    EXPECT_GE(acc, 0.70) << out;
+  }
+  EXPECT_EQ(tasks, kPasses * (kChunks / kPerTask)) << "a task was trained twice or lost\n" << nodes_->AllOutput();
+}
+
+// Node 0's machine lost mid-job (no FIN, no RST): node 1 stops its trainer and pserver
+// and exits 1 naming the master once it has been unreachable for --master_wait_s.
+TEST_F(MultiNodeLaunchTest, NodeZeroLostMidJobOtherNodeExitsOneWithinTheBound) {
+  ASSERT_NO_FATAL_FAILURE(MakeBed(2));
+  // Long enough to be running when node 0 goes: 50 passes of about a second.
+  const std::vector<std::string> job = {"--passes", "50", "--master_wait_s", "5"};
+  ASSERT_NO_FATAL_FAILURE(StartNode(0, 2, job));
+  ASSERT_NO_FATAL_FAILURE(StartNode(1, 2, job));
+  ASSERT_TRUE(WaitForText(nodes_->Log(1), "  step 5  loss", seconds(60)).has_value())
+      << "node 1's trainer never trained\n" << nodes_->AllOutput();
+  ASSERT_TRUE(nodes_->bed().Lose(0).ok());
+  const auto lost = Clock::now();
+  auto exit = testing::WaitForExit(nodes_->node(1), seconds(60));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << nodes_->Output(1);
+  const double took = SecondsBetween(lost, Clock::now());
+  std::cout << "[measured] node 0 lost: node 1 exited " << took << " s later (--master_wait_s 5)" << std::endl;
+  EXPECT_EQ(exit->code, 1) << exit->Describe() << "\n" << nodes_->Output(1);
+  EXPECT_GE(took, 4.0);   // the last good poll was at most a poll period before the loss
+  EXPECT_LT(took, 30.0);  // the wait + one call + the stop grace
+  const std::string out = nodes_->Output(1);
+  EXPECT_THAT(LastLine(out), HasSubstr(absl::StrCat("the job's master at ", nodes_->master_addr(),
+                                                    " has been unreachable for ")))
+      << out;
+  EXPECT_THAT(LastLine(out), HasSubstr("is node 0 gone?")) << out;
+  EXPECT_THAT(out, HasSubstr("pserver-1 exited")) << "node 1 left its pserver running\n" << out;
+}
+
+// A node whose --master_addr nothing answers at gives up after --master_wait_s with one
+// line naming the address, exits 1 and starts nothing.
+TEST_F(MultiNodeLaunchBadInputTest, UnreachableMasterAddrIsAOneLineErrorWithinTheWait) {
+  ASSERT_NO_FATAL_FAILURE(MakeBed(2));
+  const auto started = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(StartNode(1, 2, {"--master_wait_s", "3"}));  // no node 0
+  auto exit = testing::WaitForExit(nodes_->node(1), seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << nodes_->Output(1);
+  const double took = SecondsBetween(started, Clock::now());
+  std::cout << "[measured] unreachable master: node 1 exited after " << took << " s (--master_wait_s 3)" << std::endl;
+  EXPECT_EQ(exit->code, 1) << exit->Describe();
+  EXPECT_GE(took, 3.0);
+  EXPECT_LT(took, 10.0);
+  const std::string out = nodes_->Output(1);
+  EXPECT_THAT(LastLine(out), HasSubstr(absl::StrCat("the job's master at ", nodes_->master_addr(),
+                                                    " did not answer within 3 s (--master_wait_s)")))
+      << out;
+  EXPECT_THAT(out, Not(HasSubstr("started pserver"))) << out;
+}
+
+// A node started with --nnodes 3 for a job whose node 0 said --nnodes 2: an error naming
+// both values, exit 2, and nothing started on that node.
+TEST_F(MultiNodeLaunchBadInputTest, MismatchedNnodesNamesBothValues) {
+  ASSERT_NO_FATAL_FAILURE(MakeBed(2));
+  ASSERT_NO_FATAL_FAILURE(StartNode(0, 2, {}));
+  ASSERT_TRUE(WaitForText(nodes_->Log(0), "master serving on", seconds(30)).has_value()) << nodes_->Output(0);
+  ASSERT_NO_FATAL_FAILURE(StartNode(1, 3, {"--master_wait_s", "20"}));
+  auto exit = testing::WaitForExit(nodes_->node(1), seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << nodes_->Output(1);
+  EXPECT_EQ(exit->code, 2) << exit->Describe() << "\n" << nodes_->Output(1);
+  const std::string out = nodes_->Output(1);
+  EXPECT_THAT(LastLine(out),
+              HasSubstr("--nnodes 3 on this node, but the job's master (node 0) was started with --nnodes 2"))
+      << out;
+  EXPECT_THAT(out, Not(HasSubstr("started pserver"))) << out;
+  // Node 0 is still waiting for node 1's pserver; SIGTERM stops it cleanly.
+  ASSERT_TRUE(nodes_->node(0).running()) << nodes_->Output(0);
+  ASSERT_TRUE(nodes_->node(0).Signal(SIGTERM).ok());
+  auto stopped = testing::WaitForExit(nodes_->node(0), seconds(30));
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->code, 128 + SIGTERM) << stopped->Describe() << "\n" << nodes_->Output(0);
+}
+
+}  // namespace
+}  // namespace pl::dist_testing

@@ -1,0 +1,77 @@
+#include "trainer/launcher/node_role.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace pl {
+
+StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  HostPort hp;
+  if (colon == std::string::npos || colon == 0 || value.find(':') != colon ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &hp.port) || hp.port < 1 || hp.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", value, "' is not HOST:PORT with a port in [1, 65535]"));
+  }
+  hp.host = value.substr(0, colon);
+  return hp;
+}
+
+int TrainerRank(int num_nodes, int node_rank, int trainers_per_node, int k) {
+  if (k < trainers_per_node) return node_rank * trainers_per_node + k;
+  return num_nodes * trainers_per_node + (k - trainers_per_node) * num_nodes + node_rank;
+}
+
+StatusOr<std::string> LocalAddressTowards(const std::string& host, int port) {
+  addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve '", host, "' to an IPv4 address: ", gai_strerror(rc)));
+  }
+  const sockaddr_in target = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  ::freeaddrinfo(found);
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in local = {};
+  socklen_t len = sizeof(local);
+  Status result = absl::OkStatus();
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) != 0) {
+    result = absl::UnavailableError(absl::StrCat("no route to '", host, "': ", std::strerror(errno)));
+  } else if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    result = absl::UnavailableError(absl::StrCat("getsockname: ", std::strerror(errno)));
+  }
+  ::close(fd);
+  if (!result.ok()) return result;
+  char text[INET_ADDRSTRLEN] = {};
+  if (::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("inet_ntop: ", std::strerror(errno)));
+  }
+  return std::string(text);
+}
+
+bool IsLoopbackAddress(const std::string& ipv4) {
+  in_addr a = {};
+  return ::inet_pton(AF_INET, ipv4.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+Status CheckJobNodes(int num_nodes, const proto::JobStatusResponse& status) {
+  const int job_nodes = status.num_nodes() > 0 ? status.num_nodes() : 1;
+  if (job_nodes == num_nodes) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("--nnodes ", num_nodes,
+                                                    " on this node, but the job's master (node 0) was started with "
+                                                    "--nnodes ",
+                                                    job_nodes));
+}
+
+}  // namespace pl

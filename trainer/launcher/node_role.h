@@ -1,0 +1,54 @@
+// A node's share of a job that pl-launch runs on several machines (--nnodes N > 1):
+// which pservers and trainer ranks this node runs, the address its pservers advertise,
+// and the check that every node was started for the same job shape.
+//
+// Layout of a job of N nodes with P pservers and T trainers per node:
+//   node 0          the master, listening on 0.0.0.0 at the port of --master_addr;
+//   node R          pservers R*P .. R*P+P-1 (of N*P), listening on 0.0.0.0 and
+//                   registered with the master as <node address>:<port>;
+//                   trainers R*T .. R*T+T-1 at start; the j-th trainer added on node R
+//                   (control FIFO or --add_trainer_after_s, j = 0, 1, ...) gets rank
+//                   N*T + j*N + R, so ranks never collide across nodes. With N = 1 this
+//                   is 0 .. T-1 and then T, T+1, ..., as on one machine.
+//
+// Thread-safety: plain functions of their arguments (LocalAddressTowards makes one
+// socket); safe from any thread.
+#ifndef PADDLE_LIKE_TRAINER_LAUNCHER_NODE_ROLE_H_
+#define PADDLE_LIKE_TRAINER_LAUNCHER_NODE_ROLE_H_
+
+#include <string>
+
+#include "paddle_like/core/status.h"
+#include "proto/master.pb.h"
+
+namespace pl {
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// "HOST:PORT" with a non-empty HOST (no brackets, IPv4 or a name) and PORT in
+// [1, 65535]. INVALID_ARGUMENT naming `flag` otherwise.
+StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value);
+
+// The rank of the k-th trainer (k = 0, 1, ...) that node `node_rank` of `num_nodes`
+// starts, with `trainers_per_node` started at once (see the file comment).
+int TrainerRank(int num_nodes, int node_rank, int trainers_per_node, int k);
+
+// The IPv4 address of this machine's interface that routes to `host` (a name or an
+// IPv4 address): a UDP socket connect()ed to host:port, then getsockname(); no packet
+// is sent. UNAVAILABLE naming the host when it does not resolve or has no route.
+StatusOr<std::string> LocalAddressTowards(const std::string& host, int port);
+
+// True for 127.0.0.0/8 (other machines cannot reach a loopback address).
+bool IsLoopbackAddress(const std::string& ipv4);
+
+// OK when the job's master was started for `num_nodes` nodes. A master that does not
+// report num_nodes (0) counts as 1. FAILED_PRECONDITION otherwise:
+// "--nnodes 3 on this node, but the job's master (node 0) was started with --nnodes 2".
+Status CheckJobNodes(int num_nodes, const proto::JobStatusResponse& status);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_TRAINER_LAUNCHER_NODE_ROLE_H_
