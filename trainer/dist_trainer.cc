@@ -6,7 +6,6 @@
 #include <csignal>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +15,7 @@
 #include "trainer/example_data.h"
 #include "paddle_like/client/heartbeat.h"
 #include "paddle_like/client/master_client.h"
+#include "paddle_like/client/task_loop.h"
 #include "trainer/param_client.h"
 #include "trainer/pipelined_exchange.h"
 #include "trainer/step_backend.h"
@@ -95,36 +95,16 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
   model.module().Train(true);
-  bool job_done = false;
   bool pipeline_primed = false;
   double last_log = Now(), window_loss = 0;
   int64_t window_steps = 0, window_correct = 0, window_samples = 0;
   const double start = Now();
   double compute_s = 0, exchange_s = 0;  // per step: forward/backward, then push and pull
-  while (!g_stop.load()) {
-    params.set_trainer_id(master.trainer_id());
-    auto got = master.GetTask();
-    if (!got.ok()) {
-      if (g_stop.load()) break;
-      return Annotate(got.status(), "getting a task");
-    }
-    if (got->result() == proto::GetTaskResponse::JOB_DONE) {
-      job_done = true;
-      break;
-    }
-    if (got->result() == proto::GetTaskResponse::WAIT) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    const proto::Task& task = got->task();
-    heartbeat.set_task(task.id());
+
+  // One leased task, step by step; RunTaskLoop reports it to the master.
+  auto train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
     auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
-    if (!data.ok()) {
-      log << absl::StrFormat("task %d failed: %s", task.id(), data.status().message()) << std::endl;
-      (void)master.TaskFailed(task, std::string(data.status().message()), /*returned=*/false);
-      heartbeat.set_task(0);
-      continue;
-    }
+    if (!data.ok()) return TaskOutcome::BadTask(std::string(data.status().message()));
     std::vector<int64_t> order(data->size());
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(o.model_options.seed ^ (task.id() * 0x9e3779b97f4a7c15ULL) ^ task.pass());
@@ -201,27 +181,17 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     }
     // The task is done only once its last gradients are pushed.
     if (Status drained = exchange.Drain(); step_error.ok()) step_error = drained;
-    if (interrupted || (!step_error.ok() && g_stop.load())) {
-      (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true);
-      log << absl::StrFormat("stop requested: returned task %d to the master", task.id()) << std::endl;
-      heartbeat.set_task(0);
-      break;
-    }
-    if (!step_error.ok()) {
-      (void)master.TaskFailed(task, std::string(step_error.message()), /*returned=*/false);
-      heartbeat.set_task(0);
-      return Annotate(step_error, absl::StrFormat("task %d", task.id()));
-    }
-    Status fin = master.TaskFinished(task, static_cast<int64_t>(order.size()));
-    heartbeat.set_task(0);
-    if (absl::IsFailedPrecondition(fin)) {
-      log << "task " << task.id() << " no longer ours (" << fin.message() << ")" << std::endl;
-    } else if (!fin.ok()) {
-      return Annotate(fin, "reporting a finished task");
-    } else {
-      ++result.tasks_done;
-    }
-  }
+    if (interrupted) return TaskOutcome::Interrupted();
+    if (!step_error.ok()) return step_error;
+    return TaskOutcome::Trained(static_cast<int64_t>(order.size()));
+  };
+  TaskLoopCallbacks callbacks;
+  callbacks.train_task = train_task;
+  callbacks.before_lease = [&] { params.set_trainer_id(master.trainer_id()); };
+  callbacks.log = [&log](const std::string& line) { log << line << std::endl; };
+  PL_ASSIGN_OR_RETURN(TaskLoopResult loop, RunTaskLoop(master, heartbeat, g_stop, callbacks));
+  result.tasks_done = loop.tasks_done;
+  const bool job_done = loop.job_done;
   result.stopped = g_stop.load();
   const double elapsed = Now() - start;
   log << absl::StrFormat("%s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries", result.stopped ? "stopping" : "job done", result.tasks_done, result.steps,

@@ -152,70 +152,42 @@ class DistributedTrainer:
         self.model.train()
         bar = ProgressBar(None, desc=self.name, disable=not self.progress, unit="step",
                           stream=sys.stdout, log_every_s=self.log_every_s)
-        window_loss, window_steps = 0.0, 0
+        window = {"loss": 0.0, "steps": 0}
+
+        def train_task(task):
+            """One leased task; the C++ task loop (paddle_like/client/task_loop.h) leases
+            it and reports the outcome to the master."""
+            try:
+                data = task.load(self.kind)
+            except (OSError, ValueError, RuntimeError) as e:
+                return ("bad_task", str(e))
+            inputs = data["features"] if self.kind == "image" else data["ids"]
+            labels = data["labels"]
+            rng = np.random.default_rng([self.seed, task.id, task.pass_])
+            order = rng.permutation(len(labels))
+            for b in range(0, len(order), self.batch_size):
+                if _C.stop_requested():
+                    return ("interrupted", None)
+                idx = order[b:b + self.batch_size]
+                x, y = inputs[idx], labels[idx]
+                params.pull(self.sparse_inputs(x))
+                loss = self.loss_fn(self.model(x), y)
+                loss.backward()
+                params.push(len(idx))
+                result.steps += 1
+                result.samples += len(idx)
+                window["loss"] += loss.item()
+                window["steps"] += 1
+                bar.update(1, task=task.id, loss=window["loss"] / window["steps"])
+                if window["steps"] >= 50:
+                    window["loss"], window["steps"] = 0.0, 0
+            return ("trained", len(order))
+
         try:
-            while not _C.stop_requested():
-                params.set_trainer_id(master.trainer_id)
-                try:
-                    what, task = master.get_task()
-                except RuntimeError:
-                    if _C.stop_requested():
-                        break
-                    raise
-                if what == "job_done":
-                    result.job_done = True
-                    break
-                if what == "wait":
-                    time.sleep(0.2)
-                    continue
-                try:
-                    data = task.load(self.kind)
-                except (OSError, ValueError, RuntimeError) as e:
-                    self._log(f"task {task.id} failed: {e}")
-                    master.task_failed(task, str(e), False)
-                    continue
-                inputs = data["features"] if self.kind == "image" else data["ids"]
-                labels = data["labels"]
-                rng = np.random.default_rng([self.seed, task.id, task.pass_])
-                order = rng.permutation(len(labels))
-                interrupted = returned = False
-                try:
-                    for b in range(0, len(order), self.batch_size):
-                        if _C.stop_requested():
-                            interrupted = True
-                            break
-                        idx = order[b:b + self.batch_size]
-                        x, y = inputs[idx], labels[idx]
-                        params.pull(self.sparse_inputs(x))
-                        loss = self.loss_fn(self.model(x), y)
-                        loss.backward()
-                        params.push(len(idx))
-                        result.steps += 1
-                        result.samples += len(idx)
-                        window_loss += loss.item()
-                        window_steps += 1
-                        bar.update(1, task=task.id, loss=window_loss / window_steps)
-                        if window_steps >= 50:
-                            window_loss, window_steps = 0.0, 0
-                except Exception as e:  # noqa: BLE001 — the task goes back whatever failed
-                    stopping = _C.stop_requested()
-                    master.task_failed(task, "trainer stopping" if stopping else str(e), stopping)
-                    returned = True
-                    if stopping:
-                        interrupted = True
-                    else:
-                        raise
-                if interrupted:
-                    if not returned:
-                        master.task_failed(task, "trainer stopping", True)
-                    self._log(f"stop requested: returned task {task.id} to the master")
-                    break
-                try:
-                    master.task_finished(task, len(order))
-                    result.tasks_done += 1
-                except RuntimeError as e:
-                    # FAILED_PRECONDITION: the lease expired and the task went to another trainer.
-                    self._log(f"task {task.id} no longer ours ({e})")
+            loop = master.run_task_loop(train_task,
+                                        before_lease=lambda: params.set_trainer_id(master.trainer_id),
+                                        log=self._log)
+            result.tasks_done, result.job_done = loop["tasks_done"], loop["job_done"]
         finally:
             bar.close()
         result.stopped = _C.stop_requested()

@@ -1,5 +1,6 @@
 // The trainer side of a distributed job for Python (paddle_like/client/master_client.h,
-// trainer/param_client.h): the Python loop in paddle_like/distributed.py drives these.
+// trainer/param_client.h) and the trainer's task loop (paddle_like/client/task_loop.h,
+// the one pl-trainer runs), which paddle_like/distributed.py drives with Python callbacks.
 //
 // Stop signals: install_stop_handlers() puts C handlers on SIGTERM and SIGINT that set
 // one flag, which the clients' retry loops watch (so a stop interrupts a wait on a dead
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <pybind11/numpy.h>
@@ -27,6 +29,7 @@
 #include "python/src/status_bridge.h"
 #include "paddle_like/client/heartbeat.h"
 #include "paddle_like/client/master_client.h"
+#include "paddle_like/client/task_loop.h"
 #include "trainer/param_client.h"
 
 namespace pl::python {
@@ -151,6 +154,56 @@ class PyMasterClient {
   }
   std::string HeartbeatError() { return heartbeat_ ? heartbeat_->last_error() : ""; }
 
+  // RunTaskLoop (paddle_like/client/task_loop.h) with Python callbacks, run with the GIL:
+  // train_task(Task) -> ("trained", samples) | ("interrupted", None) | ("bad_task", why);
+  // before_lease() and log(line) may be None. An exception from train_task fails the
+  // task and is raised here, unless a stop came meanwhile (the task is given back).
+  py::dict RunLoop(py::function train_task, py::object before_lease, py::object log) {
+    if (!heartbeat_) throw py::value_error("register() first");
+    std::optional<py::error_already_set> raised;  // destroyed with the GIL held
+    TaskLoopCallbacks callbacks;
+    callbacks.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+      py::gil_scoped_acquire acquire;
+      try {
+        py::tuple out = train_task(PyTask{task});
+        const std::string kind = out[0].cast<std::string>();
+        if (kind == "trained") return TaskOutcome::Trained(out[1].cast<int64_t>());
+        if (kind == "interrupted") return TaskOutcome::Interrupted();
+        if (kind == "bad_task") return TaskOutcome::BadTask(py::str(out[1]).cast<std::string>());
+        return absl::InvalidArgumentError(
+            absl::StrCat("train_task returned '", kind, "': expected trained, interrupted or bad_task"));
+      } catch (py::error_already_set& e) {
+        const std::string what = e.what();
+        raised.emplace(std::move(e));
+        return absl::InternalError(what);
+      }
+    };
+    if (!before_lease.is_none()) {
+      callbacks.before_lease = [&before_lease] {
+        py::gil_scoped_acquire acquire;
+        before_lease();
+      };
+    }
+    if (!log.is_none()) {
+      callbacks.log = [&log](const std::string& line) {
+        py::gil_scoped_acquire acquire;
+        log(line);
+      };
+    }
+    StatusOr<TaskLoopResult> result = absl::UnknownError("not run");
+    {
+      py::gil_scoped_release release;
+      result = RunTaskLoop(client_, *heartbeat_, g_stop, callbacks);
+    }
+    if (!result.ok() && raised) throw std::move(*raised);
+    const TaskLoopResult r = ValueOrThrow(std::move(result));
+    py::dict d;
+    d["tasks_done"] = r.tasks_done;
+    d["job_done"] = r.job_done;
+    d["stopped"] = r.stopped;
+    return d;
+  }
+
  private:
   MasterClient client_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
@@ -252,6 +305,8 @@ void RegisterDistributed(py::module_& m) {
       .def("task_finished", &PyMasterClient::TaskFinished, "task"_a, "num_samples"_a)
       .def("task_failed", &PyMasterClient::TaskFailed, "task"_a, "reason"_a, "returned"_a)
       .def("leave", &PyMasterClient::Leave)
+      .def("run_task_loop", &PyMasterClient::RunLoop, "train_task"_a, "before_lease"_a = py::none(),
+           "log"_a = py::none(), "The trainer's task loop (paddle_like/client/task_loop.h); a dict of its result.")
       .def("job_status", &PyMasterClient::JobStatus)
       .def_property_readonly("trainer_id", [](PyMasterClient& c) { return c.client().trainer_id(); })
       .def_property_readonly("heartbeat_error", &PyMasterClient::HeartbeatError);

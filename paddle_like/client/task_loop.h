@@ -1,0 +1,67 @@
+// RunTaskLoop: the one task-lease loop of a trainer, shared by pl-trainer
+// (trainer/dist_trainer.cc) and the Python package (paddle_like.distributed through
+// python/src/dist_bindings.cc). It leases tasks from the master until the job is done or
+// `stop` is set, hands each to the caller's TrainTask callback, and reports the outcome:
+//
+//   trained      TaskFinished (a task whose lease went to another trainer meanwhile is
+//                logged and not counted: "task T no longer ours (...)");
+//   interrupted  the trainer is stopping: TaskFailed(returned) gives the task back at
+//                once (no lease timeout) and the loop ends (`stopped` when `stop` is set);
+//   bad task     its data cannot be used: TaskFailed (counts as a failure of the task),
+//                the loop goes on with the next;
+//   an error     TaskFailed, and the loop returns the error naming the task, unless a
+//                stop was requested meanwhile: then the task is given back and the loop
+//                ends with `stopped` (a stop interrupts calls to dead peers).
+//
+// The heartbeat renews the lease of the task being trained. WAIT answers are polled
+// every 200 ms.
+//
+// Thread-safety: RunTaskLoop runs its callbacks on the calling thread; `stop` may be set
+// from any thread or a signal handler.
+#ifndef PADDLE_LIKE_CLIENT_TASK_LOOP_H_
+#define PADDLE_LIKE_CLIENT_TASK_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "paddle_like/client/heartbeat.h"
+#include "paddle_like/client/master_client.h"
+#include "paddle_like/core/status.h"
+
+namespace pl {
+
+struct TaskOutcome {
+  enum class Kind { kTrained, kInterrupted, kBadTask };
+  Kind kind = Kind::kTrained;
+  int64_t samples = 0;  // kTrained: the samples the task held (the master's count)
+  std::string reason;   // kBadTask: why, for the master and the log
+
+  static TaskOutcome Trained(int64_t samples) { return {Kind::kTrained, samples, ""}; }
+  static TaskOutcome Interrupted() { return {Kind::kInterrupted, 0, ""}; }
+  static TaskOutcome BadTask(std::string why) { return {Kind::kBadTask, 0, std::move(why)}; }
+};
+
+struct TaskLoopCallbacks {
+  // Trains on one leased task (required).
+  std::function<StatusOr<TaskOutcome>(const proto::Task& task)> train_task;
+  // Before each lease (optional): e.g. the pserver client learns the trainer id the
+  // master gave, which changes when the trainer registers again.
+  std::function<void()> before_lease;
+  // One line for the trainer's log (optional).
+  std::function<void(const std::string& line)> log;
+};
+
+struct TaskLoopResult {
+  int64_t tasks_done = 0;  // trained and counted by the master
+  bool job_done = false;   // the master said JOB_DONE
+  bool stopped = false;    // ended by `stop`
+};
+
+StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,
+                                     const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks);
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_CLIENT_TASK_LOOP_H_

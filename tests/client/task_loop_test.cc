@@ -1,0 +1,167 @@
+// RunTaskLoop against a real master (Master + MasterService over gRPC on 127.0.0.1) with
+// a real MasterClient and heartbeat: what the master counts after each outcome of a task.
+#include "paddle_like/client/task_loop.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "master/master_service.h"
+#include "paddle_like/rpc/rpc.h"
+#include "paddle_like/store/local_dir_store.h"
+#include "tests/master/test_util.h"
+
+namespace pl {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kChunks = 6;  // one chunk a task, 10 records each (MakeChunks)
+
+class TaskLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = LocalDirStore::Open(dir_.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    MasterOptions o;
+    o.queue.num_passes = 1;
+    o.queue.max_failures = 2;
+    o.num_pservers = 0;
+    o.lease_ms = 5000;
+    o.log = [](const std::string&) {};
+    auto master = Master::Open(o, store_.get(), [] { return StatusOr<std::vector<ChunkInfo>>(testing::MakeChunks(kChunks)); });
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    service_ = std::make_unique<MasterService>(master_.get());
+    int port = 0;
+    auto server = rpc::StartServer({}, {service_.get()}, &port);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = std::make_unique<MasterClient>(absl::StrCat("127.0.0.1:", port), "t", absl::Seconds(20));
+    ASSERT_TRUE(client_->Register().ok());
+    heartbeat_ = std::make_unique<HeartbeatThread>(client_.get());
+    callbacks_.log = [this](const std::string& line) { lines_.push_back(line); };
+  }
+
+  void TearDown() override {
+    heartbeat_.reset();
+    if (server_) server_->Shutdown();
+  }
+
+  proto::JobStatusResponse JobStatus() {
+    auto s = master_->JobStatus({});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : proto::JobStatusResponse{};
+  }
+
+  StatusOr<TaskLoopResult> Run() { return RunTaskLoop(*client_, *heartbeat_, stop_, callbacks_); }
+
+  testing::ScratchDir dir_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<Master> master_;
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MasterClient> client_;
+  std::unique_ptr<HeartbeatThread> heartbeat_;
+  std::atomic<bool> stop_{false};
+  TaskLoopCallbacks callbacks_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(TaskLoopTest, EveryTaskIsTrainedOnceAndCountedWithItsSamples) {
+  std::set<int64_t> seen;
+  int before_lease = 0;
+  callbacks_.before_lease = [&] { ++before_lease; };
+  callbacks_.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+    EXPECT_TRUE(seen.insert(task.id()).second) << "task " << task.id() << " leased twice";
+    return TaskOutcome::Trained(10);
+  };
+  auto result = Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->job_done);
+  EXPECT_FALSE(result->stopped);
+  EXPECT_EQ(result->tasks_done, kChunks);
+  EXPECT_EQ(seen.size(), kChunks);
+  EXPECT_EQ(before_lease, kChunks + 1);  // and once more for the JOB_DONE answer
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_TRUE(s.job_done());
+  EXPECT_EQ(s.done(), kChunks);
+  EXPECT_EQ(s.samples_done(), kChunks * 10);
+  EXPECT_EQ(s.failed(), 0);
+}
+
+TEST_F(TaskLoopTest, ABadTaskIsFailedAtTheMasterAndTheLoopGoesOn) {
+  int64_t bad = 0;
+  callbacks_.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+    if (bad == 0) {
+      bad = task.id();
+      return TaskOutcome::BadTask("chunk 3 is corrupt");
+    }
+    return TaskOutcome::Trained(10);
+  };
+  auto result = Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->job_done);
+  // The bad task was leased again (max_failures 2) and trained the second time.
+  EXPECT_EQ(result->tasks_done, kChunks);
+  EXPECT_THAT(lines_, ::testing::Contains(absl::StrCat("task ", bad, " failed: chunk 3 is corrupt")));
+  EXPECT_EQ(JobStatus().done(), kChunks);
+}
+
+TEST_F(TaskLoopTest, AnInterruptedTaskGoesBackAtOnceAndTheLoopEnds) {
+  int64_t held = 0;
+  callbacks_.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+    held = task.id();
+    stop_.store(true);  // a SIGTERM during the task
+    return TaskOutcome::Interrupted();
+  };
+  auto result = Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->stopped);
+  EXPECT_FALSE(result->job_done);
+  EXPECT_EQ(result->tasks_done, 0);
+  EXPECT_THAT(lines_, ::testing::Contains(absl::StrCat("stop requested: returned task ", held, " to the master")));
+  // Given back, not failed: every task is to do again, none pending (no lease to wait out).
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.todo(), kChunks) << s.ShortDebugString();
+  EXPECT_EQ(s.pending(), 0) << s.ShortDebugString();
+  EXPECT_EQ(s.failed(), 0) << s.ShortDebugString();
+}
+
+TEST_F(TaskLoopTest, AnErrorFailsTheTaskAndIsReturnedNamingIt) {
+  int64_t held = 0;
+  callbacks_.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+    held = task.id();
+    return absl::UnavailableError("push pserver 1: gone");
+  };
+  auto result = Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr(absl::StrCat("task ", held)));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("push pserver 1: gone"));
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.pending(), 0) << "the failed task must not wait for its lease\n" << s.ShortDebugString();
+  EXPECT_EQ(s.todo(), kChunks) << "a task failed once of max_failures 2 is to do again\n" << s.ShortDebugString();
+}
+
+TEST_F(TaskLoopTest, AnErrorDuringAStopGivesTheTaskBackInstead) {
+  callbacks_.train_task = [&](const proto::Task&) -> StatusOr<TaskOutcome> {
+    stop_.store(true);  // the stop interrupted a call to a dead pserver
+    return absl::CancelledError("stopping");
+  };
+  auto result = Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->stopped);
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.todo(), kChunks) << s.ShortDebugString();
+  EXPECT_EQ(s.failed(), 0) << s.ShortDebugString();
+}
+
+}  // namespace
+}  // namespace pl
