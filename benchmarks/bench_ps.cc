@@ -5,7 +5,7 @@
 //                 bandwidth (64 MB x several) and, per size S, a ping-pong that moves
 //                 S bytes up and S bytes back, the same bytes as a push + pull.
 //   Dense         push+pull of one dense parameter of 1 KB .. 64 MB through
-//                 trainer/param_client.h's ParameterClient (the trainer's real path),
+//                 paddle_like/client/param_client.h's ParameterClient (the trainer's real path),
 //                 MB/s = 2*S / time, / the raw ping-pong of S and / streaming loopback.
 //                 Over gRPC (--shm=false on the client side) and through a
 //                 shared-memory region (a trainer on the pserver's host).
@@ -42,7 +42,7 @@
 #include "paddle_like/rpc/rpc.h"
 #include "tests/testing/process.h"
 #include "trainer/models.h"
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 ABSL_FLAG(bool, quick, false, "smaller sizes and fewer repetitions");
 ABSL_FLAG(std::vector<std::string>, only, {},

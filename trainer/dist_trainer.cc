@@ -16,8 +16,8 @@
 #include "paddle_like/client/heartbeat.h"
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
-#include "trainer/param_client.h"
-#include "trainer/pipelined_exchange.h"
+#include "paddle_like/client/param_client.h"
+#include "paddle_like/client/pipelined_exchange.h"
 #include "trainer/step_backend.h"
 
 namespace pl {

@@ -17,13 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/core/registry.h"
 #include "paddle_like/nn/nn.h"
 
 namespace pl {
-
-// Row ids per sparse table (by parameter name) that a batch needs.
-using SparseIds = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 enum class TaskKind { kClassification, kClickThrough };
 

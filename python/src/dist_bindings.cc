@@ -1,5 +1,5 @@
 // The trainer side of a distributed job for Python (paddle_like/client/master_client.h,
-// trainer/param_client.h) and the trainer's task loop (paddle_like/client/task_loop.h,
+// paddle_like/client/param_client.h) and the trainer's task loop (paddle_like/client/task_loop.h,
 // the one pl-trainer runs), which paddle_like/distributed.py drives with Python callbacks.
 //
 // Stop signals: install_stop_handlers() puts C handlers on SIGTERM and SIGINT that set
@@ -30,7 +30,7 @@
 #include "paddle_like/client/heartbeat.h"
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 namespace pl::python {
 namespace {

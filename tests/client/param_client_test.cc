@@ -1,8 +1,8 @@
 // ParameterClient against two in-process parameter servers on 127.0.0.1: placement,
 // one request per pserver, sparse rows only as touched, and the overlapped
 // push-then-pull of async training.
-#include "trainer/param_client.h"
-#include "trainer/pipelined_exchange.h"
+#include "paddle_like/client/param_client.h"
+#include "paddle_like/client/pipelined_exchange.h"
 
 #include <gtest/gtest.h>
 

@@ -23,8 +23,8 @@
 //
 // Thread-safety: not thread-safe; one training loop drives it (StartExchange's
 // background thread works only on state no other call touches until it is finished).
-#ifndef PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
-#define PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
+#ifndef PADDLE_LIKE_CLIENT_PARAM_CLIENT_H_
+#define PADDLE_LIKE_CLIENT_PARAM_CLIENT_H_
 
 #include <atomic>
 #include <functional>
@@ -36,12 +36,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "paddle_like/client/sparse_ids.h"
+#include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.grpc.pb.h"
-#include "trainer/models.h"
-#include "trainer/task_thread.h"
 
 namespace pl {
 
@@ -189,4 +189,4 @@ class ParameterClient {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_PARAM_CLIENT_H_
+#endif  // PADDLE_LIKE_CLIENT_PARAM_CLIENT_H_

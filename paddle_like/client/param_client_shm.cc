@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/rpc/rpc.h"
-#include "trainer/param_client.h"
-#include "trainer/param_client_shard.h"
+#include "paddle_like/client/param_client.h"
+#include "paddle_like/client/param_client_shard.h"
 
 namespace pl {
 

@@ -1,4 +1,4 @@
-#include "trainer/pipelined_exchange.h"
+#include "paddle_like/client/pipelined_exchange.h"
 
 namespace pl {
 

@@ -4,8 +4,8 @@
 //
 // Thread-safety: Run may be called from any thread; the destructor waits for the
 // closures already handed over.
-#ifndef PADDLE_LIKE_TRAINER_TASK_THREAD_H_
-#define PADDLE_LIKE_TRAINER_TASK_THREAD_H_
+#ifndef PADDLE_LIKE_CLIENT_TASK_THREAD_H_
+#define PADDLE_LIKE_CLIENT_TASK_THREAD_H_
 
 #include <condition_variable>
 #include <deque>
@@ -66,4 +66,4 @@ class TaskThread {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_TASK_THREAD_H_
+#endif  // PADDLE_LIKE_CLIENT_TASK_THREAD_H_

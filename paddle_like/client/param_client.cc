@@ -1,4 +1,4 @@
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 #include <cstring>
 #include <future>
@@ -12,7 +12,7 @@
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
-#include "trainer/param_client_shard.h"
+#include "paddle_like/client/param_client_shard.h"
 
 namespace pl {
 

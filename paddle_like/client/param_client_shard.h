@@ -1,13 +1,13 @@
-// ParameterClient's per-pserver state (private to trainer/param_client*.cc).
-#ifndef PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_
-#define PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_
+// ParameterClient's per-pserver state (private to paddle_like/client/param_client*.cc).
+#ifndef PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
+#define PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "paddle_like/dist/shared_region.h"
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 namespace pl {
 
@@ -49,4 +49,4 @@ struct ParameterClient::Shard {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_PARAM_CLIENT_SHARD_H_
+#endif  // PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_

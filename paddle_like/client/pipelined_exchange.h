@@ -14,12 +14,12 @@
 // step, and a sparse step needs the rows of its own batch.
 //
 // Thread-safety: one training loop calls it; one exchange is in flight at most.
-#ifndef PADDLE_LIKE_TRAINER_PIPELINED_EXCHANGE_H_
-#define PADDLE_LIKE_TRAINER_PIPELINED_EXCHANGE_H_
+#ifndef PADDLE_LIKE_CLIENT_PIPELINED_EXCHANGE_H_
+#define PADDLE_LIKE_CLIENT_PIPELINED_EXCHANGE_H_
 
 #include "paddle_like/core/status.h"
 #include "paddle_like/nn/module.h"
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 namespace pl {
 
@@ -49,4 +49,4 @@ class PipelinedExchange {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_TRAINER_PIPELINED_EXCHANGE_H_
+#endif  // PADDLE_LIKE_CLIENT_PIPELINED_EXCHANGE_H_

@@ -9,7 +9,7 @@
 #include "paddle_like/rpc/rpc.h"
 #include "pserver/pserver_service.h"
 #include "pserver/shard.h"
-#include "trainer/param_client.h"
+#include "paddle_like/client/param_client.h"
 
 namespace pl {
 namespace {
