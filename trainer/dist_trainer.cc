@@ -13,11 +13,11 @@
 #include "paddle_like/data/chunk_index.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"
+#include "paddle_like/client/exchange_strategy.h"
 #include "paddle_like/client/heartbeat.h"
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
 #include "paddle_like/client/param_client.h"
-#include "paddle_like/client/pipelined_exchange.h"
 #include "trainer/step_backend.h"
 
 namespace pl {
@@ -65,15 +65,16 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
     return master.PserverAddresses(num_pservers);
   };
-  // Async dense models may overlap their traffic with computation (pipelined_exchange.h).
-  const bool pipelined = !o.sync && o.pipeline && PipelinedExchange::Supports(model.module());
+  const ExchangeChoice choice{o.sync, o.pipeline};
+  const bool pipelined = PicksPipelined(choice, model.module());
   // Without the pipeline the trainer never computes while an exchange runs, so its
   // parameters can live in the shared-memory regions (no copies on its side).
   pco.bind_parameters_to_shared_memory = !pipelined;
   ParameterClient params(&model.module(), pco, resolve, &g_stop);
   params.set_trainer_id(master.trainer_id());
   PL_RETURN_IF_ERROR(params.Connect());
-  PipelinedExchange exchange(&params);
+  std::string why_not_pipelined;
+  std::unique_ptr<ExchangeStrategy> exchange = MakeExchangeStrategy(&params, model.module(), choice, &why_not_pipelined);
   log << "connected to " << num_pservers << " pservers"
       << (pipelined ? " (traffic overlapped with computation)" : "") << std::endl;
   const std::vector<std::string> transports = params.Transports();
@@ -86,16 +87,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     log << "" << bound << " of " << dense
         << " dense parameters live in shared memory (one split over several pservers is copied)" << std::endl;
   }
-  if (o.pipeline && !pipelined) {
-    log << "--pipeline ignored: "
-        << (o.sync ? "sync steps must see the previous step" : "the model has sparse tables (each step pulls its own rows)")
-        << std::endl;
-  }
+  if (!why_not_pipelined.empty()) log << "--pipeline ignored: " << why_not_pipelined << std::endl;
 
   PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
   model.module().Train(true);
-  bool pipeline_primed = false;
   double last_log = Now(), window_loss = 0;
   int64_t window_steps = 0, window_correct = 0, window_samples = 0;
   const double start = Now();
@@ -109,13 +105,12 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(o.model_options.seed ^ (task.id() * 0x9e3779b97f4a7c15ULL) ^ task.pass());
     std::shuffle(order.begin(), order.end(), rng);
-    // Two batchers: the next batch is gathered (for its sparse ids) while the current
-    // one's buffers are still in use.
+    // Two batchers: the next batch is gathered (for its sparse ids, which an overlapped
+    // exchange pulls with this step's push) while the current one's buffers are in use.
     Batcher batchers[2] = {Batcher(&*data), Batcher(&*data)};
     bool interrupted = false;
-    bool have_params = false;  // the next step's parameters arrived with the last push
     Status step_error;
-    ExampleSet batch;
+    ExampleSet batch = batchers[0].Gather(order, 0, std::min<size_t>(order.size(), o.batch_size));
     size_t step_in_task = 0;
     for (size_t begin = 0; begin < order.size(); begin += o.batch_size, ++step_in_task) {
       if (g_stop.load()) {
@@ -123,17 +118,8 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         break;
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
-      if (pipelined) {
-        // The first step pulls; later ones use what the previous exchange brought.
-        if (!pipeline_primed) step_error = exchange.PullNow();
-        if (!step_error.ok()) break;
-        pipeline_primed = true;
-        batch = batchers[0].Gather(order, begin, end);
-      } else if (!have_params) {
-        batch = batchers[step_in_task % 2].Gather(order, begin, end);
-        step_error = params.Pull(model.SparseInputs(batch.inputs));
-        if (!step_error.ok()) break;
-      }
+      step_error = exchange->BeforeStep(model.SparseInputs(batch.inputs));
+      if (!step_error.ok()) break;
       const double compute_start = Now();
       step_error = backend->ImportParameters();
       if (!step_error.ok()) break;
@@ -146,17 +132,13 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       if (!step_error.ok()) break;
       const double exchange_start = Now();
       compute_s += exchange_start - compute_start;
-      if (pipelined) {
-        step_error = exchange.Submit(stats->samples);
-      } else if (end < order.size() && !o.sync) {
-        // Overlap this step's push with the next step's pull (async staleness <= 1).
+      if (end < order.size()) {
         ExampleSet next = batchers[(step_in_task + 1) % 2].Gather(order, end, std::min(order.size(), end + o.batch_size));
-        step_error = params.PushAndPull(stats->samples, model.SparseInputs(next.inputs));
-        batch = next;
-        have_params = true;
+        const SparseIds next_ids = model.SparseInputs(next.inputs);
+        step_error = exchange->AfterStep(stats->samples, &next_ids);
+        batch = std::move(next);
       } else {
-        step_error = params.Push(stats->samples);
-        have_params = false;
+        step_error = exchange->AfterStep(stats->samples, nullptr);
       }
       exchange_s += Now() - exchange_start;
       if (!step_error.ok()) break;
@@ -180,7 +162,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       }
     }
     // The task is done only once its last gradients are pushed.
-    if (Status drained = exchange.Drain(); step_error.ok()) step_error = drained;
+    if (Status drained = exchange->Drain(); step_error.ok()) step_error = drained;
     if (interrupted) return TaskOutcome::Interrupted();
     if (!step_error.ok()) return step_error;
     return TaskOutcome::Trained(static_cast<int64_t>(order.size()));
@@ -206,11 +188,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   if (job_done && !o.test_path.empty()) {
     auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);
     if (!test.ok()) return test.status();
-    if (pipelined) {
-      PL_RETURN_IF_ERROR(exchange.PullNow());
-    } else {
-      PL_RETURN_IF_ERROR(params.Pull(model.SparseInputs(test->inputs)));
-    }
+    PL_RETURN_IF_ERROR(exchange->PullForEvaluation(model.SparseInputs(test->inputs)));
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, *test, 500));
     result.evaluated = true;
     result.final_metric = r.metric;
