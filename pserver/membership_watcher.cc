@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/client/backoff.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/core/log.h"
 
@@ -74,7 +75,11 @@ bool MembershipWatcher::Poll() {
 }
 
 void MembershipWatcher::Run() {
-  absl::Duration wait = options_.poll_interval;
+  // While the master is down: twice the poll interval, doubling up to max_backoff.
+  BackoffOptions backoff_options;
+  backoff_options.initial = std::min(options_.poll_interval * 2, options_.max_backoff);
+  backoff_options.max = options_.max_backoff;
+  Backoff backoff(absl::InfiniteDuration(), backoff_options);  // never gives up
   absl::Time next_register = absl::InfinitePast();
   bool reachable = true;
   std::string last_error;
@@ -91,8 +96,8 @@ void MembershipWatcher::Run() {
       reachable = ok;
     }
     // Back off while the master is down; poll at the normal rate once it answers.
-    wait = ok ? options_.poll_interval : std::min(wait * 2, options_.max_backoff);
-    stop_.WaitForNotificationWithTimeout(wait);
+    if (ok) backoff.Reset();
+    stop_.WaitForNotificationWithTimeout(ok ? options_.poll_interval : backoff.NextWait());
   }
 }
 

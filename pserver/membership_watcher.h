@@ -2,7 +2,7 @@
 // Master.Membership (every `poll_interval`) and hands the ids of the live trainers that hold a task to a
 // callback (the shard's sync barrier), and, when `register_index` >= 0, re-registers
 // this pserver (RegisterPserver) every `register_interval` so a restarted master
-// learns it again. While the master is unreachable it retries with backoff and keeps
+// learns it again. While the master is unreachable it retries with pl::Backoff and keeps
 // the last live set; it logs one line when the master is lost and one when it is back.
 //
 // Thread-safety: Start/Stop from one owning thread; the callback runs on the watcher's

@@ -34,8 +34,8 @@ class DataCall {
   std::atomic<int64_t>* counter_;
 };
 
-absl::Time DeadlineOf(const grpc::ServerContext* context) {
-  const auto d = context->deadline();
+absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
+  const auto d = context.deadline();
   // gRPC reports "no deadline" as the far future; keep absl's arithmetic in range.
   if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) return absl::InfiniteFuture();
   return absl::FromChrono(d);
@@ -45,13 +45,6 @@ absl::Time DeadlineOf(const grpc::ServerContext* context) {
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
                                std::string restored_from, SharedRegionOptions shm)
     : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)), regions_(shm) {
-  // The order and names of proto/pserver.proto's service.
-  AddUnary<proto::InitRequest, proto::InitResponse>("Init", &PserverService::Init);
-  AddUnary<proto::PullRequest, PullFrame>("Pull", &PserverService::Pull);
-  AddUnary<PushFrame, proto::PushResponse>("Push", &PserverService::Push);
-  AddUnary<proto::StatsRequest, proto::StatsResponse>("Stats", &PserverService::Stats);
-  AddUnary<proto::CheckpointRequest, proto::CheckpointResponse>("Checkpoint", &PserverService::Checkpoint);
-  AddUnary<proto::AttachRequest, proto::AttachResponse>("Attach", &PserverService::Attach);
   // The restored file already holds this state: no need to write it again.
   if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
 }
@@ -73,20 +66,60 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
   return grpc::Status::OK;
 }
 
-grpc::Status PserverService::Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                                  PullFrame* response) {
-  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* PserverService::OnHandlerThread(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response, Handler handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // gRPC keeps context, request and response until Finish. A parsed frame holds its
+  // own references to the received slices, so a deferred push outlives the call.
+  handler_threads_.Run([context, request, response, reactor, handler] {
+    grpc::ByteBuffer in(*request);  // shares the received slices; parsing consumes it
+    Request parsed;
+    Response reply;
+    grpc::Status s = grpc::SerializationTraits<Request>::Deserialize(&in, &parsed);
+    if (s.ok()) s = handler(*context, parsed, &reply);
+    if (s.ok()) {
+      bool own_buffer;
+      s = grpc::SerializationTraits<Response>::Serialize(reply, response, &own_buffer);
+    }
+    reactor->Finish(s);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PserverService::Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return OnHandlerThread<proto::PullRequest, PullFrame>(
+      context, request, response,
+      [this](const grpc::ServerContextBase& c, const proto::PullRequest& r, PullFrame* out) {
+        return HandlePull(c, r, out);
+      });
+}
+
+grpc::ServerUnaryReactor* PserverService::Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return OnHandlerThread<PushFrame, proto::PushResponse>(
+      context, request, response,
+      [this](const grpc::ServerContextBase& c, PushFrame& frame, proto::PushResponse* out) {
+        return HandlePush(c, std::move(frame), out);
+      });
+}
+
+grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, const proto::PullRequest& request,
+                                        PullFrame* response) {
+  if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
   DataCall counted(&data_calls_);
-  if (request->shm_region() == 0) return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response));
-  StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request->shm_region());
+  if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
+  StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request.shm_region());
   if (!region.ok()) return rpc::ToGrpc(region.status());
-  if (request->shm_offsets_size() != request->dense_size()) {
+  if (request.shm_offsets_size() != request.dense_size()) {
     return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-        "pull names ", request->dense_size(), " dense blocks but ", request->shm_offsets_size(), " shared-memory offsets")));
+        "pull names ", request.dense_size(), " dense blocks but ", request.shm_offsets_size(), " shared-memory offsets")));
   }
   const SharedRegion& r = **region;
-  return rpc::ToGrpc(shard_->Pull(*request, DeadlineOf(context), response, [&](int i, int64_t n) {
-    return r.Floats(request->shm_offsets(i), n);
+  return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
+    return r.Floats(request.shm_offsets(i), n);
   }));
 }
 
@@ -110,13 +143,10 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
   return frame;
 }
 
-grpc::Status PserverService::Push(grpc::ServerContext* context, const PushFrame* request,
-                                  proto::PushResponse* response) {
-  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, PushFrame frame,
+                                        proto::PushResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
   DataCall counted(&data_calls_);
-  // gRPC is done with the request once this handler returns: take its slices over, so
-  // that a deferred push can be applied after the reply.
-  PushFrame frame = std::move(*const_cast<PushFrame*>(request));
   const bool write_back = frame.header().shm_write_back();
   if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
     return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));

@@ -4,11 +4,14 @@
 // Trainers on this host may attach a shared-memory region (Attach); their Push and
 // Pull then name blocks in it instead of carrying the floats (shared_regions.h).
 //
-// It registers its methods itself rather than through the generated Service, so that
-// Push and Pull read and write their dense payloads as DenseFrames (no protobuf copy
-// of the tensors); the bytes on the wire are the same, so generated stubs still work.
+// It is the generated Service (so every RPC of the proto is known at compile time)
+// with Push and Pull taken as raw bytes (WithRawCallbackMethod_*): they read and write
+// their dense payloads as DenseFrames (no protobuf copy of the tensors); the bytes on
+// the wire are the same, so generated stubs still work. Their handlers run on
+// HandlerThreads, since a sync-mode Pull blocks until the step is complete.
 //
-// Thread-safety: thread-safe; gRPC's thread pool calls the handlers concurrently.
+// Thread-safety: thread-safe; gRPC's threads and HandlerThreads call the handlers
+// concurrently.
 #ifndef PSERVER_PSERVER_SERVICE_H_
 #define PSERVER_PSERVER_SERVICE_H_
 
@@ -17,18 +20,21 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/impl/method_handler_impl.h>
-#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/grpcpp.h>
 
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint.h"
+#include "pserver/handler_threads.h"
 #include "pserver/shared_regions.h"
 #include "pserver/shard.h"
 #include "proto/pserver.grpc.pb.h"
 
 namespace pl::pserver {
 
-class PserverService final : public grpc::Service {
+using PserverServiceBase = proto::ParameterServer::WithRawCallbackMethod_Pull<
+    proto::ParameterServer::WithRawCallbackMethod_Push<proto::ParameterServer::Service>>;
+
+class PserverService final : public PserverServiceBase {
  public:
   // `checkpointer` may be null (no checkpoint directory): the Checkpoint RPC is then
   // FAILED_PRECONDITION. `restored_from` is the checkpoint loaded at start, if any.
@@ -36,17 +42,18 @@ class PserverService final : public grpc::Service {
                  SharedRegionOptions shm = {});
 
   grpc::Status Init(grpc::ServerContext* context, const proto::InitRequest* request,
-                    proto::InitResponse* response);
-  grpc::Status Pull(grpc::ServerContext* context, const proto::PullRequest* request,
-                    PullFrame* response);
-  grpc::Status Push(grpc::ServerContext* context, const PushFrame* request,
-                    proto::PushResponse* response);
+                    proto::InitResponse* response) override;
+  // Pull: PullRequest in, a PullFrame out. Push: a PushFrame in, PushResponse out.
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::Status Stats(grpc::ServerContext* context, const proto::StatsRequest* request,
-                     proto::StatsResponse* response);
+                     proto::StatsResponse* response) override;
   grpc::Status Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest* request,
-                          proto::CheckpointResponse* response);
+                          proto::CheckpointResponse* response) override;
   grpc::Status Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
-                      proto::AttachResponse* response);
+                      proto::AttachResponse* response) override;
 
   // Writes a checkpoint now (periodic timer, SIGTERM, the RPC); logs the outcome.
   StatusOr<std::string> CheckpointNow();
@@ -60,23 +67,19 @@ class PserverService final : public grpc::Service {
   void DropIdleRegions() { regions_.DropIdle(); }
 
  private:
-  template <typename Request, typename Response>
-  void AddUnary(const char* method,
-                grpc::Status (PserverService::*handler)(grpc::ServerContext*, const Request*, Response*)) {
-    names_.push_back(std::make_unique<std::string>(PserverMethodName(method)));
-    AddMethod(new grpc::internal::RpcServiceMethod(
-        names_.back()->c_str(), grpc::internal::RpcMethod::NORMAL_RPC,
-        new grpc::internal::RpcMethodHandler<PserverService, Request, Response>(
-            [handler](PserverService* service, grpc::ServerContext* context, const Request* request,
-                      Response* response) { return (service->*handler)(context, request, response); },
-            this)));
-  }
+  // Parses `request` as a Request, runs handler(context, Request&, Response*) on a
+  // handler thread and finishes the call with its status and serialised Response.
+  template <typename Request, typename Response, typename Handler>
+  grpc::ServerUnaryReactor* OnHandlerThread(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response, Handler handler);
+  grpc::Status HandlePull(const grpc::ServerContextBase& context, const proto::PullRequest& request,
+                          PullFrame* response);
+  grpc::Status HandlePush(const grpc::ServerContextBase& context, PushFrame frame, proto::PushResponse* response);
 
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region);
 
-  std::vector<std::unique_ptr<std::string>> names_;  // RpcServiceMethod keeps the pointers
   ParameterShard* const shard_;
   Checkpointer* const checkpointer_;
   const std::string restored_from_;
@@ -84,6 +87,7 @@ class PserverService final : public grpc::Service {
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};
   SharedRegionTable regions_;
+  HandlerThreads handler_threads_;  // last: joined before the members its tasks use go
 };
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.

@@ -10,13 +10,16 @@
 //     backoff.Wait();
 //   }
 //
-// Also RetryRpc, that loop for a call whose only recovery is trying again.
+// Also RetryRpc, that loop for a call whose only recovery is trying again. A loop
+// that runs for good (a watcher) calls Reset() after each success and waits
+// NextWait() itself.
 //
 // Thread-safety: a Backoff belongs to one retry loop (not thread-safe); RetryRpc is
 // thread-safe if `call` is.
 #ifndef PADDLE_LIKE_CLIENT_BACKOFF_H_
 #define PADDLE_LIKE_CLIENT_BACKOFF_H_
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <string>
@@ -34,19 +37,32 @@ struct BackoffOptions {
 
 class Backoff {
  public:
+  // `give_up_after` may be absl::InfiniteDuration() (a loop that never gives up).
   explicit Backoff(absl::Duration give_up_after, BackoffOptions options = {})
-      : options_(options), give_up_(absl::Now() + give_up_after), wait_(options.initial) {}
+      : options_(options), give_up_after_(give_up_after), give_up_(absl::Now() + give_up_after),
+        wait_(options.initial) {}
 
   // True once waiting again would pass the deadline: give up now.
   bool Expired() const { return absl::Now() + wait_ > give_up_; }
-  // Sleeps the current wait, then doubles it (up to max).
-  void Wait() {
-    absl::SleepFor(wait_);
+  // Sleeps NextWait().
+  void Wait() { absl::SleepFor(NextWait()); }
+  // The current wait, which it then doubles (up to max): for a caller that waits
+  // itself, e.g. on a stop notification.
+  absl::Duration NextWait() {
+    const absl::Duration wait = wait_;
     wait_ = std::min(wait_ * 2, options_.max);
+    return wait;
+  }
+  // After a success: the next failure waits `initial` again, and the give-up clock
+  // starts anew.
+  void Reset() {
+    wait_ = options_.initial;
+    give_up_ = absl::Now() + give_up_after_;
   }
 
  private:
   BackoffOptions options_;
+  absl::Duration give_up_after_;
   absl::Time give_up_;
   absl::Duration wait_;
 };

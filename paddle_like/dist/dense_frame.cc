@@ -367,29 +367,51 @@ std::string PserverMethodName(const char* method) {
 }
 
 namespace {
-const char* StaticName(const char* method) {
-  // RpcMethod keeps the pointer: the names live as long as the process.
-  static const std::string* push = new std::string(PserverMethodName("Push"));
-  static const std::string* pull = new std::string(PserverMethodName("Pull"));
-  return std::strcmp(method, "Push") == 0 ? push->c_str() : pull->c_str();
+// One blocking unary call on its own completion queue (as gRPC's generated stubs do).
+template <typename Request, typename Response>
+grpc::Status BlockingCall(grpc::TemplatedGenericStub<Request, Response>& stub, const std::string& method,
+                          grpc::ClientContext* context, const Request& request, Response* response) {
+  grpc::CompletionQueue cq;
+  grpc::Status status;
+  {
+    std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> call =
+        stub.PrepareUnaryCall(context, method, request, &cq);
+    call->StartCall();
+    call->Finish(response, &status, &status);
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok) || tag != &status || !ok) {
+      status = grpc::Status(grpc::StatusCode::INTERNAL, "parameter-server call: completion queue failed");
+    }
+  }
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+const std::string& PushMethod() {
+  static const std::string* name = new std::string(PserverMethodName("Push"));
+  return *name;
+}
+const std::string& PullMethod() {
+  static const std::string* name = new std::string(PserverMethodName("Pull"));
+  return *name;
 }
 }  // namespace
 
-PserverFrameStub::PserverFrameStub(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)),
-      push_(StaticName("Push"), grpc::internal::RpcMethod::NORMAL_RPC, channel_),
-      pull_(StaticName("Pull"), grpc::internal::RpcMethod::NORMAL_RPC, channel_) {}
+PserverFrameStub::PserverFrameStub(std::shared_ptr<grpc::Channel> channel) : push_(channel), pull_(channel) {}
 
 grpc::Status PserverFrameStub::Push(grpc::ClientContext* context, const PushFrame& request,
                                     proto::PushResponse* response) {
-  return grpc::internal::BlockingUnaryCall<PushFrame, proto::PushResponse>(channel_.get(), push_, context,
-                                                                          request, response);
+  return BlockingCall(push_, PushMethod(), context, request, response);
 }
 
 grpc::Status PserverFrameStub::Pull(grpc::ClientContext* context, const proto::PullRequest& request,
                                     PullFrame* response) {
-  return grpc::internal::BlockingUnaryCall<proto::PullRequest, PullFrame>(channel_.get(), pull_, context,
-                                                                         request, response);
+  return BlockingCall(pull_, PullMethod(), context, request, response);
 }
 
 }  // namespace pl

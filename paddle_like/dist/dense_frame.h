@@ -24,9 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/client_unary_call.h>
-#include <grpcpp/impl/rpc_method.h>
 
 #include "absl/container/inlined_vector.h"
 #include "proto/pserver.grpc.pb.h"
@@ -112,8 +111,9 @@ class DenseFrame {
 using PushFrame = DenseFrame<proto::PushRequest>;  // dense = field 3
 using PullFrame = DenseFrame<proto::PullResponse>;  // dense = field 1
 
-// Client calls of the ParameterServer service that send or receive frames; the other
-// methods go through the generated stub.
+// Client calls of the ParameterServer service that send or receive frames (blocking,
+// through gRPC's generic stub and the SerializationTraits below); the other methods
+// go through the generated stub.
 class PserverFrameStub {
  public:
   explicit PserverFrameStub(std::shared_ptr<grpc::Channel> channel);
@@ -121,9 +121,8 @@ class PserverFrameStub {
   grpc::Status Pull(grpc::ClientContext* context, const proto::PullRequest& request, PullFrame* response);
 
  private:
-  std::shared_ptr<grpc::Channel> channel_;
-  grpc::internal::RpcMethod push_;
-  grpc::internal::RpcMethod pull_;
+  grpc::TemplatedGenericStub<PushFrame, proto::PushResponse> push_;
+  grpc::TemplatedGenericStub<proto::PullRequest, PullFrame> pull_;
 };
 
 // "/pl.proto.ParameterServer/<method>".

@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options
   return server;
 }
 
-grpc::Status CheckProtocol(const grpc::ServerContext* context) {
+grpc::Status CheckProtocol(const grpc::ServerContextBase* context) {
   const auto& md = context->client_metadata();
   auto it = md.find(kProtocolKey);
   if (it == md.end()) {

@@ -57,7 +57,7 @@ StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options
                                                     int* bound_port);
 
 // Server side: OK when the caller speaks kProtocolVersion.
-grpc::Status CheckProtocol(const grpc::ServerContext* context);
+grpc::Status CheckProtocol(const grpc::ServerContextBase* context);
 
 // Conversions between pl::Status and grpc::Status (canonical codes are shared).
 grpc::Status ToGrpc(const Status& status);
