@@ -2,25 +2,15 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cuda/activation_ops.h"
 #include "cuda/allocator.h"
-#include "cuda/linear_ops.h"
 #include "cuda/loss_ops.h"
 #include "cuda/optimizer_ops.h"
 #include "cuda/status.h"
-#include "paddle_like/nn/activations.h"
-#include "paddle_like/nn/conv2d.h"
-#include "paddle_like/nn/dropout.h"
-#include "paddle_like/nn/linear.h"
-#include "paddle_like/nn/pool2d.h"
-#include "paddle_like/nn/shape_ops.h"
 
 namespace pl::cuda {
 namespace {
 
 constexpr int64_t kAlignFloats = 64;  // 256-byte aligned parameter views
-constexpr const char* kSupported =
-    "Linear, Conv2D, MaxPool2D, ReLU, Sigmoid, Tanh, Dropout, Flatten, Reshape";
 
 }  // namespace
 
@@ -42,87 +32,49 @@ GpuModel::~GpuModel() {
   if (ctx_) (void)ctx_->Synchronize();
 }
 
-int GpuModel::AddParam(const std::string& name, const Variable& var, int64_t* total) {
-  Param p;
-  p.name = name;
-  p.host = var;
-  p.offset = *total;
-  *total += (var.value().numel() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-  param_slots_.push_back(std::move(p));
-  return static_cast<int>(param_slots_.size()) - 1;
-}
+// Adds parameters to param_slots_ at aligned offsets, named as the CPU module names them.
+class GpuModel::Builder : public GpuLayerBuilder {
+ public:
+  explicit Builder(GpuModel* model) : model_(model) {
+    for (const NamedParameter& np : model->model_->NamedParameters()) {
+      if (np.param->kind == ParamKind::kDense) names_[np.param->var.node()] = np.name;
+    }
+  }
+  int AddParam(const Variable& var) override {
+    GpuParam p;
+    auto it = names_.find(var.node());
+    p.name = it == names_.end() ? std::string("?") : it->second;
+    p.host = var;
+    p.offset = model_->total_;
+    model_->total_ += (var.value().numel() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    model_->param_slots_.push_back(std::move(p));
+    return static_cast<int>(model_->param_slots_.size()) - 1;
+  }
+
+ private:
+  GpuModel* model_;
+  std::map<const VariableNode*, std::string> names_;
+};
 
 Status GpuModel::BuildNodes() {
-  // Parameter names by their Variable, for messages and the host copies.
-  std::map<const VariableNode*, std::string> names;
-  for (const NamedParameter& np : model_->NamedParameters()) {
-    if (np.param->kind == ParamKind::kDense) names[np.param->var.node()] = np.name;
-  }
-  auto name_of = [&](const Variable& v) {
-    auto it = names.find(v.node());
-    return it == names.end() ? std::string("?") : it->second;
-  };
+  Builder builder(this);
   const auto& children = model_->children();
-  int64_t total = 0;
+  total_ = 0;
   for (size_t i = 0; i < model_->size(); ++i) {
     Layer* layer = model_->layer(i).get();
     Node node;
     node.name = i < children.size() ? children[i].first : std::to_string(i);
-    node.describe = layer->type_name();
-    if (auto* l = dynamic_cast<Linear*>(layer)) {
-      node.kind = Kind::kLinear;
-      node.describe = absl::StrFormat("Linear(%d -> %d)", l->in_features(), l->out_features());
-      node.w = AddParam(name_of(l->weight()), l->weight(), &total);
-      if (l->bias().defined()) node.b = AddParam(name_of(l->bias()), l->bias(), &total);
-    } else if (auto* c = dynamic_cast<Conv2D*>(layer)) {
-      node.kind = Kind::kConv;
-      node.describe = c->Describe();
-      if (c->kernel_h() < 1 || c->kernel_w() < 1 || c->stride() < 1 || c->padding() < 0 ||
-          c->in_channels() < 1 || c->out_channels() < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("GpuModel: layer '", node.name, "' ", c->Describe(),
-                                                       ": sizes must be positive and padding >= 0"));
-      }
-      node.kh = c->kernel_h();
-      node.kw = c->kernel_w();
-      node.stride = c->stride();
-      node.pad = c->padding();
-      node.out_channels = c->out_channels();
-      node.w = AddParam(name_of(c->weight()), c->weight(), &total);
-      if (c->bias().defined()) node.b = AddParam(name_of(c->bias()), c->bias(), &total);
-    } else if (auto* p = dynamic_cast<MaxPool2D*>(layer)) {
-      node.kind = Kind::kPool;
-      node.describe = p->Describe();
-      node.pool_kernel = p->kernel();
-      node.pool_stride = p->stride();
-    } else if (dynamic_cast<ReLU*>(layer) != nullptr) {
-      node.kind = Kind::kActivation;
-      node.act = Activation::kRelu;
-    } else if (dynamic_cast<Sigmoid*>(layer) != nullptr) {
-      node.kind = Kind::kActivation;
-      node.act = Activation::kSigmoid;
-    } else if (dynamic_cast<Tanh*>(layer) != nullptr) {
-      node.kind = Kind::kActivation;
-      node.act = Activation::kTanh;
-    } else if (auto* d = dynamic_cast<Dropout*>(layer)) {
-      node.kind = Kind::kDropout;
-      node.dropout = d;
-      node.describe = absl::StrCat("Dropout(p=", d->p(), ")");
-      PL_RETURN_IF_ERROR(Annotate(MakeDropoutMask(d->p(), 0, 0).status(),
-                                  absl::StrCat("GpuModel: layer '", node.name, "'")));
-    } else if (dynamic_cast<Flatten*>(layer) != nullptr) {
-      node.kind = Kind::kView;
-      node.flatten = true;
-    } else if (auto* r = dynamic_cast<Reshape*>(layer)) {
-      node.kind = Kind::kView;
-      node.reshape = r->shape();
-      node.describe = absl::StrCat("Reshape(", ShapeToString(r->shape()), ")");
-    } else {
-      return absl::UnimplementedError(absl::StrCat("GpuModel: layer '", node.name, "' (", layer->type_name(),
-                                                   ") cannot run on the GPU (supported: ", kSupported, ")"));
+    const std::string where = absl::StrCat("GpuModel: layer '", node.name, "' (", layer->type_name(), ")");
+    auto factory = FindGpuLayer(layer->type_name());
+    if (!factory.ok()) {
+      return absl::UnimplementedError(absl::StrCat(where, " cannot run on the GPU (supported: ",
+                                                   absl::StrJoin(GpuLayerTypes(), ", "), ")"));
     }
+    auto made = (*factory)(*layer, builder);
+    if (!made.ok()) return Annotate(made.status(), where);
+    node.layer = std::move(*made);
     nodes_.push_back(std::move(node));
   }
-  total_ = total;
   return absl::OkStatus();
 }
 
@@ -135,7 +87,7 @@ Status GpuModel::AllocateBuffers() {
     // The gaps between parameters stay zero, so whole-buffer updates leave them alone.
     PL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(params_.raw_data(), 0, params_.bytes(), ctx_->stream()));
   }
-  for (Param& p : param_slots_) {
+  for (GpuParam& p : param_slots_) {
     const Shape& shape = p.host.value().shape();
     p.value = Tensor::FromStorage(params_.storage(), shape, DType::kFloat32, p.offset * sizeof(float));
     p.grad = Tensor::FromStorage(grads_.storage(), shape, DType::kFloat32, p.offset * sizeof(float));
@@ -145,44 +97,8 @@ Status GpuModel::AllocateBuffers() {
 
 std::string GpuModel::Describe() const {
   std::vector<std::string> lines;
-  for (const Node& n : nodes_) lines.push_back(absl::StrCat(n.name, ": ", n.describe));
+  for (const Node& n : nodes_) lines.push_back(absl::StrCat(n.name, ": ", n.layer->Describe()));
   return absl::StrJoin(lines, "\n");
-}
-
-StatusOr<const ConvPlan*> GpuModel::ConvPlanFor(Node& node, const Shape& x) {
-  auto it = node.conv_plans.find(x);
-  if (it != node.conv_plans.end()) return it->second.get();
-  if (x.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat("expects an input of shape [N, C, H, W], got ", ShapeToString(x)));
-  }
-  ConvShape s;
-  s.n = x[0];
-  s.c = x[1];
-  s.h = x[2];
-  s.w = x[3];
-  s.o = node.out_channels;
-  s.kh = node.kh;
-  s.kw = node.kw;
-  s.stride = node.stride;
-  s.pad = node.pad;
-  const Shape& w = param_slots_[node.w].value.shape();
-  if (w != s.w_shape()) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", ShapeToString(x), " needs weights ",
-                                                   ShapeToString(s.w_shape()), ", the layer has ", ShapeToString(w)));
-  }
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<ConvPlan> plan, ConvPlan::Create(*ctx_, s));
-  const ConvPlan* raw = plan.get();
-  node.conv_plans.emplace(x, std::move(plan));
-  return raw;
-}
-
-StatusOr<const MaxPoolPlan*> GpuModel::PoolPlanFor(Node& node, const Shape& x) {
-  auto it = node.pool_plans.find(x);
-  if (it != node.pool_plans.end()) return it->second.get();
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<MaxPoolPlan> plan, MaxPoolPlan::Create(x, node.pool_kernel, node.pool_stride));
-  const MaxPoolPlan* raw = plan.get();
-  node.pool_plans.emplace(x, std::move(plan));
-  return raw;
 }
 
 Status GpuModel::CheckBatch(const Tensor& x, const Tensor* labels) const {
@@ -206,141 +122,37 @@ Status GpuModel::CheckBatch(const Tensor& x, const Tensor* labels) const {
 }
 
 Status GpuModel::Forward(const Tensor& x_host, bool training, std::vector<Tensor>* acts) {
-  const int dev = ctx_->device();
-  cudaStream_t stream = ctx_->stream();
   acts->clear();
   acts->reserve(nodes_.size() + 1);
-  PL_ASSIGN_OR_RETURN(Tensor x, AllocateDeviceTensor(x_host.shape(), DType::kFloat32, dev));
-  PL_RETURN_IF_ERROR(CopyToDevice(x_host, x, stream));
+  PL_ASSIGN_OR_RETURN(Tensor x, AllocateDeviceTensor(x_host.shape(), DType::kFloat32, ctx_->device()));
+  PL_RETURN_IF_ERROR(CopyToDevice(x_host, x, ctx_->stream()));
   acts->push_back(x);
-  const int64_t batch = x_host.dim(0);
+  const GpuLayerRun run = Run();
   for (Node& node : nodes_) {
     const Tensor in = acts->back();
     Tensor out;
-    auto run = [&]() -> Status {
-      switch (node.kind) {
-        case Kind::kLinear: {
-          const Tensor& w = param_slots_[node.w].value;
-          if (in.rank() != 2 || in.dim(1) != w.dim(0)) {
-            return absl::InvalidArgumentError(absl::StrCat("expects input [batch, ", w.dim(0), "], got ",
-                                                           in.ShapeString()));
-          }
-          PL_ASSIGN_OR_RETURN(out, AllocateDeviceTensor({batch, w.dim(1)}, DType::kFloat32, dev));
-          return LinearForward(*ctx_, in, w, node.b >= 0 ? param_slots_[node.b].value : Tensor(), out);
-        }
-        case Kind::kConv: {
-          PL_ASSIGN_OR_RETURN(const ConvPlan* plan, ConvPlanFor(node, in.shape()));
-          PL_ASSIGN_OR_RETURN(out, AllocateDeviceTensor(plan->shape().y_shape(), DType::kFloat32, dev));
-          return plan->Forward(*ctx_, in, param_slots_[node.w].value,
-                               node.b >= 0 ? param_slots_[node.b].value : Tensor(), out);
-        }
-        case Kind::kPool: {
-          PL_ASSIGN_OR_RETURN(const MaxPoolPlan* plan, PoolPlanFor(node, in.shape()));
-          PL_ASSIGN_OR_RETURN(out, AllocateDeviceTensor(plan->y_shape(), DType::kFloat32, dev));
-          return plan->Forward(*ctx_, in, out);
-        }
-        case Kind::kActivation: {
-          PL_ASSIGN_OR_RETURN(out, AllocateDeviceTensor(in.shape(), DType::kFloat32, dev));
-          return ActivationForward(node.act, in, out, stream);
-        }
-        case Kind::kDropout: {
-          Dropout* d = node.dropout;
-          node.mask_active = training && d->p() > 0.0f;
-          if (!node.mask_active) {
-            out = in;
-            return absl::OkStatus();
-          }
-          PL_ASSIGN_OR_RETURN(node.mask, MakeDropoutMask(d->p(), d->seed(), d->calls()));
-          d->Reseed(d->seed(), d->calls() + 1);  // the CPU layer's counter stays in step
-          PL_ASSIGN_OR_RETURN(out, AllocateDeviceTensor(in.shape(), DType::kFloat32, dev));
-          return DropoutForward(node.mask, in, out, stream);
-        }
-        case Kind::kView: {
-          Shape target{batch};
-          if (node.flatten) {
-            target.push_back(in.numel() / batch);
-          } else {
-            target.insert(target.end(), node.reshape.begin(), node.reshape.end());
-          }
-          auto view = in.Reshape(target);
-          if (!view.ok()) {
-            return absl::InvalidArgumentError(absl::StrCat("cannot view input ", in.ShapeString(), " as ",
-                                                           ShapeToString(target)));
-          }
-          out = *view;
-          return absl::OkStatus();
-        }
-      }
-      return absl::InternalError("unknown node kind");
-    };
-    PL_RETURN_IF_ERROR(Annotate(run(), absl::StrCat("GpuModel forward, layer '", node.name, "' (", node.describe, ")")));
+    PL_RETURN_IF_ERROR(Annotate(node.layer->Forward(run, in, training, &out),
+                                absl::StrCat("GpuModel forward, layer '", node.name, "' (", node.layer->Describe(), ")")));
     acts->push_back(out);
   }
   return absl::OkStatus();
 }
 
 Status GpuModel::Backward(const std::vector<Tensor>& acts, Tensor g) {
-  const int dev = ctx_->device();
-  cudaStream_t stream = ctx_->stream();
   // Below the first layer with parameters no gradient is needed.
   int first = static_cast<int>(nodes_.size());
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    if (nodes_[i].w >= 0) {
+    if (nodes_[i].layer->has_params()) {
       first = i;
       break;
     }
   }
+  const GpuLayerRun run = Run();
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= first; --i) {
     Node& node = nodes_[i];
-    const Tensor& in = acts[i];
-    const Tensor& out = acts[i + 1];
-    const bool need_dx = i > first;
     Tensor dx;
-    auto run = [&]() -> Status {
-      auto alloc_dx = [&]() -> Status {
-        PL_ASSIGN_OR_RETURN(dx, AllocateDeviceTensor(in.shape(), DType::kFloat32, dev));
-        return absl::OkStatus();
-      };
-      switch (node.kind) {
-        case Kind::kLinear:
-          if (need_dx) PL_RETURN_IF_ERROR(alloc_dx());
-          return LinearBackward(*ctx_, in, param_slots_[node.w].value, g, dx, param_slots_[node.w].grad,
-                                node.b >= 0 ? param_slots_[node.b].grad : Tensor(), /*accumulate_params=*/true);
-        case Kind::kConv: {
-          PL_ASSIGN_OR_RETURN(const ConvPlan* plan, ConvPlanFor(node, in.shape()));
-          PL_RETURN_IF_ERROR(plan->BackwardFilter(*ctx_, in, g, param_slots_[node.w].grad, true));
-          if (node.b >= 0) PL_RETURN_IF_ERROR(plan->BackwardBias(*ctx_, g, param_slots_[node.b].grad, true));
-          if (!need_dx) return absl::OkStatus();
-          PL_RETURN_IF_ERROR(alloc_dx());
-          return plan->BackwardData(*ctx_, param_slots_[node.w].value, g, dx);
-        }
-        case Kind::kPool: {
-          if (!need_dx) return absl::OkStatus();
-          PL_ASSIGN_OR_RETURN(const MaxPoolPlan* plan, PoolPlanFor(node, in.shape()));
-          PL_RETURN_IF_ERROR(alloc_dx());
-          return plan->Backward(*ctx_, in, out, g, dx);
-        }
-        case Kind::kActivation:
-          if (!need_dx) return absl::OkStatus();
-          PL_RETURN_IF_ERROR(alloc_dx());
-          return ActivationBackward(node.act, out, g, dx, false, stream);
-        case Kind::kDropout:
-          if (!need_dx) return absl::OkStatus();
-          if (!node.mask_active) {
-            dx = g;
-            return absl::OkStatus();
-          }
-          PL_RETURN_IF_ERROR(alloc_dx());
-          return DropoutBackward(node.mask, g, dx, false, stream);
-        case Kind::kView: {
-          if (!need_dx) return absl::OkStatus();
-          PL_ASSIGN_OR_RETURN(dx, g.Reshape(in.shape()));
-          return absl::OkStatus();
-        }
-      }
-      return absl::InternalError("unknown node kind");
-    };
-    PL_RETURN_IF_ERROR(Annotate(run(), absl::StrCat("GpuModel backward, layer '", node.name, "' (", node.describe, ")")));
+    PL_RETURN_IF_ERROR(Annotate(node.layer->Backward(run, acts[i], acts[i + 1], g, /*need_dx=*/i > first, &dx),
+                                absl::StrCat("GpuModel backward, layer '", node.name, "' (", node.layer->Describe(), ")")));
     g = dx;
   }
   return absl::OkStatus();
@@ -404,9 +216,9 @@ Status GpuModel::ApplyOptimizer(const OptimizerSpec& spec) {
   if (!has_grad_) return absl::OkStatus();
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  if (!opt_initialised_ || opt_kind_ != spec.kind) {
+  if (!opt_initialised_ || opt_kind_ != spec.kind.name()) {
     PL_ASSIGN_OR_RETURN(opt_state_, InitSlotsOnDevice(spec, params_.numel(), device(), ctx_->stream()));
-    opt_kind_ = spec.kind;
+    opt_kind_ = spec.kind.name();
     opt_step_ = 0;
     opt_initialised_ = true;
   }
@@ -428,7 +240,7 @@ Status GpuModel::ZeroGrad() {
 Status GpuModel::CopyGradientsToHost() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (Param& p : param_slots_) {
+  for (GpuParam& p : param_slots_) {
     PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.grad, p.host.MutableGrad(), ctx_->stream()), p.name));
   }
   return ctx_->Synchronize();
@@ -437,7 +249,7 @@ Status GpuModel::CopyGradientsToHost() {
 Status GpuModel::CopyParametersToDevice() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (Param& p : param_slots_) {
+  for (GpuParam& p : param_slots_) {
     PL_RETURN_IF_ERROR(Annotate(CopyToDevice(p.host.value(), p.value, ctx_->stream()), p.name));
   }
   return ctx_->Synchronize();
@@ -446,7 +258,7 @@ Status GpuModel::CopyParametersToDevice() {
 Status GpuModel::CopyParametersToHost() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (Param& p : param_slots_) {
+  for (GpuParam& p : param_slots_) {
     PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.value, p.host.value(), ctx_->stream()), p.name));
   }
   return ctx_->Synchronize();

@@ -1,6 +1,7 @@
 // GpuModel: runs a CPU pl::Sequential on one GPU for training and inference. It walks
-// the Sequential's layers once, mirrors the supported ones (Linear, Conv2D,
-// MaxPool2D, ReLU, Sigmoid, Tanh, Dropout, Flatten, Reshape), copies the dense
+// the Sequential's layers once, mirrors each by the GPU layer registered for its type
+// (gpu_layer.h: Linear, Conv2D, MaxPool2D, ReLU, Sigmoid, Tanh, Dropout, Flatten,
+// Reshape, and whatever else registers one), copies the dense
 // parameters into one contiguous device buffer (gradients and optimizer state
 // likewise, so an all-reduce or an update is one call over the whole model), and then
 // runs forward, softmax cross-entropy and backward on the device.
@@ -30,16 +31,9 @@
 #include <vector>
 
 #include "cuda/context.h"
-#include "cuda/conv_ops.h"
-#include "cuda/dropout_ops.h"
-#include "cuda/kernels.h"
-#include "cuda/pool_ops.h"
+#include "cuda/gpu_layer.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
-
-namespace pl {
-class Dropout;
-}
 
 namespace pl::cuda {
 
@@ -104,52 +98,31 @@ class GpuModel {
   std::string Describe() const;
 
  private:
-  enum class Kind { kLinear, kConv, kPool, kActivation, kDropout, kView };
   struct Node {
-    Kind kind;
-    std::string name;
-    std::string describe;
-    int w = -1, b = -1;         // parameter slots (Linear, Conv2D)
-    int64_t kh = 0, kw = 0, stride = 1, pad = 0, out_channels = 0;  // Conv2D
-    int64_t pool_kernel = 0, pool_stride = 0;                        // MaxPool2D
-    kernels::Activation act = kernels::Activation::kRelu;  // activations
-    Dropout* dropout = nullptr;                                      // Dropout
-    bool flatten = false;                                            // View: Flatten
-    Shape reshape;                                                   // View: Reshape
-    std::map<Shape, std::unique_ptr<ConvPlan>> conv_plans;           // by input shape
-    std::map<Shape, std::unique_ptr<MaxPoolPlan>> pool_plans;
-    DropoutMask mask;            // of the current step
-    bool mask_active = false;
+    std::string name;                 // the layer's name in the Sequential
+    std::unique_ptr<GpuLayer> layer;  // its GPU twin
   };
-  struct Param {
-    std::string name;
-    Variable host;   // the CPU parameter (value + grad)
-    int64_t offset;  // in floats, into the device buffers
-    Tensor value;    // device view into params_
-    Tensor grad;     // device view into grads_
-  };
+  class Builder;  // GpuLayerBuilder over param_slots_
 
   explicit GpuModel(Sequential* model) : model_(model) {}
   Status BuildNodes();       // walks the layers; no device work
   Status AllocateBuffers();  // device buffers and the first parameter upload
-  int AddParam(const std::string& name, const Variable& var, int64_t* total);
+  GpuLayerRun Run() { return GpuLayerRun{ctx_.get(), &param_slots_}; }
   // Runs the layers; acts[0] = input, acts[i + 1] = output of node i.
   Status Forward(const Tensor& x_host, bool training, std::vector<Tensor>* acts);
   Status Backward(const std::vector<Tensor>& acts, Tensor grad);
   StatusOr<StepResult> Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad);
-  StatusOr<const ConvPlan*> ConvPlanFor(Node& node, const Shape& x);
-  StatusOr<const MaxPoolPlan*> PoolPlanFor(Node& node, const Shape& x);
   Status CheckBatch(const Tensor& x_host, const Tensor* labels_host) const;
 
   Sequential* model_;
   std::unique_ptr<GpuContext> ctx_;
   std::vector<Node> nodes_;
-  std::vector<Param> param_slots_;
+  std::vector<GpuParam> param_slots_;
   int64_t total_ = 0;                  // floats in each buffer, gaps included
   Tensor params_, grads_, opt_state_;  // float32 (total_), state (NumSlots * total_)
   bool has_grad_ = false;
   bool opt_initialised_ = false;
-  OptimizerKind opt_kind_ = OptimizerKind::kSGD;
+  std::string opt_kind_;  // the registered name of the optimizer whose state opt_state_ holds
   int64_t opt_step_ = 0;
 };
 

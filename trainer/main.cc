@@ -13,6 +13,7 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/nn/module_file.h"
+#include "paddle_like/optim/update_rules.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
 #include "trainer/local_trainer.h"
@@ -22,7 +23,9 @@ ABSL_FLAG(std::string, data, "", "directory with train.plrec and test.plrec (loc
 ABSL_FLAG(std::string, test_data, "", "test set for the final evaluation (default: <data>/test.plrec)");
 ABSL_FLAG(int, epochs, 5, "passes over the training data (local mode)");
 ABSL_FLAG(int64_t, batch_size, 64, "examples per step");
-ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum, adagrad or adam");
+ABSL_FLAG(std::string, optimizer, "adam", "a registered optimizer: sgd, momentum, adagrad, adam, ...");
+ABSL_FLAG(std::string, optimizer_args, "",
+          "the optimizer's other hyper-parameters, name=value,... (e.g. beta2=0.99,epsilon=1e-6)");
 ABSL_FLAG(double, lr, 0.001, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum (momentum optimizer)");
 ABSL_FLAG(double, weight_decay, 0.0, "L2 weight decay");
@@ -82,10 +85,17 @@ int main(int argc, char** argv) {
   if (!kind.ok()) pl::cli::ExitWithUsageError(program, absl::StrCat("--optimizer: ", kind.status().message()));
   opt.kind = *kind;
   opt.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
-  opt.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
   opt.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  // --momentum is for the optimizers that have one; --optimizer_args names any.
+  if (auto def = pl::FindOptimizer(opt.kind.name()); def.ok() && (*def)->HyperIndex("momentum") >= 0) {
+    opt.Set("momentum", static_cast<float>(absl::GetFlag(FLAGS_momentum)));
+  }
+  if (auto s = pl::ParseHyperParams(absl::GetFlag(FLAGS_optimizer_args), &opt); !s.ok()) {
+    pl::cli::ExitWithUsageError(program, absl::StrCat("--optimizer_args: ", s.message()));
+  }
   if (auto s = pl::ValidateOptimizerSpec(opt); !s.ok()) {
-    pl::cli::ExitWithUsageError(program, absl::StrCat("--lr, --momentum or --weight_decay: ", s.message()));
+    pl::cli::ExitWithUsageError(program,
+                                absl::StrCat("--lr, --momentum, --weight_decay or --optimizer_args: ", s.message()));
   }
   const std::string device = absl::GetFlag(FLAGS_device);
   if (device != "cpu" && device != "gpu" && device != "auto") {

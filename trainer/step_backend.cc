@@ -3,6 +3,7 @@
 #ifdef PL_WITH_CUDA
 #include "cuda/device.h"
 #include "cuda/gpu_model.h"
+#include "cuda/optimizer_ops.h"
 #endif
 
 namespace pl {
@@ -38,7 +39,16 @@ class GpuBackend : public StepBackend {
     return gpu_->ZeroGrad();
   }
   Status ImportParameters() override { return gpu_->CopyParametersToDevice(); }
-  Status ApplyOptimizer(Optimizer& opt) override { return gpu_->ApplyOptimizer(opt.spec()); }
+  Status ApplyOptimizer(Optimizer& opt) override {
+    if (cuda::HasGpuOptimizer(opt.spec().kind.name())) return gpu_->ApplyOptimizer(opt.spec());
+    // An optimizer without a GPU update (cuda/optimizer_ops.h) steps the CPU copy.
+    if (!gpu_->has_gradients()) return absl::OkStatus();
+    PL_RETURN_IF_ERROR(gpu_->CopyParametersToHost());
+    PL_RETURN_IF_ERROR(gpu_->CopyGradientsToHost());
+    PL_RETURN_IF_ERROR(gpu_->ZeroGrad());
+    PL_RETURN_IF_ERROR(opt.Step());
+    return gpu_->CopyParametersToDevice();
+  }
   Status ExportParameters() override { return gpu_->CopyParametersToHost(); }
 
  private:

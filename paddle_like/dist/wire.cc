@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,34 +12,61 @@
 
 namespace pl {
 
+namespace {
+
+// The optimizers of the old message form, by their old `kind` number. Frozen: new
+// optimizers travel by name only.
+constexpr const char* kOldKinds[] = {"sgd", "momentum", "adagrad", "adam"};
+
+}  // namespace
+
 StatusOr<OptimizerSpec> OptimizerFromProto(const proto::OptimizerConfig& c) {
-  if (c.kind() < 0 || c.kind() > static_cast<int>(OptimizerKind::kAdam)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer kind ", c.kind(), " is unknown (known: 0 sgd, 1 momentum, 2 adagrad, 3 adam)"));
-  }
   OptimizerSpec s;
-  s.kind = static_cast<OptimizerKind>(c.kind());
   s.learning_rate = c.learning_rate();
-  s.momentum = c.momentum();
-  s.beta1 = c.beta1();
-  s.beta2 = c.beta2();
-  s.epsilon = c.epsilon();
-  s.initial_accumulator = c.initial_accumulator();
   s.weight_decay = c.weight_decay();
+  if (!c.name().empty()) {
+    PL_ASSIGN_OR_RETURN(s.kind, ParseOptimizerKind(c.name()));
+    PL_ASSIGN_OR_RETURN(const OptimizerDef* def, FindOptimizer(s.kind.name()));
+    for (const auto& [name, value] : c.hyper_params()) {
+      // Defaults are left out: the per-call update functions compare specs, and an
+      // empty map compares fastest (the pserver's hot path, update_rules.cc).
+      const int i = def->HyperIndex(name);
+      if (i < 0 || value != def->hyper_params[i].default_value) s.hyper[name] = value;
+    }
+  } else {
+    const int n = static_cast<int>(std::size(kOldKinds));
+    if (c.kind() < 0 || c.kind() >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer kind ", c.kind(), " is unknown (known: 0 sgd, 1 momentum, 2 adagrad, 3 adam)"));
+    }
+    PL_ASSIGN_OR_RETURN(s.kind, ParseOptimizerKind(kOldKinds[c.kind()]));
+    PL_ASSIGN_OR_RETURN(const OptimizerDef* def, FindOptimizer(s.kind.name()));
+    const std::pair<const char*, float> old_fields[] = {
+        {"momentum", c.momentum()}, {"beta1", c.beta1()}, {"beta2", c.beta2()},
+        {"epsilon", c.epsilon()}, {"initial_accumulator", c.initial_accumulator()}};
+    for (const auto& [name, value] : old_fields) {
+      const int i = def->HyperIndex(name);
+      if (i >= 0 && value != def->hyper_params[i].default_value) s.hyper[name] = value;
+    }
+  }
   PL_RETURN_IF_ERROR(ValidateOptimizerSpec(s));
   return s;
 }
 
 proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& s) {
   proto::OptimizerConfig c;
-  c.set_kind(static_cast<int>(s.kind));
+  c.set_name(s.kind.name());
   c.set_learning_rate(s.learning_rate);
-  c.set_momentum(s.momentum);
-  c.set_beta1(s.beta1);
-  c.set_beta2(s.beta2);
-  c.set_epsilon(s.epsilon);
-  c.set_initial_accumulator(s.initial_accumulator);
   c.set_weight_decay(s.weight_decay);
+  // Every hyper-parameter, defaults included, so the reader's defaults do not matter.
+  auto rule = ResolveOptimizer(s, /*check_ranges=*/false);
+  if (rule.ok()) {
+    const OptimizerDef& d = rule->def();
+    for (size_t i = 0; i < d.hyper_params.size(); ++i) {
+      (*c.mutable_hyper_params())[d.hyper_params[i].name] = rule->params().hyper[i];
+    }
+  } else {  // the reader reports what is wrong
+    for (const auto& [name, value] : s.hyper) (*c.mutable_hyper_params())[name] = value;
+  }
   return c;
 }
 

@@ -26,8 +26,11 @@ namespace pl {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the wire format packs float32 little-endian; a big-endian port must byte-swap");
 
-// Checked conversion: unknown kind or out-of-range fields are INVALID_ARGUMENT naming
-// the field (see ValidateOptimizerSpec).
+// Checked conversion through the optimizer registry: an unknown name (or old kind
+// number), a hyper-parameter the optimizer does not have or an out-of-range value is
+// INVALID_ARGUMENT naming it (see ValidateOptimizerSpec). Reads the old message form
+// (kind number and fixed fields) too; writes the name and every hyper-parameter. The
+// spec read keeps only the hyper-parameters that differ from the optimizer's defaults.
 StatusOr<OptimizerSpec> OptimizerFromProto(const proto::OptimizerConfig& config);
 proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& spec);
 

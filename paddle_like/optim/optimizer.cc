@@ -9,13 +9,13 @@
 namespace pl {
 
 StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(Module* module, const OptimizerSpec& spec) {
-  PL_RETURN_IF_ERROR(ValidateOptimizerSpec(spec));
+  PL_ASSIGN_OR_RETURN(UpdateRule rule, UpdateRule::Create(spec));
   if (module == nullptr) return absl::InvalidArgumentError("Optimizer: null module");
-  return std::unique_ptr<Optimizer>(new Optimizer(module, spec));
+  return std::unique_ptr<Optimizer>(new Optimizer(module, spec, rule));
 }
 
 Status Optimizer::Step() {
-  const int slots = NumSlots(spec_.kind);
+  const int slots = rule_.num_slots();
   for (auto& np : module_->NamedParameters()) {
     Parameter* p = np.param;
     if (p->kind == ParamKind::kDense) {
@@ -25,10 +25,10 @@ Status Optimizer::Step() {
       DenseState& st = dense_[np.name];
       if (!st.slots.defined()) {
         st.slots = Tensor({std::max<int64_t>(slots * value.numel(), 1)}, DType::kFloat32);
-        InitSlots(spec_, st.slots.f32(), value.numel());
+        rule_.InitSlots(st.slots.f32(), value.numel());
       }
       ++st.step;
-      ApplyUpdate(spec_, value.f32(), grad.f32(), st.slots.f32(), value.numel(), st.step);
+      rule_.Apply(value.f32(), grad.f32(), st.slots.f32(), value.numel(), st.step, value.numel());
       grad.SetZero();
     } else {
       SparseTable& table = *p->table;
@@ -40,10 +40,10 @@ Status Optimizer::Step() {
         RowState& st = states[id];
         if (st.slots.empty() && slots > 0) {
           st.slots.resize(slots * dim);
-          InitSlots(spec_, st.slots.data(), dim);
+          rule_.InitSlots(st.slots.data(), dim);
         }
         ++st.step;
-        ApplyUpdate(spec_, table.Row(id), g.values().data() + i * dim, st.slots.data(), dim, st.step);
+        rule_.Apply(table.Row(id), g.values().data() + i * dim, st.slots.data(), dim, st.step, dim);
       }
       table.ZeroGrad();
     }
@@ -53,7 +53,7 @@ Status Optimizer::Step() {
 }
 
 OptimizerState Optimizer::ExportState() const {
-  const int slots = NumSlots(spec_.kind);
+  const int slots = rule_.num_slots();
   OptimizerState out;
   out.spec = spec_;
   out.steps = steps_;
@@ -100,11 +100,12 @@ Status Optimizer::ImportState(const OptimizerState& state) {
                                                    " optimizer, this one is ",
                                                    OptimizerName(spec_.kind)));
   }
-  PL_RETURN_IF_ERROR(Annotate(ValidateOptimizerSpec(state.spec), where));
+  auto rule = UpdateRule::Create(state.spec);
+  PL_RETURN_IF_ERROR(Annotate(rule.status(), where));
   if (state.steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": steps = ", state.steps, " < 0"));
   }
-  const int slots = NumSlots(spec_.kind);
+  const int slots = rule_.num_slots();
   absl::flat_hash_map<std::string, Parameter*> params;
   for (const NamedParameter& np : module_->NamedParameters()) params[np.name] = np.param;
 
@@ -223,6 +224,7 @@ Status Optimizer::ImportState(const OptimizerState& state) {
   }
   // Every check passed: install.
   spec_ = state.spec;
+  rule_ = *rule;
   steps_ = state.steps;
   dense_ = std::move(dense);
   rows_ = std::move(rows);

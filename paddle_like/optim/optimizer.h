@@ -20,8 +20,8 @@ namespace pl {
 
 // An optimizer's whole state, for checkpoints and resumed runs: Optimizer::ExportState
 // copies it out, Optimizer::ImportState checks it against the module and installs it.
-// Slots follow update_rules.h, NumSlots(spec.kind) of them: Momentum v; Adagrad a;
-// Adam m, v (SGD has none, only step counts).
+// Slots follow the optimizer's definition (optimizer_registry.h), NumSlots(spec.kind)
+// of them: Momentum v; Adagrad a; Adam m, v (SGD has none, only step counts).
 struct OptimizerState {
   OptimizerSpec spec;
   int64_t steps = 0;  // Step() calls so far
@@ -51,7 +51,10 @@ class Optimizer {
   void ZeroGrad() { module_->ZeroGrad(); }
 
   const OptimizerSpec& spec() const { return spec_; }
-  void set_learning_rate(float lr) { spec_.learning_rate = lr; }
+  void set_learning_rate(float lr) {
+    spec_.learning_rate = lr;
+    rule_.set_learning_rate(lr);
+  }
   int64_t steps() const { return steps_; }
 
   // A copy of the spec, the step counts and every slot.
@@ -73,10 +76,12 @@ class Optimizer {
     std::vector<float> slots;  // NumSlots * dim, slot-major
     int64_t step = 0;
   };
-  Optimizer(Module* module, const OptimizerSpec& spec) : module_(module), spec_(spec) {}
+  Optimizer(Module* module, const OptimizerSpec& spec, const UpdateRule& rule)
+      : module_(module), spec_(spec), rule_(rule) {}
 
   Module* module_;
   OptimizerSpec spec_;
+  UpdateRule rule_;  // spec_ resolved
   int64_t steps_ = 0;
   absl::flat_hash_map<std::string, DenseState> dense_;
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, RowState>> rows_;

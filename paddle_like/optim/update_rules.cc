@@ -2,74 +2,93 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
+#include <optional>
+#include <vector>
 
-#include <Eigen/Core>
-
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 
 namespace pl {
 
-const char* OptimizerName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSGD: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kAdagrad: return "adagrad";
-    case OptimizerKind::kAdam: return "adam";
-  }
-  return "unknown";
-}
+const char* OptimizerName(OptimizerKind kind) { return kind.name(); }
 
 StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& name) {
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (OptimizerKind k : {OptimizerKind::kSGD, OptimizerKind::kMomentum, OptimizerKind::kAdagrad,
-                          OptimizerKind::kAdam}) {
-    if (lower == OptimizerName(k)) return k;
+  auto def = FindOptimizer(lower);
+  if (!def.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "' (known: ",
+                                                   absl::StrJoin(OptimizerNames(), ", "), ")"));
   }
-  return absl::InvalidArgumentError("unknown optimizer '" + name +
-                                    "' (known: sgd, momentum, adagrad, adam)");
+  return OptimizerKind((*def)->name.c_str());  // the registry keeps the name for good
 }
 
 std::string OptimizerSpec::ToString() const {
-  return absl::StrFormat("%s(lr=%g, momentum=%g, beta1=%g, beta2=%g, eps=%g, wd=%g)",
-                         OptimizerName(kind), learning_rate, momentum, beta1, beta2, epsilon,
-                         weight_decay);
+  auto rule = ResolveOptimizer(*this, /*check_ranges=*/false);
+  std::vector<std::string> parts = {absl::StrFormat("lr=%g", learning_rate)};
+  if (rule.ok()) {
+    const OptimizerDef& d = rule->def();
+    for (size_t i = 0; i < d.hyper_params.size(); ++i) {
+      parts.push_back(absl::StrFormat("%s=%g", d.hyper_params[i].name, rule->params().hyper[i]));
+    }
+  } else {  // unregistered, or a foreign hyper-parameter: what was set
+    for (const auto& [name, value] : hyper) parts.push_back(absl::StrFormat("%s=%g", name, value));
+  }
+  parts.push_back(absl::StrFormat("wd=%g", weight_decay));
+  return absl::StrCat(kind.name(), "(", absl::StrJoin(parts, ", "), ")");
 }
 
-Status ValidateOptimizerSpec(const OptimizerSpec& s) {
-  auto bad = [](const char* field, float v, const char* want) {
-    return absl::InvalidArgumentError(absl::StrFormat("optimizer %s = %g: must be %s", field, v, want));
-  };
-  if (!(s.learning_rate > 0) || !std::isfinite(s.learning_rate)) return bad("learning_rate", s.learning_rate, "> 0");
-  if (!(s.momentum >= 0 && s.momentum < 1)) return bad("momentum", s.momentum, "in [0, 1)");
-  if (!(s.beta1 >= 0 && s.beta1 < 1)) return bad("beta1", s.beta1, "in [0, 1)");
-  if (!(s.beta2 >= 0 && s.beta2 < 1)) return bad("beta2", s.beta2, "in [0, 1)");
-  if (!(s.epsilon > 0)) return bad("epsilon", s.epsilon, "> 0");
-  if (!(s.initial_accumulator >= 0)) return bad("initial_accumulator", s.initial_accumulator, ">= 0");
-  if (!(s.weight_decay >= 0)) return bad("weight_decay", s.weight_decay, ">= 0");
+Status ParseHyperParams(const std::string& text, OptimizerSpec* spec) {
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    const absl::string_view name = absl::StripAsciiWhitespace(kv.first);
+    float value = 0;
+    if (name.empty() || !absl::SimpleAtof(absl::StripAsciiWhitespace(kv.second), &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer argument '", entry, "' is not name=number (e.g. beta2=0.99)"));
+    }
+    spec->hyper[std::string(name)] = value;
+  }
   return absl::OkStatus();
 }
 
+Status ValidateOptimizerSpec(const OptimizerSpec& spec) { return UpdateRule::Create(spec).status(); }
+
 int NumSlots(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSGD: return 0;
-    case OptimizerKind::kMomentum: return 1;
-    case OptimizerKind::kAdagrad: return 1;
-    case OptimizerKind::kAdam: return 2;
-  }
-  return 0;
+  auto def = FindOptimizer(kind.name());
+  return def.ok() ? static_cast<int>((*def)->slots.size()) : 0;
 }
+
+namespace {
+
+// The functions below resolve their spec on every call, and the parameter server calls
+// them once per sparse row with the same spec: each thread keeps its last resolution
+// (a spec compares equal field by field far faster than it resolves).
+const UpdateRule* Resolved(const OptimizerSpec& s) {
+  thread_local OptimizerSpec last;
+  thread_local std::optional<UpdateRule> rule;
+  if (rule.has_value() && s.kind == last.kind && s.learning_rate == last.learning_rate &&
+      s.weight_decay == last.weight_decay && s.hyper == last.hyper) {
+    return &*rule;
+  }
+  auto fresh = ResolveOptimizer(s, /*check_ranges=*/false);
+  if (!fresh.ok()) return nullptr;
+  last = s;
+  rule = *fresh;
+  return &*rule;
+}
+
+}  // namespace
 
 void InitSlots(const OptimizerSpec& spec, float* state, int64_t n) {
-  const int64_t total = NumSlots(spec.kind) * n;
-  const float v = spec.kind == OptimizerKind::kAdagrad ? spec.initial_accumulator : 0.0f;
-  std::fill(state, state + total, v);
+  if (const UpdateRule* rule = Resolved(spec)) rule->InitSlots(state, n);
 }
 
-// Written over Eigen arrays so every rule vectorises (a scalar loop with std::sqrt
-// does not, since sqrt may set errno): the optimizer step is on every trainer's and
-// every pserver's hot path.
 void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float* state, int64_t n,
                  int64_t step) {
   ApplyUpdate(s, param, grad, state, n, step, n);
@@ -77,60 +96,7 @@ void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float*
 
 void ApplyUpdate(const OptimizerSpec& s, float* param, const float* grad, float* state, int64_t n,
                  int64_t step, int64_t state_stride) {
-  using Arr = Eigen::Map<Eigen::ArrayXf>;
-  using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
-  Arr p(param, n);
-  ConstArr g(grad, n);
-  const float lr = s.learning_rate, wd = s.weight_decay;
-  switch (s.kind) {
-    case OptimizerKind::kSGD:
-      if (wd == 0.0f) {
-        p -= lr * g;
-      } else {
-        p -= lr * (g + wd * p);
-      }
-      break;
-    case OptimizerKind::kMomentum: {
-      Arr v(state, n);
-      if (wd == 0.0f) {
-        v = s.momentum * v + g;
-      } else {
-        v = s.momentum * v + (g + wd * p);
-      }
-      p -= lr * v;
-      break;
-    }
-    case OptimizerKind::kAdagrad: {
-      Arr a(state, n);
-      if (wd == 0.0f) {
-        a += g.square();
-        p -= lr * g / (a.sqrt() + s.epsilon);
-      } else {
-        const Eigen::ArrayXf gi = g + wd * p;
-        a += gi.square();
-        p -= lr * gi / (a.sqrt() + s.epsilon);
-      }
-      break;
-    }
-    case OptimizerKind::kAdam: {
-      Arr m(state, n);
-      Arr v(state + state_stride, n);
-      const double t = static_cast<double>(std::max<int64_t>(step, 1));
-      const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta1, t)));
-      const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(s.beta2, t)));
-      const float b1 = s.beta1, b2 = s.beta2;
-      if (wd == 0.0f) {
-        m = b1 * m + (1 - b1) * g;
-        v = b2 * v + (1 - b2) * g.square();
-      } else {
-        const Eigen::ArrayXf gi = g + wd * p;
-        m = b1 * m + (1 - b1) * gi;
-        v = b2 * v + (1 - b2) * gi.square();
-      }
-      p -= lr * (m * c1) / ((v * c2).sqrt() + s.epsilon);
-      break;
-    }
-  }
+  if (const UpdateRule* rule = Resolved(s)) rule->Apply(param, grad, state, n, step, state_stride);
 }
 
 }  // namespace pl

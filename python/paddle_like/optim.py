@@ -24,9 +24,10 @@ __all__ = ["Optimizer", "SGD", "Momentum", "Adagrad", "Adam", "spec"]
 
 def spec(kind, lr, **kwargs):
     """An optimizer description (for paddle_like.distributed, where the update runs on
-    the parameter servers): kind "sgd", "momentum", "adagrad" or "adam"; kwargs
-    momentum, beta1, beta2, eps, initial_accumulator, weight_decay. ValueError when a
-    value is out of range."""
+    the parameter servers): kind a registered optimizer (_C.optimizer_names(): "sgd",
+    "momentum", "adagrad", "adam", ...); kwargs weight_decay and the kind's
+    hyper-parameters by name (momentum, beta1, beta2, eps, initial_accumulator, ...;
+    those of other kinds are ignored). ValueError when a value is out of range."""
     return _C.OptimizerSpec(kind, float(lr), **kwargs)
 
 
@@ -52,10 +53,17 @@ def _module_of(params):
     return owner
 
 
-# Each optimizer kind's state slots, named as torch names them, in the order of
-# paddle_like/optim/update_rules.h.
-_SLOTS = {"sgd": (), "momentum": ("momentum_buffer",), "adagrad": ("sum",),
-          "adam": ("exp_avg", "exp_avg_sq")}
+# The built-ins' state slots, named as torch names them, in the order of their
+# definitions (paddle_like/optim/optimizer_registry.h); any other optimizer's slots keep
+# their registered names.
+_TORCH_SLOTS = {"sgd": (), "momentum": ("momentum_buffer",), "adagrad": ("sum",),
+                "adam": ("exp_avg", "exp_avg_sq")}
+
+
+def _slots(kind):
+    if kind in _TORCH_SLOTS:
+        return _TORCH_SLOTS[kind]
+    return tuple(_C.optimizer_slots(kind))
 
 
 def _require(entry, keys, what):
@@ -137,7 +145,7 @@ class Optimizer:
         SGD none. Only parameters (and embedding rows) updated at least once have
         state. The arrays are copies."""
         spec_, steps, dense, rows = self._impl._export_state()
-        slots = _SLOTS[spec_.kind]
+        slots = _slots(spec_.kind)
         state = {}
         for name, step, values in dense:
             state[name] = {"step": step, **dict(zip(slots, values))}
@@ -175,7 +183,7 @@ class Optimizer:
                      beta2=float(b2), eps=float(group["eps"]),
                      initial_accumulator=float(group["initial_accumulator_value"]),
                      weight_decay=float(group["weight_decay"]))
-        slots = _SLOTS[kind]
+        slots = _slots(kind)
         dense, rows = [], []
         for name, entry in state_dict["state"].items():
             sparse = "ids" in entry

@@ -1,6 +1,9 @@
 // Optimizers (paddle_like/optim) and safetensors files (paddle_like/io) for Python.
 #include <sys/stat.h>
 
+#include <map>
+#include <string>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -39,6 +42,27 @@ std::vector<Tensor> SlotTensors(const py::list& slots, const std::string& name) 
   return out;
 }
 
+// Python's name "eps" is the registry's "epsilon".
+std::string HyperName(const std::string& name) { return name == "eps" ? "epsilon" : name; }
+
+// A hyper-parameter named `name` of any registered optimizer, or nullptr.
+const HyperParam* DefaultOfAny(const std::string& name) {
+  for (const std::string& kind : OptimizerNames()) {
+    const OptimizerDef* def = *FindOptimizer(kind);
+    if (int i = def->HyperIndex(name); i >= 0) return &def->hyper_params[i];
+  }
+  return nullptr;
+}
+
+std::map<std::string, float> ResolvedHyper(const OptimizerSpec& s) {
+  const UpdateRule rule = ValueOrThrow(UpdateRule::Create(s));
+  std::map<std::string, float> out;
+  for (size_t i = 0; i < rule.def().hyper_params.size(); ++i) {
+    out[rule.def().hyper_params[i].name] = rule.params().hyper[i];
+  }
+  return out;
+}
+
 void RequireFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -50,31 +74,48 @@ void RequireFile(const std::string& path) {
 
 void RegisterOptim(py::module_& m) {
   py::class_<OptimizerSpec>(m, "OptimizerSpec")
-      .def(py::init([](const std::string& kind, float lr, float momentum, float beta1, float beta2,
-                       float eps, float initial_accumulator, float weight_decay) {
+      .def(py::init([](const std::string& kind, float lr, float weight_decay, const py::kwargs& kwargs) {
              OptimizerSpec spec;
              spec.kind = ValueOrThrow(ParseOptimizerKind(kind));
              spec.learning_rate = lr;
-             spec.momentum = momentum;
-             spec.beta1 = beta1;
-             spec.beta2 = beta2;
-             spec.epsilon = eps;
-             spec.initial_accumulator = initial_accumulator;
              spec.weight_decay = weight_decay;
+             const OptimizerDef& def = *ValueOrThrow(FindOptimizer(spec.kind.name()));
+             for (const auto& [key, value] : kwargs) {
+               const std::string name = HyperName(py::cast<std::string>(key));
+               if (def.HyperIndex(name) >= 0) {
+                 spec.Set(name, py::cast<float>(value));
+               } else if (DefaultOfAny(name) == nullptr) {
+                 throw py::value_error(absl::StrCat("optimizer ", def.name, " has no hyper-parameter '", name,
+                                                    "' (and no registered optimizer has one)"));
+               }  // else another optimizer's: ignored, so one call can describe any kind
+             }
              ThrowIfError(ValidateOptimizerSpec(spec));
              return spec;
            }),
-           "kind"_a, "lr"_a, "momentum"_a = 0.9f, "beta1"_a = 0.9f, "beta2"_a = 0.999f, "eps"_a = 1e-8f,
-           "initial_accumulator"_a = 0.1f, "weight_decay"_a = 0.0f)
+           "kind"_a, "lr"_a, "weight_decay"_a = 0.0f,
+           "kind: a registered optimizer (optimizer_names()); kwargs: its hyper-parameters by name "
+           "(eps for epsilon); those of other optimizers are ignored.")
       .def_property_readonly("kind", [](const OptimizerSpec& s) { return std::string(OptimizerName(s.kind)); })
       .def_readonly("lr", &OptimizerSpec::learning_rate)
-      .def_readonly("momentum", &OptimizerSpec::momentum)
-      .def_readonly("beta1", &OptimizerSpec::beta1)
-      .def_readonly("beta2", &OptimizerSpec::beta2)
-      .def_readonly("eps", &OptimizerSpec::epsilon)
-      .def_readonly("initial_accumulator", &OptimizerSpec::initial_accumulator)
       .def_readonly("weight_decay", &OptimizerSpec::weight_decay)
+      .def_property_readonly("hyper", [](const OptimizerSpec& s) { return ResolvedHyper(s); },
+                             "{name: value} of the kind's hyper-parameters, defaults included")
+      .def("__getattr__", [](const OptimizerSpec& s, const std::string& attr) -> float {
+             // momentum, beta1, eps, ...: the kind's value, or for a hyper-parameter the
+             // kind lacks, the default of a registered optimizer that has it (torch-style
+             // param_groups list every field).
+             const std::string name = HyperName(attr);
+             const std::map<std::string, float> hyper = ResolvedHyper(s);
+             if (auto it = hyper.find(name); it != hyper.end()) return it->second;
+             if (const HyperParam* h = DefaultOfAny(name)) return h->default_value;
+             throw py::attribute_error(absl::StrCat("OptimizerSpec has no attribute '", attr, "'"));
+           })
       .def("__repr__", &OptimizerSpec::ToString);
+
+  m.def("optimizer_names", &OptimizerNames, "The registered optimizers, sorted.");
+  m.def("optimizer_slots", [](const std::string& kind) {
+    return ValueOrThrow(FindOptimizer(ValueOrThrow(ParseOptimizerKind(kind)).name()))->slots;
+  }, "kind"_a, "The names of an optimizer's state slots, in state order.");
 
   py::class_<BoundOptimizer>(m, "Optimizer")
       .def(py::init([](std::shared_ptr<Module> module, const OptimizerSpec& spec) {

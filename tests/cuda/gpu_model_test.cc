@@ -64,7 +64,7 @@ TEST(GpuModel, OneStepMatchesCpuLossGradientsAndAdamUpdate) {
   spec.learning_rate = 0.01f;
   // Adam's first step is lr * g / (|g| + eps): a larger eps keeps float-rounding
   // differences in near-zero gradients from being amplified into the comparison.
-  spec.epsilon = 1e-3f;
+  spec.Set("epsilon", 1e-3f);
 
   const std::vector<Tensor> p0 = Snapshot(*model, false);
   model->Train(true);

@@ -30,7 +30,7 @@ TEST(UpdateRulesTest, SgdTwoSteps) {
 
 TEST(UpdateRulesTest, MomentumTwoSteps) {
   auto s = Spec(OptimizerKind::kMomentum, 0.1f);
-  s.momentum = 0.9f;
+  s.Set("momentum", 0.9f);
   float p[1] = {1.0f}, v[1];
   InitSlots(s, v, 1);
   const float g[1] = {1.0f};
@@ -43,8 +43,8 @@ TEST(UpdateRulesTest, MomentumTwoSteps) {
 
 TEST(UpdateRulesTest, AdagradTwoSteps) {
   auto s = Spec(OptimizerKind::kAdagrad, 0.5f);
-  s.initial_accumulator = 0.0f;
-  s.epsilon = 0.0f + 1e-10f;
+  s.Set("initial_accumulator", 0.0f);
+  s.Set("epsilon", 0.0f + 1e-10f);
   float p[1] = {1.0f}, a[1];
   InitSlots(s, a, 1);
   const float g[1] = {2.0f};
@@ -70,7 +70,7 @@ TEST(UpdateRulesTest, AdamTwoSteps) {
 
 TEST(UpdateRulesTest, ValidationNamesTheField) {
   auto s = Spec(OptimizerKind::kAdam, 0.1f);
-  s.beta2 = 1.5f;
+  s.Set("beta2", 1.5f);
   Status st = ValidateOptimizerSpec(s);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("beta2"), std::string::npos);
