@@ -74,6 +74,21 @@ run "$bin/pl-bench-ps" $quick
 section "distributed: end-to-end samples/s, recovery, joining"
 run "$bin/pl-bench-dist" --data "$data" $quick
 
+# Root only (network namespaces); the plot needs matplotlib (Debian: python3-matplotlib).
+section "scaling across hosts: trainers x pservers on the multi-host test bed, shaped links"
+if [ -x "$bin/pl-bench-scaling" ]; then
+  rm -f "$build/bench-scaling.csv"  # never plot an older run's points
+  run "$bin/pl-bench-scaling" --data "$data" --csv "$build/bench-scaling.csv" $quick
+  plot_py="${PLOT_PYTHON:-/usr/bin/python3}"
+  if [ -f "$build/bench-scaling.csv" ] && "$plot_py" -c 'import matplotlib' 2>/dev/null; then
+    run "$plot_py" "$here/plot_scaling.py" "$build/bench-scaling.csv" "$build/bench-scaling.png"
+  else
+    echo "plot skipped: no CSV, or no matplotlib for $plot_py"
+  fi
+else
+  echo "skipped: $bin/pl-bench-scaling is not built (it needs tests/netbed and tests/dist configured)"
+fi
+
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -47,7 +47,8 @@ const std::vector<Binary>& Binaries() {
         {"eval_each_epoch", "bool, default false"}, {"log_every_s", "double, default 2"},
         {"lr", "double, default 0.001"},           {"master", "string, default \"\", env PL_MASTER_ADDR"},
         {"model", "string, default \"mlp\""},      {"momentum", "double, default 0.9"},
-        {"optimizer", "string, default \"adam\""}, {"pipeline", "bool, default false"},
+        {"optimizer", "string, default \"adam\""}, {"optimizer_args", "string, default \"\""},
+        {"pipeline", "bool, default false"},
         {"rank", "string, default \"\", env PL_TRAINER_RANK"}, {"save", "string, default \"\""},
         {"seed", "uint64, default 1"},             {"shm", "bool, default true"},
         {"sync", "bool, default false, env PL_SYNC"}, {"test_data", "string, default \"\""},
@@ -127,6 +128,16 @@ const std::vector<Binary>& Binaries() {
       {"pl-bench-dist", false, {"--quick=maybe"}, "--quick",
        {{"data", "string, default \"\""}, {"only", "list, default \"\""}, {"quick", "bool, default false"}}},
       {"pl-bench-gpu", true, {"--tf32=perhaps"}, "--tf32", {{"tf32", "bool, default false"}}},
+      {"pl-bench-scaling", true, {"--reps", "several"}, "--reps",
+       {{"bin_dir", "string, default \"\""},
+        {"csv", "string, default \"\""},
+        {"data", "string, default \"\""},
+        {"pservers", "list, default \"\""},
+        {"quick", "bool, default false"},
+        {"rates_mbit", "list, default \"10000,1000\""},
+        {"reps", "int32, default 0"},
+        {"samples", "int64, default 0"},
+        {"trainers", "list, default \"\""}}},
   };
   return *binaries;
 }

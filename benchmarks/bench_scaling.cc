@@ -1,0 +1,412 @@
+// pl-bench-scaling: how the distributed runtime scales across hosts (issue #12).
+//
+// On the multi-host test bed (tests/netbed/test_bed.h: hosts as network namespaces,
+// each with its own address and /dev/shm, joined by a bridge) the master, every
+// pserver and every trainer run on a host of their own, so all parameter traffic goes
+// over gRPC through the hosts' links. Every link is shaped (tc tbf, each direction) to
+// each rate of --rates_mbit, and for each rate the `mlp` job (async, Adam, batch 64,
+// --threads 1 per trainer, one pass over a subset of Fashion-MNIST) runs with every
+// combination of --trainers x --pservers. Per point, from the trainers' closing lines:
+// aggregate samples/s, per-step computing / exchanging / other ms, and bytes per sample
+// (bytes pulled + pushed ÷ samples); from the pservers' Stats: each one's share of the
+// dense elements.
+//
+// The machine has 2 cores: it cannot show compute scaling (4 trainers share them), so
+// each point is also predicted by a bandwidth model of machines with a core each:
+//   c  = compute ms per step: the smallest a 1-trainer point measured (a trainer alone)
+//   u, d = bytes pushed (up) and pulled (down) per step by one trainer (measured)
+//   k  = steps per task (measured: here 4); R = the link's bytes/s
+//   trainer link   t_t = ((k-1) max(u, d) + u + d) / (k R): the default (overlapped)
+//                  exchange of async training sends a step's push and the next step's
+//                  pull in one PushAndPull, both directions of the link at once, except
+//                  that a task's first pull and its last push go alone
+//   pserver link   t_p = T s max(u, d) / R, s the busiest pserver's share of the dense
+//                  elements: every trainer's step passes through it, pushes in and
+//                  pulls out on the two directions of its link
+//   step           S = max(c + t_t, t_p): a trainer's own compute and exchange add up
+//                  (one after the other: no --pipeline), while the shared pserver link
+//                  serves the other trainers during that compute, so it bounds only as
+//                  a rate
+//   predicted samples/s = T batch / S; predicted exchange ms = S - c
+// The model leaves out the CPU time of the exchange (gRPC serialisation and copies,
+// the pserver's Adam update), and every process here shares the same 2 cores.
+// Each point is reported as measured ÷ predicted, and all of them go to a CSV
+// (benchmarks/plot_scaling.py draws it).
+//
+//   pl-bench-scaling [--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4]
+//                    [--rates_mbit 10000,1000] [--samples N] [--reps N] [--csv FILE] [--bin_dir DIR]
+//
+// Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmarks/bench_util.h"
+#include "tests/dist/cluster.h"
+#include "tests/netbed/test_bed.h"
+
+ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
+ABSL_FLAG(std::string, bin_dir, "",
+          "where pl-master, pl-pserver and pl-trainer are (empty: beside this binary); a copy keeps a "
+          "long run safe from a rebuild");
+ABSL_FLAG(bool, quick, false, "a few points only: 1 and 4 trainers x 1 pserver at each rate, 4096 samples");
+ABSL_FLAG(std::vector<std::string>, trainers, {}, "trainer counts (empty: 1,2,4; --quick: 1,4)");
+ABSL_FLAG(std::vector<std::string>, pservers, {}, "pserver counts (empty: 1,2,4; --quick: 1)");
+ABSL_FLAG(std::vector<std::string>, rates_mbit, (std::vector<std::string>{"10000", "1000"}),
+          "link rates in Mbit/s, every host's link");
+ABSL_FLAG(int64_t, samples, 0, "training samples per point, one pass (0: 8192; --quick: 4096)");
+ABSL_FLAG(int, reps, 0, "runs per point, the fastest kept (0: 3; --quick: 1)");
+ABSL_FLAG(std::string, csv, "", "write every point here (empty: <build>/bench-scaling.csv beside bin/)");
+
+namespace pl::bench {
+namespace {
+
+using dist_testing::Cluster;
+using dist_testing::ClusterOptions;
+using dist_testing::ProcessPlacement;
+using netbed::LinkShape;
+using netbed::TestBed;
+using std::chrono::seconds;
+using Role = ProcessPlacement::Role;
+
+constexpr int kBatch = 64;
+constexpr int kPerChunk = 128;  // 2 chunks a task: 4 full batches
+constexpr int kChunksPerTask = 2;
+
+// Host 0 runs the master, hosts 1..max_pservers the pservers, the rest the trainers.
+class OwnHostPlacement : public ProcessPlacement {
+ public:
+  OwnHostPlacement(TestBed* bed, int max_pservers) : bed_(bed), max_pservers_(max_pservers) {}
+  int HostOf(Role role, int index) const {
+    switch (role) {
+      case Role::kMaster:
+        return 0;
+      case Role::kPserver:
+        return 1 + index;
+      case Role::kTrainer:
+        return 1 + max_pservers_ + index;
+    }
+    return 0;
+  }
+  std::string Address(Role role, int index) const override { return bed_->host(HostOf(role, index)).address(); }
+  StatusOr<std::unique_ptr<ChildProcess>> Spawn(Role role, int index, const std::vector<std::string>& argv,
+                                                const std::string& log, const process::EnvVars& env) override {
+    return bed_->Start(HostOf(role, index), argv, log, env);
+  }
+
+ private:
+  TestBed* bed_;
+  int max_pservers_;
+};
+
+// One point of the grid: what was measured, then what the model predicts.
+struct Point {
+  int rate_mbit = 0, trainers = 0, pservers = 0;
+  int run = 0;  // of the point's repetitions
+  bool ok = false;
+  int64_t samples = 0, steps = 0, tasks = 0;
+  double samples_per_s = 0;                              // all samples ÷ the longest trainer's loop
+  double compute_ms = 0, exchange_ms = 0, other_ms = 0;  // per step, averaged over steps
+  double pulled_per_step = 0, pushed_per_step = 0;       // bytes, one trainer
+  double bytes_per_sample = 0;
+  double busiest_share = 0;  // of the dense elements
+  // The model.
+  double trainer_link_ms = 0, pserver_link_ms = 0, pred_exchange_ms = 0, pred_samples_per_s = 0;
+};
+
+// What one trainer logged at its end; ok is false when a closing line is missing.
+struct TrainerEnd {
+  bool ok = false;
+  int64_t tasks = 0, steps = 0, samples = 0, pulled = 0, pushed = 0;
+  double rate = 0, compute_ms = 0, exchange_ms = 0, other_ms = 0;
+};
+
+TrainerEnd ParseTrainerLog(const std::string& log) {
+  static const std::regex done(R"(job done after (\d+) tasks, (\d+) steps, (\d+) samples \(([\d.]+) samples/s\))");
+  static const std::regex step(
+      R"(per step: ([\d.]+) ms computing, ([\d.]+) ms exchanging parameters, (-?[\d.]+) ms other)");
+  static const std::regex traffic(R"(traffic: .*?(\d+) bytes pulled, (\d+) bytes pushed)");
+  TrainerEnd t;
+  std::smatch m;
+  if (!std::regex_search(log, m, done)) return t;
+  t.tasks = std::stoll(m[1]);
+  t.steps = std::stoll(m[2]);
+  t.samples = std::stoll(m[3]);
+  t.rate = std::stod(m[4]);
+  if (!std::regex_search(log, m, traffic)) return t;
+  t.pulled = std::stoll(m[1]);
+  t.pushed = std::stoll(m[2]);
+  if (t.steps > 0) {  // a trainer that got no task logs no per-step line
+    if (!std::regex_search(log, m, step)) return t;
+    t.compute_ms = std::stod(m[1]);
+    t.exchange_ms = std::stod(m[2]);
+    t.other_ms = std::stod(m[3]);
+  }
+  t.ok = true;
+  return t;
+}
+
+// Runs the job once at the bed's current shape and fills the measured part of `p`.
+// `parent`: a directory of this run, where the point's state and logs go.
+void RunPoint(OwnHostPlacement* placement, const std::string& train, const std::string& parent, Point* p) {
+  const std::string name = absl::StrCat(p->trainers, "x", p->pservers, " @", p->rate_mbit, " Mbit run ", p->run + 1);
+  const std::string dir = absl::StrCat(parent, "/", p->trainers, "x", p->pservers, "-", p->rate_mbit);
+  std::error_code ec;
+  if (!std::filesystem::create_directory(dir, ec)) {
+    std::printf("  %-28s failed: cannot make %s: %s\n", name.c_str(), dir.c_str(), ec.message().c_str());
+    return;
+  }
+  ClusterOptions o;
+  o.data = train;
+  o.num_pservers = p->pservers;
+  o.passes = 1;
+  o.chunks_per_task = kChunksPerTask;
+  o.lease_ms = 30000;  // no failures here; a slow heartbeat on the busy 2 cores must not cost a task
+  o.trainer_args = {"--model",     "mlp",  "--threads", "1",     "--batch_size",  std::to_string(kBatch),
+                    "--optimizer", "adam", "--lr",      "0.001", "--log_every_s", "1000"};
+  o.placement = placement;
+  Cluster cluster(o, dir);
+  auto fail = [&](const std::string& why) {
+    // The first line: the Cluster's errors append every log, which go to the file.
+    std::printf("  %-28s failed: %s\n", name.c_str(), why.substr(0, why.find('\n')).c_str());
+    const std::string keep = absl::StrCat("/tmp/pl-bench-scaling-", p->trainers, "x", p->pservers, "-", p->rate_mbit,
+                                          "-", p->run + 1, ".log");
+    std::ofstream(keep) << cluster.AllLogs();
+    std::printf("  %-28s logs: %s\n", "", keep.c_str());
+  };
+  if (Status s = cluster.Start(p->trainers); !s.ok()) return fail(s.ToString());
+  if (auto done = cluster.WaitForJobDone(seconds(240)); !done.ok()) return fail(done.status().ToString());
+  if (Status s = cluster.WaitForTrainers(seconds(60)); !s.ok()) return fail(s.ToString());
+  int64_t total_dense = 0, max_dense = 0;
+  for (int i = 0; i < p->pservers; ++i) {
+    auto stats = cluster.PserverStats(i);
+    if (!stats.ok()) return fail(stats.status().ToString());
+    total_dense += stats->dense_elements();
+    max_dense = std::max(max_dense, stats->dense_elements());
+  }
+  double longest_s = 0, compute = 0, exchange = 0, other = 0, pulled = 0, pushed = 0;
+  for (int r = 0; r < p->trainers; ++r) {
+    const TrainerEnd t = ParseTrainerLog(cluster.TrainerLog(r));
+    if (!t.ok) return fail(absl::StrCat("trainer ", r, " logged no closing lines"));
+    p->samples += t.samples;
+    p->steps += t.steps;
+    p->tasks += t.tasks;
+    if (t.rate > 0) longest_s = std::max(longest_s, t.samples / t.rate);
+    compute += t.compute_ms * t.steps;
+    exchange += t.exchange_ms * t.steps;
+    other += t.other_ms * t.steps;
+    pulled += t.pulled;
+    pushed += t.pushed;
+  }
+  if (p->steps == 0 || longest_s <= 0 || total_dense == 0) return fail("no steps trained");
+  p->samples_per_s = p->samples / longest_s;
+  p->compute_ms = compute / p->steps;
+  p->exchange_ms = exchange / p->steps;
+  p->other_ms = other / p->steps;
+  p->pulled_per_step = pulled / p->steps;
+  p->pushed_per_step = pushed / p->steps;
+  p->bytes_per_sample = (pulled + pushed) / p->samples;
+  p->busiest_share = static_cast<double>(max_dense) / total_dense;
+  p->ok = true;
+  std::printf(
+      "  %-28s %8.0f samples/s   per step %6.2f ms computing %7.2f ms exchanging %6.2f ms other   "
+      "%7.0f bytes/sample   busiest pserver %.0f%%\n",
+      name.c_str(), p->samples_per_s, p->compute_ms, p->exchange_ms, p->other_ms, p->bytes_per_sample,
+      100 * p->busiest_share);
+  std::fflush(stdout);
+}
+
+// Fills the model's part of every measured point; `compute_ms` is c of the header.
+void Predict(double compute_ms, std::vector<Point>* points) {
+  for (Point& p : *points) {
+    if (!p.ok) continue;
+    const double bytes_per_ms = p.rate_mbit * 1e6 / 8 / 1e3;
+    const double k = static_cast<double>(p.steps) / std::max<int64_t>(p.tasks, 1);
+    const double u = p.pushed_per_step, d = p.pulled_per_step;
+    p.trainer_link_ms = ((k - 1) * std::max(u, d) + u + d) / k / bytes_per_ms;
+    p.pserver_link_ms = p.trainers * p.busiest_share * std::max(u, d) / bytes_per_ms;
+    const double step_ms = std::max(compute_ms + p.trainer_link_ms, p.pserver_link_ms);
+    p.pred_exchange_ms = step_ms - compute_ms;
+    p.pred_samples_per_s = p.trainers * kBatch / (step_ms / 1e3);
+  }
+}
+
+bool WriteCsv(const std::string& path, double compute_ms, const std::vector<Point>& points) {
+  std::ofstream out(path);
+  out << "rate_mbit,trainers,pservers,samples,steps,tasks,samples_per_s,compute_ms,exchange_ms,other_ms,"
+         "bytes_pulled_per_step,bytes_pushed_per_step,bytes_per_sample,busiest_pserver_share,"
+         "model_compute_ms,model_trainer_link_ms,model_pserver_link_ms,model_exchange_ms,model_samples_per_s\n";
+  for (const Point& p : points) {
+    if (!p.ok) continue;
+    out << absl::StrCat(p.rate_mbit, ",", p.trainers, ",", p.pservers, ",", p.samples, ",", p.steps, ",", p.tasks, ",",
+                        absl::StrFormat("%.1f,%.3f,%.3f,%.3f,%.0f,%.0f,%.1f,%.4f,%.3f,%.3f,%.3f,%.3f,%.1f",
+                                        p.samples_per_s, p.compute_ms, p.exchange_ms, p.other_ms, p.pulled_per_step,
+                                        p.pushed_per_step, p.bytes_per_sample, p.busiest_share, compute_ms,
+                                        p.trainer_link_ms, p.pserver_link_ms, p.pred_exchange_ms, p.pred_samples_per_s))
+        << "\n";
+  }
+  return static_cast<bool>(out);
+}
+
+std::vector<int> IntList(const cli::Program& program, const char* flag, const std::vector<std::string>& values) {
+  std::vector<int> out;
+  for (const std::string& v : values) {
+    int n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 1) {
+      cli::ExitWithUsageError(program, absl::StrCat("--", flag, ": '", v, "' is not a positive integer"));
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  const cli::Program program = {
+      "pl-bench-scaling",
+      "[--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4] [--rates_mbit 10000,1000] [--samples N]\n"
+      "                        [--reps N] [--csv FILE] [--bin_dir DIR]",
+      "Samples/s and exchange time of trainers x pservers, each process on a host of the multi-host\n"
+      "test bed with shaped links, against a bandwidth model (see benchmarks/README.md). Needs root."};
+  cli::ParseOrExit(program, argc, argv);
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  std::vector<std::string> t_flag = absl::GetFlag(FLAGS_trainers), p_flag = absl::GetFlag(FLAGS_pservers);
+  if (t_flag.empty()) t_flag = quick ? std::vector<std::string>{"1", "4"} : std::vector<std::string>{"1", "2", "4"};
+  if (p_flag.empty()) p_flag = quick ? std::vector<std::string>{"1"} : std::vector<std::string>{"1", "2", "4"};
+  const std::vector<int> trainers = IntList(program, "trainers", t_flag);
+  const std::vector<int> pservers = IntList(program, "pservers", p_flag);
+  const std::vector<int> rates = IntList(program, "rates_mbit", absl::GetFlag(FLAGS_rates_mbit));
+  int64_t samples = absl::GetFlag(FLAGS_samples);
+  if (samples == 0) samples = quick ? 4096 : 8192;
+  if (samples < kPerChunk) cli::ExitWithUsageError(program, absl::StrCat("--samples: at least ", kPerChunk));
+  int reps = absl::GetFlag(FLAGS_reps);
+  if (reps == 0) reps = quick ? 1 : 3;
+  if (reps < 0) cli::ExitWithUsageError(program, "--reps: must be 1 or more (0: the default)");
+  std::string data = absl::GetFlag(FLAGS_data);
+  if (data.empty()) data = DefaultFashionDir();
+  std::string csv = absl::GetFlag(FLAGS_csv);
+  if (csv.empty()) csv = SelfBinDir() + "/../bench-scaling.csv";
+
+  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (bin_dir.empty()) bin_dir = SelfBinDir();
+
+  std::printf("pl-bench-scaling: load average at start %s; data %s\n", LoadAverage().c_str(), data.c_str());
+  for (const char* b : {"pl-trainer", "pl-master", "pl-pserver"}) {
+    if (!FileExists(bin_dir + "/" + b)) {
+      std::cout << "  skipped: " << bin_dir << "/" << b << " is not built" << std::endl;
+      return 1;
+    }
+  }
+  if (!FileExists(data + "/train.plrec")) {
+    std::cout << "  skipped: no " << data << "/train.plrec (run `make data`)" << std::endl;
+    return 1;
+  }
+  if (Status s = TestBed::CheckSupported(); !s.ok()) {
+    std::cout << "  skipped: the multi-host test bed cannot run here: " << s << std::endl;
+    return 0;
+  }
+  // The Cluster helper finds pl-master, pl-pserver and pl-trainer through PL_BIN_DIR.
+  setenv("PL_BIN_DIR", bin_dir.c_str(), /*overwrite=*/1);
+
+  process::TempDir dir("pl-bench-scaling");
+  if (dir.path().empty()) {
+    std::cout << "  failed to make a temporary directory" << std::endl;
+    return 1;
+  }
+  const std::string train = dir.path() + "/train.plrec";
+  if (auto chunks = dist_testing::WriteSubset(data + "/train.plrec", train, samples, kPerChunk); !chunks.ok()) {
+    std::cout << "  failed to write the subset: " << chunks.status() << std::endl;
+    return 1;
+  }
+  for (int rep = 0; rep < reps; ++rep) std::filesystem::create_directory(absl::StrCat(dir.path(), "/", rep));
+  const int max_t = *std::max_element(trainers.begin(), trainers.end());
+  const int max_p = *std::max_element(pservers.begin(), pservers.end());
+  auto bed = TestBed::Create(1 + max_p + max_t);
+  if (!bed.ok()) {
+    std::cout << "  failed to build the test bed: " << bed.status() << std::endl;
+    return 1;
+  }
+  OwnHostPlacement placement(bed->get(), max_p);
+
+  std::vector<Point> points;
+  for (int rate : rates) {
+    Header(absl::StrCat("mlp, ", samples, " samples, one pass, async, batch ", kBatch,
+                        ", every process on its own host, every link ", rate, " Mbit/s"));
+    for (int h = 0; h < (*bed)->num_hosts(); ++h) {
+      if (Status s = (*bed)->Shape(h, LinkShape{0, 0, rate}); !s.ok()) {
+        std::cout << "  failed to shape host " << h << ": " << s << std::endl;
+        return 1;
+      }
+    }
+    for (int p : pservers) {
+      for (int t : trainers) {
+        // The fastest of `reps` runs: on a shared machine the noise only ever slows.
+        Point best;
+        for (int rep = 0; rep < reps; ++rep) {
+          Point point;
+          point.rate_mbit = rate;
+          point.trainers = t;
+          point.pservers = p;
+          point.run = rep;
+          RunPoint(&placement, train, absl::StrCat(dir.path(), "/", rep), &point);
+          if (point.ok && (!best.ok || point.samples_per_s > best.samples_per_s)) best = point;
+        }
+        points.push_back(best);
+      }
+    }
+  }
+
+  // c: the least contended compute time, a trainer alone on the CPU.
+  double compute_ms = 0;
+  for (bool alone : {true, false}) {
+    for (const Point& p : points) {
+      if (p.ok && (!alone || p.trainers == 1) && (compute_ms == 0 || p.compute_ms < compute_ms)) {
+        compute_ms = p.compute_ms;
+      }
+    }
+    if (compute_ms > 0) break;
+  }
+  if (compute_ms == 0) {
+    std::cout << "  no point finished" << std::endl;
+    return 1;
+  }
+  Predict(compute_ms, &points);
+  Header(
+      absl::StrFormat("measured vs the bandwidth model (compute %.2f ms per step; see the header of "
+                      "benchmarks/bench_scaling.cc)",
+                      compute_ms));
+  for (const Point& p : points) {
+    if (!p.ok) continue;
+    const std::string name = absl::StrCat(p.trainers, "x", p.pservers, " @", p.rate_mbit, " Mbit");
+    ReportLine(name + " samples/s", p.samples_per_s, "samples/s", p.pred_samples_per_s, "samples/s", "model",
+               p.samples_per_s / p.pred_samples_per_s);
+    // The trainer logs a task's first pull (and the task hand-offs) as "other".
+    ReportLine(name + " exchange+other per step", p.exchange_ms + p.other_ms, "ms", p.pred_exchange_ms, "ms",
+               absl::StrFormat("model: link %.2f, pserver link %.2f", p.trainer_link_ms, p.pserver_link_ms),
+               (p.exchange_ms + p.other_ms) / std::max(p.pred_exchange_ms, 1e-9));
+  }
+  if (WriteCsv(csv, compute_ms, points)) {
+    std::printf("\nCSV written to %s (plot: /usr/bin/python3 benchmarks/plot_scaling.py %s OUT.png)\n", csv.c_str(),
+                csv.c_str());
+  } else {
+    std::printf("\nfailed to write %s\n", csv.c_str());
+  }
+  std::printf("load average at end %s\n", LoadAverage().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace pl::bench
+
+int main(int argc, char** argv) { return pl::bench::Main(argc, argv); }
