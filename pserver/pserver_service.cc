@@ -67,30 +67,40 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
 }
 
 template <typename Request, typename Response, typename Handler>
-grpc::ServerUnaryReactor* PserverService::OnHandlerThread(grpc::CallbackServerContext* context,
-                                                          const grpc::ByteBuffer* request,
-                                                          grpc::ByteBuffer* response, Handler handler) {
+grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // gRPC keeps context, request and response until Finish. A parsed frame holds its
   // own references to the received slices, so a deferred push outlives the call.
-  handler_threads_.Run([context, request, response, reactor, handler] {
-    grpc::ByteBuffer in(*request);  // shares the received slices; parsing consumes it
-    Request parsed;
+  auto parsed = std::make_shared<Request>();
+  grpc::ByteBuffer in(*request);  // shares the received slices; parsing consumes it
+  if (grpc::Status s = grpc::SerializationTraits<Request>::Deserialize(&in, parsed.get()); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  auto run = [context, response, reactor, handler, parsed] {
     Response reply;
-    grpc::Status s = grpc::SerializationTraits<Request>::Deserialize(&in, &parsed);
-    if (s.ok()) s = handler(*context, parsed, &reply);
+    grpc::Status s = handler(*context, *parsed, &reply);
     if (s.ok()) {
       bool own_buffer;
       s = grpc::SerializationTraits<Response>::Serialize(reply, response, &own_buffer);
     }
     reactor->Finish(s);
-  });
+  };
+  // A sync shard's Pull waits for the other trainers' pushes (and a push may wait at the
+  // barrier): on gRPC's threads that could starve the calls it waits for. An async
+  // shard's calls wait on nothing but locks (a deferred push on its bounded queue).
+  if (shard_->sync()) {
+    handler_threads_.Run(std::move(run));
+  } else {
+    run();
+  }
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PserverService::Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
-  return OnHandlerThread<proto::PullRequest, PullFrame>(
+  return Serve<proto::PullRequest, PullFrame>(
       context, request, response,
       [this](const grpc::ServerContextBase& c, const proto::PullRequest& r, PullFrame* out) {
         return HandlePull(c, r, out);
@@ -99,7 +109,7 @@ grpc::ServerUnaryReactor* PserverService::Pull(grpc::CallbackServerContext* cont
 
 grpc::ServerUnaryReactor* PserverService::Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
-  return OnHandlerThread<PushFrame, proto::PushResponse>(
+  return Serve<PushFrame, proto::PushResponse>(
       context, request, response,
       [this](const grpc::ServerContextBase& c, PushFrame& frame, proto::PushResponse* out) {
         return HandlePush(c, std::move(frame), out);

@@ -7,8 +7,9 @@
 // It is the generated Service (so every RPC of the proto is known at compile time)
 // with Push and Pull taken as raw bytes (WithRawCallbackMethod_*): they read and write
 // their dense payloads as DenseFrames (no protobuf copy of the tensors); the bytes on
-// the wire are the same, so generated stubs still work. Their handlers run on
-// HandlerThreads, since a sync-mode Pull blocks until the step is complete.
+// the wire are the same, so generated stubs still work. A sync shard's handlers run on
+// HandlerThreads, since a sync-mode Pull blocks until the step is complete; an async
+// shard's run on gRPC's callback thread (no hop: small calls cost ~40 us less).
 //
 // Thread-safety: thread-safe; gRPC's threads and HandlerThreads call the handlers
 // concurrently.
@@ -67,11 +68,12 @@ class PserverService final : public PserverServiceBase {
   void DropIdleRegions() { regions_.DropIdle(); }
 
  private:
-  // Parses `request` as a Request, runs handler(context, Request&, Response*) on a
-  // handler thread and finishes the call with its status and serialised Response.
+  // Parses `request` as a Request, runs handler(context, Request&, Response*) and
+  // finishes the call with its status and serialised Response: on gRPC's thread when
+  // the call cannot wait on other calls (async shard), else on a handler thread.
   template <typename Request, typename Response, typename Handler>
-  grpc::ServerUnaryReactor* OnHandlerThread(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response, Handler handler);
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response, Handler handler);
   grpc::Status HandlePull(const grpc::ServerContextBase& context, const proto::PullRequest& request,
                           PullFrame* response);
   grpc::Status HandlePush(const grpc::ServerContextBase& context, PushFrame frame, proto::PushResponse* response);

@@ -69,6 +69,7 @@ Status ShardStore::CheckCompatible(const proto::InitRequest& request) const {
 StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
   // Everything is checked before anything is created.
   PL_ASSIGN_OR_RETURN(OptimizerSpec opt, OptimizerFromProto(request.optimizer()));
+  PL_ASSIGN_OR_RETURN(UpdateRule rule, UpdateRule::Create(opt));
   absl::flat_hash_set<std::string> names;
   for (const proto::ParamSpec& spec : request.params()) {
     PL_RETURN_IF_ERROR(ValidateParamSpec(spec));
@@ -83,6 +84,7 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
     PL_RETURN_IF_ERROR(CheckCompatible(request));
   } else {
     optimizer_ = opt;
+    rule_ = rule;
     optimizer_proto_ = request.optimizer();
     seed_ = request.seed();
     sync_ = request.sync();

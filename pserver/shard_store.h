@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -149,6 +150,8 @@ class ShardStore {
   mutable absl::Mutex mu_;
   uint64_t seed_ ABSL_GUARDED_BY(mu_) = 0;
   OptimizerSpec optimizer_ ABSL_GUARDED_BY(mu_);
+  // optimizer_ resolved once (set with it): applying a push looks nothing up per block.
+  std::optional<UpdateRule> rule_ ABSL_GUARDED_BY(mu_);
   proto::OptimizerConfig optimizer_proto_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<DenseParam>> dense_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<SparseTable>> sparse_ ABSL_GUARDED_BY(mu_);

@@ -48,6 +48,8 @@ Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
 Status ShardStore::Loader::Configure(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   PL_ASSIGN_OR_RETURN(store_->optimizer_, OptimizerFromProto(optimizer));
+  PL_ASSIGN_OR_RETURN(UpdateRule rule, UpdateRule::Create(store_->optimizer_));
+  store_->rule_ = rule;
   store_->optimizer_proto_ = optimizer;
   store_->seed_ = seed;
   store_->sync_ = sync;

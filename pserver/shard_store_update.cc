@@ -22,7 +22,7 @@ float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id
 
 void ShardStore::Apply(const ResolvedPush& push) {
   absl::ReaderMutexLock l(&mu_);
-  const OptimizerSpec* opt = &optimizer_;  // fixed once initialised; read by the helpers
+  const UpdateRule* rule = &*rule_;  // fixed once initialised; read by the helpers
   int64_t floats = 0;
   for (const ResolvedPush::Dense& d : push.dense) floats += d.block->n;
   ParallelFor(static_cast<int64_t>(push.dense.size()), ThreadsForDense(floats), [&](int64_t i) {
@@ -31,9 +31,9 @@ void ShardStore::Apply(const ResolvedPush& push) {
     absl::MutexLock bl(&blk->mu);
     const int64_t step = ++blk->step;
     float* value = blk->data.get();
-    float* slots = NumSlots(opt->kind) > 0 ? value + blk->n : nullptr;
+    float* slots = rule->num_slots() > 0 ? value + blk->n : nullptr;
     d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
-      ApplyUpdate(*opt, value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+      rule->Apply(value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
       // The gradient chunk is consumed: its place may take the new values.
       if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
     });
@@ -46,7 +46,7 @@ void ShardStore::Apply(const ResolvedPush& push) {
       absl::MutexLock sl(&stripe.mu);
       float* row = FindOrCreateRow(t, &stripe, id);
       const int64_t step = t->GetStep(row) + 1;
-      ApplyUpdate(optimizer_, row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step);
+      rule_->Apply(row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step, t->dim);
       t->SetStep(row, step);
     }
   }
@@ -94,7 +94,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
       if (!blk->has_accum) continue;
       float* g = blk->accum.get();
       for (int64_t i = 0; i < blk->n; ++i) g[i] *= scale;
-      ApplyUpdate(optimizer_, blk->data.get(), g, blk->data.get() + blk->n, blk->n, ++blk->step);
+      rule_->Apply(blk->data.get(), g, blk->data.get() + blk->n, blk->n, ++blk->step, blk->n);
       blk->has_accum = false;
     }
   }
@@ -107,7 +107,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
         float* row = FindOrCreateRow(t.get(), &stripe, id);
         const int64_t step = t->GetStep(row) + 1;
-        ApplyUpdate(optimizer_, row, g, row + t->dim, t->dim, step);
+        rule_->Apply(row, g, row + t->dim, t->dim, step, t->dim);
         t->SetStep(row, step);
       }
       stripe.accum_index.clear();

@@ -237,13 +237,26 @@ TEST_F(MultiHostTest, MasterHostCutOffForTenSecondsAndNothingIsCountedTwice) {
   // The master alone on host 0, so that only the master is cut off.
   constexpr int kM = 0, kP0 = 1, kP1 = 2, kT = 3;
   ASSERT_NO_FATAL_FAILURE(StartOnBed(4, Options(kPasses, kPerTask, kLeaseMs), 2, kM, {kP0, kP1}, {kT}));
-  const int64_t held = WaitUntilRunning(0, 2);
-  ASSERT_GT(held, 0);
+  ASSERT_GT(WaitUntilRunning(0, 2), 0);
+  // Both trainers registered and training before the cut (the counts below rely on it;
+  // on a loaded machine the second can still be starting).
+  ASSERT_GT(WaitForStep(1, 1, seconds(60)), 0) << "trainer 1 never trained before the cut\n" << cluster_->AllLogs();
+  // The task trainer 0 is in now, at its step `next`, with room for 3 more steps in it
+  // (a task is 16 steps: 1000 samples, batch 64); else the next task's turn.
+  int next = 0;
+  int64_t held = -1;
+  for (const auto give_up = Clock::now() + seconds(30); held <= 0 && Clock::now() < give_up;) {
+    next = CountOf(cluster_->TrainerLog(0), "  loss ") + 1;
+    const int64_t task = WaitForStep(0, next, seconds(10));
+    if (task <= 0) break;
+    if (CountOf(cluster_->TrainerLog(0), absl::StrCat("task ", task, "  step ")) <= 12) held = task;
+  }
+  ASSERT_GT(held, 0) << "trainer 0 was never early enough in a task\n" << cluster_->TrainerLog(0);
   ASSERT_TRUE(bed_->CutOff(kM).ok());
   const auto cut = Clock::now();
   // The trainer goes on with the task it holds: the pservers are still reachable.
-  EXPECT_EQ(WaitForStep(0, 6, seconds(5)), held) << "trainer 0 stopped training its task when the master went away\n"
-                                                 << cluster_->TrainerLog(0);
+  EXPECT_EQ(WaitForStep(0, next + 3, seconds(5)), held)
+      << "trainer 0 stopped training its task when the master went away\n" << cluster_->TrainerLog(0);
   // The test cannot reach the master either (a 3 s deadline, within the cut).
   auto during = cluster_->JobStatus();
   EXPECT_FALSE(during.ok()) << "the master answered while its host was cut off";
