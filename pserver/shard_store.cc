@@ -14,8 +14,9 @@ namespace pl::pserver {
 
 Status ShardStore::CheckInitialized() const {
   if (!initialized()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("pserver shard ", index_, " is not initialised: call Init first"));
+    // NOT_FOUND, as for any parameter this shard does not hold: a trainer answers it by
+    // initialising the shard again (a pserver restarted without a checkpoint).
+    return absl::NotFoundError(absl::StrCat("pserver shard ", index_, " holds no parameters: it is not initialised (call Init first)"));
   }
   return absl::OkStatus();
 }

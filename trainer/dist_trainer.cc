@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
+#include "paddle_like/nn/module_file.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"
 #include "paddle_like/client/exchange_strategy.h"
@@ -192,6 +193,15 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, *test, 500));
     result.evaluated = true;
     result.final_metric = r.metric;
+  } else if (job_done && !o.save_path.empty()) {
+    PL_RETURN_IF_ERROR(exchange->PullForEvaluation({}));
+  }
+  if (job_done && !o.save_path.empty()) {
+    // The job's final parameters as the pservers hold them (every push was acknowledged
+    // before the master said JOB_DONE); written atomically, so trainers saving to one
+    // path leave one whole file.
+    PL_RETURN_IF_ERROR(Annotate(SaveModule(o.save_path, model.module()), "--save"));
+    log << "saved the job's final parameters to " << o.save_path << std::endl;
   }
   // After the evaluation's pull, so the totals match what the pservers counted.
   const TrafficCounters traffic = params.counters();

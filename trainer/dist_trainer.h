@@ -25,6 +25,9 @@ struct DistTrainerOptions {
   int64_t batch_size = 64;
   bool sync = false;
   std::string test_path;             // evaluated at JOB_DONE when set
+  // Written at JOB_DONE when set: the job's final parameters pulled from the pservers, as
+  // safetensors (nn/module_file.h); sparse tables hold the rows the evaluation pulled.
+  std::string save_path;
   int64_t test_limit = 0;
   double log_every_s = 2.0;
   double give_up_after_s = 300;      // how long a peer may stay unreachable

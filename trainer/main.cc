@@ -3,9 +3,11 @@
 // joins a distributed job: tasks from the master, parameters on the pservers.
 // Environment fallbacks (read here only): PL_MASTER_ADDR, PL_SYNC, PL_TRAINER_RANK.
 #include <omp.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
@@ -35,7 +37,9 @@ ABSL_FLAG(int64_t, train_limit, 0, "use only the first N training examples (0: a
 ABSL_FLAG(int64_t, test_limit, 0, "evaluate on the first N test examples (0: all)");
 ABSL_FLAG(double, log_every_s, 2.0, "seconds between progress lines");
 ABSL_FLAG(bool, eval_each_epoch, false, "evaluate on the test set after every epoch");
-ABSL_FLAG(std::string, save, "", "write the trained parameters to this .safetensors file");
+ABSL_FLAG(std::string, save, "",
+          "write the trained parameters to this .safetensors file (distributed: the job's final parameters, "
+          "pulled from the pservers at the job's end)");
 ABSL_FLAG(std::string, master, "", "master address host:port; empty: local mode");
 ABSL_FLAG(bool, sync, false, "distributed: synchronous updates (the pservers average each step's gradients)");
 ABSL_FLAG(std::string, rank, "", "distributed: this trainer's rank or name, for its name in logs (trainer-<rank>)");
@@ -111,6 +115,15 @@ int main(int argc, char** argv) {
   const pl::TaskKind task = (*model)->task();
   const char* metric = task == pl::TaskKind::kClassification ? "accuracy" : "auc";
 
+  // A --save that cannot be written fails now, not after the whole job.
+  if (const std::string save = absl::GetFlag(FLAGS_save); !save.empty()) {
+    const std::filesystem::path dir = std::filesystem::absolute(save).parent_path();
+    if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0) {
+      pl::cli::ExitWithUsageError(program, absl::StrCat("--save: cannot write in ", dir.string(),
+                                                        " (not a writable directory)"));
+    }
+  }
+
   const std::string master = absl::GetFlag(FLAGS_master);
   const std::string data = absl::GetFlag(FLAGS_data);
   std::string test_path = absl::GetFlag(FLAGS_test_data);
@@ -133,6 +146,7 @@ int main(int argc, char** argv) {
     d.pipeline = absl::GetFlag(FLAGS_pipeline);
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     d.shared_memory = absl::GetFlag(FLAGS_shm);
+    d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);
     pl::InstallStopSignalHandlers();

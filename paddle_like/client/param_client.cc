@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/client/backoff.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/dist/shared_region.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
@@ -83,7 +84,11 @@ Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>
       // (deterministically, so every trainer agrees) and try again.
       reinitialised = true;
       Status init = InitShard(shard);
-      if (init.ok()) continue;
+      if (init.ok()) {
+        log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") had no parameters (", s.message(),
+                                  "): initialised it again from the seed; what it had learned is lost"));
+        continue;
+      }
       s = init;
     }
     if (!rpc::IsRetryable(s) || backoff.Expired() || (stop_ && stop_->load())) {

@@ -328,10 +328,12 @@ TEST_F(DistFaultTest, KilledMasterResumesFromItsStateAndNoTaskIsLost) {
   constexpr int kPasses = 2, kPerTask = 2, kTasks = kChunks / kPerTask;
   // The lease (the master restarts it in full) outlasts a reconnect on a loaded machine.
   ASSERT_NO_FATAL_FAILURE(StartCluster(Options(kPasses, kPerTask, 15000), 2));
+  // The events the checks below rely on: both trainers registered with the first
+  // incarnation (on a loaded machine one can still be starting) and tasks were done.
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
         auto s = cluster_->JobStatus();
-        return s.ok() && s->done() >= 3;
+        return s.ok() && s->done() >= 3 && s->live_trainers() == 2;
       },
       seconds(30)))
       << cluster_->AllLogs();
