@@ -300,6 +300,7 @@ int Main(int argc, char** argv) {
 
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = SelfBinDir();
+  bin_dir = std::filesystem::absolute(bin_dir).string();  // the hosts' processes start elsewhere
 
   std::printf("pl-bench-scaling: load average at start %s; data %s\n", LoadAverage().c_str(), data.c_str());
   for (const char* b : {"pl-trainer", "pl-master", "pl-pserver"}) {

@@ -1,7 +1,10 @@
 // Where each piece of a parameter lives among P parameter servers. Dense parameters
-// are cut into blocks of `block_size` elements; block b of parameter p lives on
-// shard hash(p, b) mod P. Row r of a sparse table lives on shard hash(r) mod P.
-// Pure functions: trainers and pservers compute the same placement independently.
+// are cut into blocks of `block_size` elements; block b of parameter p lives on shard
+// (hash(p) + b) mod P: a parameter's blocks go round the pservers from a start its name
+// picks, so a big matrix spreads evenly (a hash per block left 73% of the mlp on one of
+// 2 pservers and 61% on one of 4, pl-bench-scaling). Row r of a sparse table lives on
+// shard hash(r) mod P. Pure functions: trainers and pservers compute the same placement
+// independently.
 #ifndef PADDLE_LIKE_DIST_SHARDING_H_
 #define PADDLE_LIKE_DIST_SHARDING_H_
 
@@ -21,8 +24,8 @@ inline int64_t NumBlocks(int64_t numel, int64_t block_size) {
 }
 
 inline int ShardOfDenseBlock(absl::string_view param, int64_t block, int num_shards) {
-  return static_cast<int>(MixSeed(NameHash(param), static_cast<uint64_t>(block)) %
-                          static_cast<uint64_t>(num_shards));
+  const uint64_t start = NameHash(param) % static_cast<uint64_t>(num_shards);
+  return static_cast<int>((start + static_cast<uint64_t>(block)) % static_cast<uint64_t>(num_shards));
 }
 
 inline int ShardOfRow(int64_t row, int num_shards) {

@@ -20,7 +20,9 @@
 
 namespace pl::rpc {
 
-inline constexpr int kProtocolVersion = 1;
+// Raised whenever processes of two builds would misunderstand each other: 2 places dense
+// blocks round the pservers (dist/sharding.h) and names optimizers on the wire.
+inline constexpr int kProtocolVersion = 2;
 inline constexpr char kProtocolKey[] = "pl-protocol-version";
 // Largest message either side accepts; a larger one is refused with RESOURCE_EXHAUSTED.
 inline constexpr int kDefaultMaxMessageBytes = 256 << 20;

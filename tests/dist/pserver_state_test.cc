@@ -31,8 +31,11 @@ TEST_F(PserverStateTest, PserverKilledBeforeAnyCheckpointIsInitialisedAgainAndTh
   ClusterOptions o = Options(kPasses, kPerTask, 5000);
   o.checkpoint_every_s = 0;
   ASSERT_NO_FATAL_FAILURE(StartCluster(o, 2));
-  // The event: pserver 1 held trained parameters when it died (trainer 0 had pushed).
+  // The events: pserver 1 held trained parameters when it died, and both trainers had
+  // connected (a trainer connecting later initialises the empty pserver at its start,
+  // which is not the recovery under test).
   ASSERT_GT(WaitForStep(0, 3, seconds(60)), 0) << cluster_->AllLogs();
+  ASSERT_GT(WaitForStep(1, 1, seconds(60)), 0) << cluster_->AllLogs();
   ASSERT_TRUE(cluster_->KillPserver(1).ok());
   auto mid = cluster_->JobStatus();
   ASSERT_TRUE(mid.ok()) << mid.status();

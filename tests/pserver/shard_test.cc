@@ -1,8 +1,11 @@
 // ParameterShard in process: init, async updates, sparse rows, malformed pushes.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle_like/nn/linear.h"
@@ -14,6 +17,28 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace ::pl::pserver::testing;
+
+// Placement (paddle_like/dist/sharding.h): a parameter's blocks go round the pservers,
+// so a big matrix loads each within one block of the others.
+TEST(Sharding, ABigParametersBlocksGoRoundThePserversEvenly) {
+  for (const int P : {1, 2, 3, 4, 7}) {
+    for (const char* name : {"fc1.weight", "fc2.weight", "w"}) {
+      std::vector<int> blocks_on(P, 0);
+      const int first = ShardOfDenseBlock(name, 0, P);
+      for (int b = 0; b < 23; ++b) {
+        const int shard = ShardOfDenseBlock(name, b, P);
+        ASSERT_EQ(shard, (first + b) % P) << name << " block " << b << " of " << P << " pservers";
+        ++blocks_on[shard];
+      }
+      const auto [least, most] = std::minmax_element(blocks_on.begin(), blocks_on.end());
+      EXPECT_LE(*most - *least, 1) << name << " over " << P << " pservers";
+    }
+  }
+  // The start depends on the name, so small parameters do not all crowd onto pserver 0.
+  std::set<int> starts;
+  for (int i = 0; i < 16; ++i) starts.insert(ShardOfDenseBlock(absl::StrCat("bias", i), 0, 4));
+  EXPECT_GE(starts.size(), 3u);
+}
 
 TEST(ShardInit, ValuesEqualALocalModuleDrawAndInitIsIdempotent) {
   Linear linear(5, 7);
