@@ -93,11 +93,13 @@ class DistributedTrainer:
       (default: every table gets the batch's distinct ids).
     metric: "accuracy" or "auc" for the final evaluation on `test` (a record file).
     seed: must match across the job's trainers (the pservers initialise from it).
+    save: a .safetensors path: at the job's end, the final parameters pulled from the
+      pservers are written there (paddle_like.save); checked writable at construction.
     """
 
     def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",
                  sparse_inputs=None, test=None, test_limit=None, metric=None, master=None, sync=None,
-                 seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None):
+                 seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None, save=None):
         self.model, self.loss_fn = model, loss_fn
         if model._cpp is None:
             raise ValueError(f"{type(model).__name__} has no parameters to train")
@@ -117,6 +119,12 @@ class DistributedTrainer:
         self.sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
         self.seed, self.give_up_after_s = int(seed), float(give_up_after_s)
         self.log_every_s, self.progress = log_every_s, progress
+        # A path that cannot be written fails now, not after the whole job.
+        self.save = os.fspath(save) if save is not None else None
+        if self.save is not None:
+            parent = os.path.dirname(os.path.abspath(self.save))
+            if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+                raise ValueError(f"save: cannot write in {parent} (not a writable directory)")
         rank = os.environ.get("PL_TRAINER_RANK")
         self.name = name or (f"trainer-{rank}" if rank is not None else "trainer")
 
@@ -200,6 +208,13 @@ class DistributedTrainer:
         if result.job_done and self.test:
             result.final_metric = self._evaluate(params)
             self._log(f"final test {self.metric}: {result.final_metric:.4f}")
+        elif result.job_done and self.save is not None:
+            params.pull({})
+        if result.job_done and self.save is not None:
+            # The job's final parameters, as pulled from the pservers (safetensors).
+            from .serialization import save as save_file
+            save_file(self.model, self.save)
+            self._log(f"saved the job's final parameters to {self.save}")
         try:
             master.leave()
         except RuntimeError as e:

@@ -65,8 +65,9 @@ def _kill(proc):
 
 
 def test_two_pservers_two_trainers(launcher, subset, tmp_path):
+    saved = tmp_path / "final.safetensors"
     proc = _start(["--pservers", "2", "--trainers", "2", "--data", str(subset / "train.plrec"), "--passes", "2",
-                   _EXAMPLE, "--test", str(subset / "test.plrec")], tmp_path)
+                   _EXAMPLE, "--test", str(subset / "test.plrec"), "--save", str(saved)], tmp_path)
     try:
         out, _ = proc.communicate(timeout=120)
     finally:
@@ -79,6 +80,17 @@ def test_two_pservers_two_trainers(launcher, subset, tmp_path):
     assert accuracies and min(accuracies) > 0.6, out[-4000:]
     # Every trainer shares the pservers' host: its dense tensors go through shared memory.
     assert len(re.findall(r"pserver [01]: dense traffic over shared memory", out)) == 4, out[-4000:]
+    # save=: the final parameters, pulled from the pservers, score what the trainers reported.
+    assert out.count("saved the job's final parameters to") == 2, out[-4000:]
+    sys.path.insert(0, os.path.dirname(_EXAMPLE))
+    from distributed import MLP
+    model = MLP(128)
+    pl.load(model, str(saved))
+    test = pl.data.load_records(subset / "test.plrec")
+    from paddle_like.training import predict
+    logits = predict(model, test.inputs)
+    accuracy = pl._C.count_correct(logits, test.labels) / len(test)
+    assert abs(accuracy - accuracies[0]) < 6e-4, (accuracy, accuracies)
 
 
 # trainer-0 provably holds a task when it stops: it SIGTERMs itself in the middle of its
@@ -149,3 +161,11 @@ def test_launch_module_usage_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "paddle_like.launch", "--pservers", "1", "--trainers", "1",
                         str(tmp_path / "missing.py")], capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode == 2 and ("missing.py" in r.stderr)
+
+
+def test_save_to_an_unwritable_place_fails_before_the_job(tmp_path):
+    from paddle_like import nn
+    model = nn.Linear(4, 2)
+    with pytest.raises(ValueError, match="save: cannot write in .*missing"):
+        pl.distributed.DistributedTrainer(model, nn.CrossEntropyLoss(), master="127.0.0.1:1",
+                                          save=str(tmp_path / "missing" / "final.safetensors"))
