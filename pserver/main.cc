@@ -40,7 +40,9 @@ ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) on
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
 ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
 ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MB, in [1, 2047]");
-ABSL_FLAG(int, threads, 0, "gRPC server threads (0: gRPC's default)");
+ABSL_FLAG(int, threads, 0,
+          "gRPC polling threads for Init, Stats, Checkpoint and Attach (0: gRPC's default); Push and Pull "
+          "run on gRPC's callback threads (async) or a pool of their own (sync)");
 ABSL_FLAG(int, trim_idle_ms, 1000,
           "return freed message buffers to the kernel once traffic has paused this long (0: never)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
