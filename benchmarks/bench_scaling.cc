@@ -55,6 +55,7 @@
 #include "absl/strings/str_format.h"
 #include "benchmarks/bench_util.h"
 #include "tests/dist/cluster.h"
+#include "tests/netbed/bed_placement.h"
 #include "tests/netbed/test_bed.h"
 
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
@@ -75,41 +76,14 @@ namespace {
 
 using dist_testing::Cluster;
 using dist_testing::ClusterOptions;
-using dist_testing::ProcessPlacement;
+using dist_testing::BedPlacement;
 using netbed::LinkShape;
 using netbed::TestBed;
 using std::chrono::seconds;
-using Role = ProcessPlacement::Role;
 
 constexpr int kBatch = 64;
 constexpr int kPerChunk = 128;  // 2 chunks a task: 4 full batches
 constexpr int kChunksPerTask = 2;
-
-// Host 0 runs the master, hosts 1..max_pservers the pservers, the rest the trainers.
-class OwnHostPlacement : public ProcessPlacement {
- public:
-  OwnHostPlacement(TestBed* bed, int max_pservers) : bed_(bed), max_pservers_(max_pservers) {}
-  int HostOf(Role role, int index) const {
-    switch (role) {
-      case Role::kMaster:
-        return 0;
-      case Role::kPserver:
-        return 1 + index;
-      case Role::kTrainer:
-        return 1 + max_pservers_ + index;
-    }
-    return 0;
-  }
-  std::string Address(Role role, int index) const override { return bed_->host(HostOf(role, index)).address(); }
-  StatusOr<std::unique_ptr<ChildProcess>> Spawn(Role role, int index, const std::vector<std::string>& argv,
-                                                const std::string& log, const process::EnvVars& env) override {
-    return bed_->Start(HostOf(role, index), argv, log, env);
-  }
-
- private:
-  TestBed* bed_;
-  int max_pservers_;
-};
 
 // One point of the grid: what was measured, then what the model predicts.
 struct Point {
@@ -160,7 +134,7 @@ TrainerEnd ParseTrainerLog(const std::string& log) {
 
 // Runs the job once at the bed's current shape and fills the measured part of `p`.
 // `parent`: a directory of this run, where the point's state and logs go.
-void RunPoint(OwnHostPlacement* placement, const std::string& train, const std::string& parent, Point* p) {
+void RunPoint(BedPlacement* placement, const std::string& train, const std::string& parent, Point* p) {
   const std::string name = absl::StrCat(p->trainers, "x", p->pservers, " @", p->rate_mbit, " Mbit run ", p->run + 1);
   const std::string dir = absl::StrCat(parent, "/", p->trainers, "x", p->pservers, "-", p->rate_mbit);
   std::error_code ec;
@@ -338,7 +312,10 @@ int Main(int argc, char** argv) {
     std::cout << "  failed to build the test bed: " << bed.status() << std::endl;
     return 1;
   }
-  OwnHostPlacement placement(bed->get(), max_p);
+  // Host 0 runs the master, hosts 1..max_p the pservers, the rest the trainers.
+  BedPlacement placement(bed->get());
+  for (int i = 0; i < max_p; ++i) placement.pserver_hosts.push_back(1 + i);
+  for (int r = 0; r < max_t; ++r) placement.trainer_hosts.push_back(1 + max_p + r);
 
   std::vector<Point> points;
   for (int rate : rates) {

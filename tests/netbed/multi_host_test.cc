@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "tests/dist/cluster.h"
 #include "tests/dist/mlp_job_test.h"
+#include "tests/netbed/bed_job_test.h"
+#include "tests/netbed/bed_placement.h"
 #include "tests/netbed/test_bed.h"
 
 namespace pl::dist_testing {
@@ -31,43 +33,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Role = ProcessPlacement::Role;
 
-// Puts the master, each pserver and each trainer on a host of the bed; a test may move
-// a process (pserver_hosts[i] = h) before it starts it again.
-class BedPlacement : public ProcessPlacement {
- public:
-  explicit BedPlacement(TestBed* bed) : bed_(bed) {}
-  int master_host = 0;
-  std::vector<int> pserver_hosts;
-  std::vector<int> trainer_hosts;  // trainer r runs on trainer_hosts[r % size]
-
-  int HostOf(Role role, int index) const {
-    switch (role) {
-      case Role::kMaster:
-        return master_host;
-      case Role::kPserver:
-        return pserver_hosts.at(index);
-      case Role::kTrainer:
-        return trainer_hosts.at(index % trainer_hosts.size());
-    }
-    return 0;
-  }
-  std::string Address(Role role, int index) const override { return bed_->host(HostOf(role, index)).address(); }
-  StatusOr<std::unique_ptr<ChildProcess>> Spawn(Role role, int index, const std::vector<std::string>& argv,
-                                                const std::string& log, const testing::EnvVars& env) override {
-    return bed_->Start(HostOf(role, index), argv, log, env);
-  }
-
- private:
-  TestBed* bed_;
-};
-
-class MultiHostTest : public MlpJobTest {
+class MultiHostTest : public BedJobTest {
  protected:
-  void SetUp() override {
-    Status supported = TestBed::CheckSupported();
-    if (!supported.ok()) GTEST_SKIP() << supported;
-    MlpJobTest::SetUp();
-  }
 
   void TearDown() override {
     MlpJobTest::TearDown();

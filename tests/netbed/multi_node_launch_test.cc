@@ -19,6 +19,7 @@
 #include "proto/master.grpc.pb.h"
 #include "tests/dist/cluster.h"
 #include "tests/dist/mlp_job_test.h"
+#include "tests/netbed/bed_job_test.h"
 #include "tests/netbed/test_bed.h"
 
 namespace pl::dist_testing {
@@ -97,20 +98,15 @@ std::string LastLine(const std::string& text) {
 
 // The job of MlpJobTest (12,000 Fashion-MNIST samples, skipped without the data), run
 // by one pl-launch per host.
-class MultiNodeLaunchTest : public MlpJobTest {
+class MultiNodeLaunchTest : public BedJobTest {
  protected:
-  void SetUp() override {
-    Status supported = TestBed::CheckSupported();
-    if (!supported.ok()) GTEST_SKIP() << supported;
-    MlpJobTest::SetUp();
-  }
 
   // PL_DIST_TEST_LOGS=1 prints every node's output after each test (passing or not).
   void TearDown() override {
     const char* dump = std::getenv("PL_DIST_TEST_LOGS");
     if (nodes_ && dump != nullptr && std::string(dump) == "1") std::cout << nodes_->AllOutput() << std::endl;
     nodes_.reset();
-    MlpJobTest::TearDown();
+    BedJobTest::TearDown();
   }
 
   void MakeBed(int hosts) {
