@@ -89,6 +89,14 @@ else
   echo "skipped: $bin/pl-bench-scaling is not built (it needs tests/netbed and tests/dist configured)"
 fi
 
+# Built only with CUDA; without a GPU it says why and exits 0.
+section "GPU: GEMM and convolution vs peak, cnn GPU vs CPU, the trainer's host round trip, NCCL"
+if [ -x "$bin/pl-bench-gpu" ]; then
+  run "$bin/pl-bench-gpu"
+else
+  echo "skipped: $bin/pl-bench-gpu is not built (no nvcc when the build was configured)"
+fi
+
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -17,6 +17,7 @@ constexpr int64_t kAlignFloats = 64;  // 256-byte aligned parameter views
 StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(Sequential* model, const GpuModelOptions& options) {
   if (model == nullptr) return absl::InvalidArgumentError("GpuModel::Create: null model");
   std::unique_ptr<GpuModel> gpu(new GpuModel(model));
+  gpu->pin_host_buffers_ = options.pin_host_buffers;
   // The layers are checked before any device is touched, so an unsupported model is
   // reported as such on any machine.
   PL_RETURN_IF_ERROR(gpu->BuildNodes());
@@ -237,11 +238,26 @@ Status GpuModel::ZeroGrad() {
   return FromCuda(cudaMemsetAsync(grads_.raw_data(), 0, grads_.bytes(), ctx_->stream()), "GpuModel::ZeroGrad");
 }
 
+const Tensor& GpuModel::HostValue(size_t i) {
+  const Tensor& t = param_slots_[i].host.value();
+  if (pin_host_buffers_) pinned_.Ensure(static_cast<int>(2 * i), t.raw_data(), t.bytes());
+  return t;
+}
+
+const Tensor& GpuModel::HostGrad(size_t i) {
+  const Tensor& t = param_slots_[i].host.MutableGrad();
+  if (pin_host_buffers_) pinned_.Ensure(static_cast<int>(2 * i + 1), t.raw_data(), t.bytes());
+  return t;
+}
+
+// The copies below are queued back to back and waited for once: into page-locked
+// buffers they run as one DMA stream, which is the point of registering them.
 Status GpuModel::CopyGradientsToHost() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (GpuParam& p : param_slots_) {
-    PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.grad, p.host.MutableGrad(), ctx_->stream()), p.name));
+  for (size_t i = 0; i < param_slots_.size(); ++i) {
+    GpuParam& p = param_slots_[i];
+    PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.grad, HostGrad(i), ctx_->stream()), p.name));
   }
   return ctx_->Synchronize();
 }
@@ -249,17 +265,21 @@ Status GpuModel::CopyGradientsToHost() {
 Status GpuModel::CopyParametersToDevice() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (GpuParam& p : param_slots_) {
-    PL_RETURN_IF_ERROR(Annotate(CopyToDevice(p.host.value(), p.value, ctx_->stream()), p.name));
+  for (size_t i = 0; i < param_slots_.size(); ++i) {
+    GpuParam& p = param_slots_[i];
+    PL_RETURN_IF_ERROR(Annotate(CopyToDevice(HostValue(i), p.value, ctx_->stream()), p.name));
   }
+  // Pinned sources are read by the DMA after this returns: wait, so the caller may
+  // overwrite them (the next pull) as soon as it has them back.
   return ctx_->Synchronize();
 }
 
 Status GpuModel::CopyParametersToHost() {
   DeviceGuard guard(device());
   PL_RETURN_IF_ERROR(guard.status());
-  for (GpuParam& p : param_slots_) {
-    PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.value, p.host.value(), ctx_->stream()), p.name));
+  for (size_t i = 0; i < param_slots_.size(); ++i) {
+    GpuParam& p = param_slots_[i];
+    PL_RETURN_IF_ERROR(Annotate(CopyToHost(p.value, HostValue(i), ctx_->stream()), p.name));
   }
   return ctx_->Synchronize();
 }

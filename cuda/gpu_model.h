@@ -8,7 +8,8 @@
 //
 // The CPU module stays the model of record: parameters move host <-> device on demand
 // (CopyParametersToDevice after a pull from the parameter servers,
-// CopyGradientsToHost before a push: one copy per parameter), and Dropout layers keep
+// CopyGradientsToHost before a push: one copy per parameter, from and into the CPU
+// buffers page-locked in place, see host_registration.h), and Dropout layers keep
 // their CPU call counter in step, so the GPU draws the masks a CPU run would.
 //
 // Gradients accumulate over TrainStep calls until ApplyOptimizer (which applies and
@@ -32,6 +33,7 @@
 
 #include "cuda/context.h"
 #include "cuda/gpu_layer.h"
+#include "cuda/host_registration.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
 
@@ -41,6 +43,9 @@ struct GpuModelOptions {
   int device = 0;
   // TF32 tensor cores for GEMMs and convolutions (see ContextOptions::allow_tf32).
   bool allow_tf32 = false;
+  // Page-lock the CPU module's parameter and gradient buffers for the host <-> device
+  // copies (host_registration.h). Off: they stay pageable (slower, no locked memory).
+  bool pin_host_buffers = true;
 };
 
 struct StepResult {
@@ -82,6 +87,8 @@ class GpuModel {
   Status CopyParametersToDevice();
   // Device parameter values -> CPU parameters.
   Status CopyParametersToHost();
+  // Bytes of the CPU module's buffers currently page-locked for these copies.
+  size_t pinned_host_bytes() const { return pinned_.registered_bytes(); }
 
   int device() const { return ctx_->device(); }
   GpuContext& context() { return *ctx_; }
@@ -113,6 +120,9 @@ class GpuModel {
   Status Backward(const std::vector<Tensor>& acts, Tensor grad);
   StatusOr<StepResult> Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad);
   Status CheckBatch(const Tensor& x_host, const Tensor* labels_host) const;
+  // The CPU buffer of slot i's value (grad = false) or gradient, page-locked if it can be.
+  const Tensor& HostValue(size_t i);
+  const Tensor& HostGrad(size_t i);
 
   Sequential* model_;
   std::unique_ptr<GpuContext> ctx_;
@@ -124,6 +134,9 @@ class GpuModel {
   bool opt_initialised_ = false;
   std::string opt_kind_;  // the registered name of the optimizer whose state opt_state_ holds
   int64_t opt_step_ = 0;
+  // Declared last: destroyed first, before anything could free the CPU buffers it locks.
+  HostRegistration pinned_;
+  bool pin_host_buffers_ = true;
 };
 
 }  // namespace pl::cuda

@@ -8,7 +8,12 @@
 //      dropout, fc10 on 28x28 images): forward+backward samples/s with GpuModel
 //      (including the host->device copy of each batch and the loss read-back) and
 //      with the CPU layers, measured in the same run.
-//   4. NCCL all-reduce bus bandwidth across the visible GPUs (skipped with one).
+//   4. The distributed trainer's step (batch 64): TrainStep alone, then with the
+//      parameter upload before it and the gradient download after it (what pl-trainer
+//      does around every push and pull), with the CPU module's buffers pageable and
+//      then page-locked (cudaHostRegister), against one pinned copy of the same bytes
+//      each way (the bus's limit for that round trip).
+//   5. NCCL all-reduce bus bandwidth across the visible GPUs (skipped with one).
 //
 // Peak arithmetic (dense, no sparsity), from cudaDeviceGetAttribute:
 //   FP32 peak = SMs x boost clock x FP32 lanes per SM x 2 (an FMA is 2 flops);
@@ -26,6 +31,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -157,13 +163,17 @@ StatusOr<std::unique_ptr<ExampleModel>> Cnn() {
   return MakeExampleModel("cnn", o);
 }
 
+// A random batch of 28x28 images with labels 0..9 in turn.
+std::pair<Tensor, Tensor> ImageBatch(int64_t batch, uint32_t seed) {
+  std::vector<int64_t> ids(batch);
+  for (int64_t i = 0; i < batch; ++i) ids[i] = i % 10;
+  return {RandomHost({batch, 1, 28, 28}, seed), Tensor::FromIds({batch}, ids)};
+}
+
 Status BenchCnn(bool tf32) {
   std::printf("\n== cnn forward+backward (softmax cross-entropy), samples/s ==\n");
   const int64_t batch = 256;
-  Tensor x = RandomHost({batch, 1, 28, 28}, 7);
-  std::vector<int64_t> ids(batch);
-  for (int64_t i = 0; i < batch; ++i) ids[i] = i % 10;
-  Tensor labels = Tensor::FromIds({batch}, ids);
+  auto [x, labels] = ImageBatch(batch, 7);
 
   PL_ASSIGN_OR_RETURN(std::unique_ptr<ExampleModel> gpu_net, Cnn());
   GpuModelOptions o;
@@ -196,6 +206,58 @@ Status BenchCnn(bool tf32) {
   std::printf("GPU (batch %ld, %s): %10.0f samples/s\n", static_cast<long>(batch), tf32 ? "TF32" : "FP32", gpu_rate);
   std::printf("CPU (batch %ld):       %10.0f samples/s\n", static_cast<long>(cpu_batch), cpu_rate);
   std::printf("GPU / CPU:            %10.1fx\n", gpu_rate / cpu_rate);
+  return absl::OkStatus();
+}
+
+// Section 4: what the host round trip around each distributed step costs.
+Status BenchTrainerStep(bool tf32) {
+  std::printf("\n== the trainer's step with its host round trip (cnn, batch 64, %s), ms ==\n", tf32 ? "TF32" : "FP32");
+  auto [x, labels] = ImageBatch(64, 9);
+  // Two copies of the cnn: one whose CPU buffers GpuModel page-locks (the default),
+  // one left pageable, each timed the same way.
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ExampleModel> net, Cnn());
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ExampleModel> pageable_net, Cnn());
+  GpuModelOptions o;
+  o.allow_tf32 = tf32;
+  PL_ASSIGN_OR_RETURN(auto gpu, GpuModel::Create(AsSequential(*net), o));
+  o.pin_host_buffers = false;
+  PL_ASSIGN_OR_RETURN(auto pageable_gpu, GpuModel::Create(AsSequential(*pageable_net), o));
+  int64_t model_bytes = 0;
+  for (const NamedParameter& np : AsSequential(*net)->NamedParameters()) model_bytes += np.param->var.value().bytes();
+  auto time_ms = [&](const std::function<Status()>& step) -> StatusOr<double> {
+    for (int i = 0; i < 5; ++i) PL_RETURN_IF_ERROR(step());
+    PL_RETURN_IF_ERROR(gpu->context().Synchronize());
+    const int iters = 50;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) PL_RETURN_IF_ERROR(step());
+    PL_RETURN_IF_ERROR(gpu->context().Synchronize());
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+  };
+  auto round_trip = [&](GpuModel& m) -> Status {
+    PL_RETURN_IF_ERROR(m.CopyParametersToDevice());
+    PL_RETURN_IF_ERROR(m.TrainStep(x, labels).status());
+    PL_RETURN_IF_ERROR(m.CopyGradientsToHost());
+    return m.ZeroGrad();
+  };
+  PL_ASSIGN_OR_RETURN(double compute_ms, time_ms([&] { return gpu->TrainStep(x, labels).status(); }));
+  PL_ASSIGN_OR_RETURN(double pageable_ms, time_ms([&] { return round_trip(*pageable_gpu); }));
+  PL_ASSIGN_OR_RETURN(double pinned_ms, time_ms([&] { return round_trip(*gpu); }));
+  // The bus's limit: the model's bytes up and down once each, pinned, one copy each way.
+  PL_ASSIGN_OR_RETURN(Tensor staging, AllocatePinnedHostTensor({model_bytes / 4}, DType::kFloat32));
+  PL_ASSIGN_OR_RETURN(Tensor dev, AllocateDeviceTensor({model_bytes / 4}, DType::kFloat32, gpu->device()));
+  PL_ASSIGN_OR_RETURN(double bus_ms, time_ms([&]() -> Status {
+    PL_RETURN_IF_ERROR(CopyToDevice(staging, dev, gpu->context().stream()));
+    PL_RETURN_IF_ERROR(CopyToHost(dev, staging, gpu->context().stream()));
+    return gpu->context().Synchronize();
+  }));
+  std::printf("model: %.1f MB of parameters (and as many of gradients)\n", model_bytes / 1e6);
+  std::printf("%-48s %8.3f\n", "TrainStep alone", compute_ms);
+  std::printf("%-48s %8.3f  (%.1fx TrainStep)\n", "upload + TrainStep + download, pageable buffers", pageable_ms,
+              pageable_ms / compute_ms);
+  std::printf("%-48s %8.3f  (%.1fx TrainStep; %.1f MB page-locked)\n", "upload + TrainStep + download, registered buffers",
+              pinned_ms, pinned_ms / compute_ms, gpu->pinned_host_bytes() / 1e6);
+  std::printf("%-48s %8.3f  (%.1f GB/s)\n", "bus limit: one pinned copy up + one down", bus_ms,
+              2 * model_bytes / (bus_ms * 1e-3) / 1e9);
   return absl::OkStatus();
 }
 
@@ -259,7 +321,7 @@ int Main(int argc, char** argv) {
               peak.fp32_tflops, peak.tf32_tflops);
   for (const auto& section : std::vector<std::function<Status()>>{
            [&] { return BenchGemm(peak); }, [&] { return BenchConv(tf32); }, [&] { return BenchCnn(tf32); },
-           [&] { return BenchNccl(*gpus); }}) {
+           [&] { return BenchTrainerStep(tf32); }, [&] { return BenchNccl(*gpus); }}) {
     Status s = section();
     if (!s.ok()) {
       std::fprintf(stderr, "pl-bench-gpu: %s\n", std::string(s.message()).c_str());
