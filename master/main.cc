@@ -34,6 +34,8 @@ ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
 ABSL_FLAG(int64_t, lease_ms, 3000, "a task's lease: a trainer silent this long loses it (>= 1)");
+ABSL_FLAG(int64_t, pserver_lease_ms, 1000,
+          "replicated shards: a replica silent this long leaves its shard, a lost primary's backup takes over (>= 1)");
 ABSL_FLAG(int, max_failures, 3, "times a task may fail before it is dropped (>= 1)");
 ABSL_FLAG(int, num_pservers, 1, "pservers the job waits for (>= 0)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the task order");
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
                                    pl::cli::CheckAtLeast<int64_t>("lease_ms", absl::GetFlag(FLAGS_lease_ms), 1),
+                                 pl::cli::CheckAtLeast<int64_t>("pserver_lease_ms", absl::GetFlag(FLAGS_pserver_lease_ms), 1),
                                    pl::cli::CheckAtLeast("max_failures", absl::GetFlag(FLAGS_max_failures), 1),
                                    pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0),
                                    pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1)});
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  options.pserver_lease_ms = absl::GetFlag(FLAGS_pserver_lease_ms);
   const std::string data = absl::GetFlag(FLAGS_data);
   auto chunks = [&data]() -> pl::StatusOr<std::vector<pl::ChunkInfo>> {
     if (data.empty()) return absl::InvalidArgumentError("no job to resume and no data: pass --data DIR_OR_FILE");

@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
   MembershipOptions mopts;
   mopts.lease_ms = options.lease_ms;
   mopts.num_pservers = options.num_pservers;
+  mopts.pserver_lease_ms = options.pserver_lease_ms;
   PL_ASSIGN_OR_RETURN(Membership membership, Membership::Create(mopts, options.now_ms));
   std::unique_ptr<Master> m(new Master(options, store, std::move(queue), std::move(membership)));
   {
@@ -115,6 +116,7 @@ void Master::ExpireLocked() {
   }
   int expired = queue_.ExpireLeases();
   if (expired > 0) Log(absl::StrCat(expired, " task lease(s) expired"));
+  membership_.ExpireReplicas([this](const std::string& line) { Log(line); });
 }
 
 proto::MasterState Master::SnapshotLocked() const {
@@ -181,6 +183,13 @@ StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::Re
 StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::RegisterPserverRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
+  if (req.replica_id() != 0) {
+    proto::RegisterPserverResponse resp;
+    PL_RETURN_IF_ERROR(membership_.HeartbeatReplica(req, &resp, [this](const std::string& line) { Log(line); }));
+    PL_RETURN_IF_ERROR(CommitLocked());
+    resp.set_num_pservers(membership_.num_pservers());
+    return resp;
+  }
   const int64_t before = membership_.pserver_generation(req.index());
   PL_ASSIGN_OR_RETURN(int64_t generation, membership_.RegisterPserver(req.index(), req.address()));
   PL_RETURN_IF_ERROR(CommitLocked());

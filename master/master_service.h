@@ -55,6 +55,9 @@ struct MasterOptions {
   // check it was started for the same job). Not stored: a restarted master is told again.
   int32_t num_nodes = 1;
   int64_t lease_ms = 3000;   // trainer and task leases; heartbeats every lease_ms / 3
+  // Replicated shards: a replica silent this long leaves the shard's map (a primary's
+  // backup is promoted at once); replicas heartbeat every few hundred ms.
+  int64_t pserver_lease_ms = 1000;
   // Unix milliseconds; default: the system clock.
   std::function<int64_t()> now_ms;
   // Period of the lease-expiry thread; 0: no thread (calls still expire what is due).

@@ -9,6 +9,9 @@ namespace {
 
 Status CheckOptions(const MembershipOptions& o) {
   if (o.lease_ms <= 0) return absl::InvalidArgumentError(absl::StrCat("membership: lease_ms must be > 0, got ", o.lease_ms));
+  if (o.pserver_lease_ms <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("membership: pserver_lease_ms must be > 0, got ", o.pserver_lease_ms));
+  }
   if (o.num_pservers < 0) {
     return absl::InvalidArgumentError(absl::StrCat("membership: num_pservers must be >= 0, got ", o.num_pservers));
   }
@@ -42,6 +45,7 @@ bool Membership::Heartbeat(int64_t trainer_id) {
 
 void Membership::ExtendLeases(int64_t until_ms) {
   for (auto& [id, t] : trainers_) t.deadline_ms = std::max(t.deadline_ms, until_ms);
+  replicas_.ExtendLeases(until_ms);
 }
 
 bool Membership::Leave(int64_t trainer_id) { return trainers_.erase(trainer_id) > 0; }
@@ -60,13 +64,29 @@ std::vector<int64_t> Membership::ExpireTrainers() {
   return dropped;
 }
 
-StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address) {
-  if (index < 0 || index >= options_.num_pservers) {
-    return absl::InvalidArgumentError(absl::StrCat("register pserver: index ", index, " outside [0, ",
-                                                   options_.num_pservers, ") (the job has ", options_.num_pservers,
-                                                   " pservers)"));
+namespace {
+
+Status CheckPserver(int32_t index, const std::string& address, int32_t num_pservers) {
+  if (index < 0 || index >= num_pservers) {
+    return absl::InvalidArgumentError(absl::StrCat("register pserver: index ", index, " outside [0, ", num_pservers,
+                                                   ") (the job has ", num_pservers, " pservers)"));
   }
   if (address.empty()) return absl::InvalidArgumentError(absl::StrCat("register pserver ", index, ": empty address"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status Membership::HeartbeatReplica(const proto::RegisterPserverRequest& request,
+                                    proto::RegisterPserverResponse* response, const ShardReplicas::Log& log) {
+  PL_RETURN_IF_ERROR(CheckPserver(request.index(), request.address(), options_.num_pservers));
+  replicas_.Heartbeat(request, response, log);
+  response->set_generation(response->epoch());
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address) {
+  PL_RETURN_IF_ERROR(CheckPserver(index, address, options_.num_pservers));
   proto::PserverInfo& p = pservers_[index];
   // The same address again is a periodic re-registration of a running pserver, not a
   // new incarnation (a restarted pserver binds a new port, or says so by its address).
@@ -98,7 +118,13 @@ std::vector<proto::TrainerInfo> Membership::live_trainers() const {
 
 std::vector<proto::PserverInfo> Membership::pservers() const {
   std::vector<proto::PserverInfo> out;
-  for (const auto& [index, p] : pservers_) out.push_back(p);
+  for (int32_t index = 0; index < options_.num_pservers; ++index) {
+    if (replicas_.Has(index)) {
+      if (auto primary = replicas_.Primary(index)) out.push_back(*primary);
+    } else if (auto it = pservers_.find(index); it != pservers_.end()) {
+      out.push_back(it->second);
+    }
+  }
   return out;
 }
 
@@ -119,6 +145,8 @@ proto::MembershipState Membership::Serialize() const {
     r->set_lease_deadline_ms(t.deadline_ms);
   }
   for (const auto& [index, p] : pservers_) *s.add_pservers() = p;
+  s.set_pserver_lease_ms(options_.pserver_lease_ms);
+  replicas_.Serialize(&s);
   return s;
 }
 
@@ -127,6 +155,7 @@ StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Cl
   MembershipOptions o;
   o.lease_ms = s.lease_ms();
   o.num_pservers = s.num_pservers();
+  if (s.pserver_lease_ms() > 0) o.pserver_lease_ms = s.pserver_lease_ms();
   Status st = CheckOptions(o);
   if (!st.ok()) return bad(std::string(st.message()));
   if (!now_ms) return absl::InvalidArgumentError("membership: no clock");
@@ -147,6 +176,7 @@ StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Cl
     }
     if (!m.pservers_.emplace(p.index(), p).second) return bad(absl::StrCat("pserver ", p.index(), " listed twice"));
   }
+  PL_ASSIGN_OR_RETURN(m.replicas_, ShardReplicas::Deserialize(s, o.pserver_lease_ms, m.now_ms_));
   return m;
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "master/shard_replicas.h"
 #include "paddle_like/core/status.h"
 #include "proto/master.pb.h"
 #include "proto/master_state.pb.h"
@@ -27,6 +28,7 @@ namespace pl {
 struct MembershipOptions {
   int64_t lease_ms = 3000;   // > 0
   int32_t num_pservers = 1;  // >= 0
+  int64_t pserver_lease_ms = 1000;  // replicated shards: a member silent this long leaves the map (> 0)
 };
 
 class Membership {
@@ -53,6 +55,13 @@ class Membership {
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
   StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address);
+  // A replica of a replicated shard registers or heartbeats (shard_replicas.h); the
+  // same INVALID_ARGUMENT cases. Fills the response's map fields.
+  Status HeartbeatReplica(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
+                          const ShardReplicas::Log& log);
+  // Drops replicas whose lease ran out, promoting backups where a primary went.
+  void ExpireReplicas(const ShardReplicas::Log& log) { replicas_.Expire(log); }
+  const ShardReplicas& replicas() const { return replicas_; }
   // Extends every live-looking trainer lease to at least `until_ms`: after a master
   // restart no trainer could heartbeat while it was down, so none is judged by that gap.
   void ExtendLeases(int64_t until_ms);
@@ -60,7 +69,9 @@ class Membership {
   int64_t pserver_generation(int32_t index) const;
 
   std::vector<proto::TrainerInfo> live_trainers() const;
-  std::vector<proto::PserverInfo> pservers() const;  // registered ones, by index
+  // What trainers dial, by index: registered pservers, and the primaries of replicated
+  // shards (an index whose shard has no primary now is absent).
+  std::vector<proto::PserverInfo> pservers() const;
   int32_t num_pservers() const { return options_.num_pservers; }
   int64_t lease_ms() const { return options_.lease_ms; }
   int64_t next_trainer_id() const { return next_trainer_id_; }
@@ -71,13 +82,15 @@ class Membership {
     std::string name;
     int64_t deadline_ms = 0;
   };
-  Membership(MembershipOptions options, Clock now_ms) : options_(options), now_ms_(std::move(now_ms)) {}
+  Membership(MembershipOptions options, Clock now_ms)
+      : options_(options), now_ms_(std::move(now_ms)), replicas_(options.pserver_lease_ms, now_ms_) {}
 
   MembershipOptions options_;
   Clock now_ms_;
   int64_t next_trainer_id_ = 1;
   std::map<int64_t, Trainer> trainers_;
   std::map<int32_t, proto::PserverInfo> pservers_;
+  ShardReplicas replicas_;
 };
 
 }  // namespace pl

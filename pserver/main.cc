@@ -27,6 +27,7 @@
 #include "paddle_like/core/log.h"
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
+#include "pserver/replicator.h"
 #include "pserver/shard.h"
 
 ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
@@ -45,6 +46,10 @@ ABSL_FLAG(int, threads, 0,
           "run on gRPC's callback threads (async) or a pool of their own (sync)");
 ABSL_FLAG(int, trim_idle_ms, 1000,
           "return freed message buffers to the kernel once traffic has paused this long (0: never)");
+ABSL_FLAG(int, replicas, 1,
+          "copies of this shard the job keeps, each in its own pl-pserver with the same --index (>= 1; > 1 needs "
+          "--master): a primary serves trainers and streams every update to the others, a backup takes over when "
+          "it dies; start one process per copy");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -63,6 +68,42 @@ void OnSignal(int sig) {
 int Fail(const std::string& why) {
   std::fprintf(stderr, "pl-pserver: %s\n", why.c_str());
   return 1;
+}
+
+// A replica's start: register with the master, then, as the shard's primary, restore
+// its newest checkpoint (saying how many versions that loses against what the last
+// primary reported), or, as a joining replica, wait empty for the primary's snapshot.
+pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::ParameterShard* shard,
+                             pl::pserver::Checkpointer* checkpointer, std::string* restored_from) {
+  PL_ASSIGN_OR_RETURN(auto role, replicator->Join(absl::Seconds(60)));
+  if (role == pl::proto::ReplicaInfo::PRIMARY) {
+    if (checkpointer != nullptr) {
+      PL_ASSIGN_OR_RETURN(auto restored, checkpointer->RestoreLatest(shard->num_shards()));
+      if (restored.shard) {
+        PL_RETURN_IF_ERROR(pl::pserver::Checkpointer::Load(restored.path, shard));
+        *restored_from = restored.path;
+      }
+    }
+    const int64_t known = replicator->last_known_version();
+    if (!restored_from->empty()) {
+      pl::log::Info(absl::StrCat("primary of shard ", shard->index(), " with no live replica: restored ", *restored_from,
+                                 " (version ", shard->version(), ")",
+                                 known > shard->version()
+                                     ? absl::StrCat("; the shard had reached version ", known, ": ",
+                                                    known - shard->version(), " versions of updates are lost")
+                                     : ""));
+    } else if (known > 0) {
+      pl::log::Warning(absl::StrCat("primary of shard ", shard->index(), " with no live replica and no checkpoint: ",
+                                    "the shard had reached version ", known, "; it starts again from its first Init"));
+    } else {
+      pl::log::Info(absl::StrCat("primary of shard ", shard->index(), " (a new shard)"));
+    }
+  } else {
+    shard->SetFollowing(true);
+    pl::log::Info(absl::StrCat("joining shard ", shard->index(), ": waiting for the primary's snapshot"));
+  }
+  replicator->Attach(shard);
+  return absl::OkStatus();
 }
 
 int Run(int argc, char** argv) {
@@ -92,11 +133,16 @@ int Run(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("checkpoint_every_s", every_s, 0),
                                    pl::cli::CheckAtLeast("trim_idle_ms", trim_idle_ms, 0),
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
-                                   pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0)});
+                                   pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
+                                   pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 1)});
   const std::string master = absl::GetFlag(FLAGS_master);
   const std::string host = absl::GetFlag(FLAGS_host);
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  const bool replicated = absl::GetFlag(FLAGS_replicas) > 1;
+  if (replicated && master.empty()) {
+    pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
+  }
   pl::log::SetProcessName(absl::StrCat("pserver-", index));
 
   if (pipe(g_signal_pipe) != 0) return Fail("cannot create the signal pipe");
@@ -109,7 +155,11 @@ int Run(int argc, char** argv) {
   std::unique_ptr<pl::pserver::Checkpointer> checkpointer;
   std::unique_ptr<pl::pserver::ParameterShard> shard;
   std::string restored_from;
-  if (!checkpoint_dir.empty()) {
+  // A replica learns from the master whether it is the shard's primary before it
+  // restores anything (replicated_startup below).
+  if (!checkpoint_dir.empty() && replicated) {
+    checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index);
+  } else if (!checkpoint_dir.empty()) {
     checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index);
     auto restored = checkpointer->RestoreLatest(num_pservers);
     if (!restored.ok()) return Fail(std::string(restored.status().message()));
@@ -143,11 +193,25 @@ int Run(int argc, char** argv) {
   pl::log::Info(absl::StrCat("pserver ", index, " of ", num_pservers, ": serving on ", host, ":", bound_port,
                                      " (advertised as ", address, ")"));
 
+  std::unique_ptr<pl::pserver::Replicator> replicator;
+  if (replicated) {
+    pl::pserver::ReplicatorOptions ro;
+    ro.index = index;
+    ro.master_address = master;
+    ro.address = address;
+    replicator = std::make_unique<pl::pserver::Replicator>(ro);
+    shard->SetReplicationHook(replicator.get());
+    service.SetReplicator(replicator.get());
+    pl::Status started = ReplicatedStartup(replicator.get(), shard.get(), checkpointer.get(), &restored_from);
+    if (!started.ok()) return Fail(std::string(started.message()));
+    service.SetRestoredFrom(restored_from);
+  }
+
   std::unique_ptr<pl::pserver::MembershipWatcher> watcher;
   if (!master.empty()) {
     pl::pserver::MembershipWatcherOptions wo;
     wo.master_address = master;
-    wo.register_index = index;
+    wo.register_index = replicated ? -1 : index;  // a replica registers through its Replicator
     wo.register_address = address;
     wo.num_pservers = num_pservers;
     pl::pserver::ParameterShard* shard_ptr = shard.get();
@@ -164,6 +228,13 @@ int Run(int argc, char** argv) {
   absl::Time last_traffic = absl::Now();
   bool trimmed = true;
   while (g_signal == 0) {
+    if (replicator) {
+      if (auto fatal = replicator->fatal()) {
+        if (watcher) watcher->Stop();
+        replicator->Stop();
+        return Fail(*fatal);
+      }
+    }
     pollfd wake{g_signal_pipe[0], POLLIN, 0};
     (void)poll(&wake, 1, trim_idle_ms > 0 ? std::min(200, trim_idle_ms) : 200);
     if (g_signal != 0) break;
@@ -180,7 +251,9 @@ int Run(int argc, char** argv) {
                                     trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
     }
     service.DropIdleRegions();
-    if (checkpointer && every_s > 0 && absl::Now() >= next_checkpoint) {
+    // Only a primary writes the shard's checkpoints (its replicas share the directory).
+    const bool may_checkpoint = !replicator || replicator->CheckPrimary().ok();
+    if (checkpointer && may_checkpoint && every_s > 0 && absl::Now() >= next_checkpoint) {
       next_checkpoint = absl::Now() + every;
       // Nothing new since the last file: skip writing an identical one.
       if (shard->initialized() && shard->version() != service.checkpointed_version()) {
@@ -191,9 +264,11 @@ int Run(int argc, char** argv) {
   const int signal_number = g_signal;
   pl::log::Info(absl::StrCat(strsignal(signal_number), " received; shutting down"));
   if (watcher) watcher->Stop();
+  const bool primary = !replicator || replicator->CheckPrimary().ok();
+  if (replicator) replicator->Stop();
   shard->Shutdown();  // wakes pulls waiting for a version
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  if (checkpointer && shard->initialized() && shard->version() != service.checkpointed_version()) {
+  if (checkpointer && primary && shard->initialized() && shard->version() != service.checkpointed_version()) {
     if (!service.CheckpointNow().ok()) return 1;
   }
   pl::log::Info("stopped");

@@ -52,6 +52,10 @@ PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer
 grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::InitRequest* request,
                                   proto::InitResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (request->replica_seq() > 0) {  // the primary's stream
+    if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+    return rpc::ToGrpc(replicator_->OnInit(*request));
+  }
   StatusOr<proto::InitResponse> result = shard_->Init(*request);
   if (!result.ok()) {
     log::Warning(absl::StrCat("Init refused: ", result.status().message()));
@@ -90,7 +94,7 @@ grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* con
   // A sync shard's Pull waits for the other trainers' pushes (and a push may wait at the
   // barrier): on gRPC's threads that could starve the calls it waits for. An async
   // shard's calls wait on nothing but locks (a deferred push on its bounded queue).
-  if (shard_->sync()) {
+  if (shard_->sync() || replicator_ != nullptr) {
     handler_threads_.Run(std::move(run));
   } else {
     run();
@@ -161,6 +165,13 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
     return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
   }
+  if (frame.header().replica_seq() > 0) {  // the primary's stream
+    if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+    StatusOr<int64_t> version = replicator_->OnPush(std::move(frame));
+    if (!version.ok()) return rpc::ToGrpc(version.status());
+    response->set_version(*version);
+    return grpc::Status::OK;
+  }
   std::shared_ptr<SharedRegion> region;  // the push's shared-memory region, if any
   std::vector<int64_t> write_offsets;
   for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
@@ -199,6 +210,11 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_rss_bytes(ResidentBytes());
   r.set_shm_regions(regions_.size());
   r.set_shm_bytes(regions_.total_bytes());
+  if (replicator_ != nullptr) {
+    r.set_replica_role(proto::ReplicaInfo::Role_Name(replicator_->role()));
+    r.set_replica_epoch(replicator_->epoch());
+  }
+  r.set_push_clients(shard_->ledger_clients());
   return r;
 }
 
@@ -217,6 +233,21 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   log::Info(absl::StrFormat("trainer %d attached %.1f MB of shared memory (region %d)",
                            request->trainer_id(), request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
+  return grpc::Status::OK;
+}
+
+void PserverService::SetRestoredFrom(const std::string& path) {
+  restored_from_ = path;
+  if (!path.empty()) checkpointed_version_ = shard_->version();
+}
+
+grpc::Status PserverService::InstallSnapshot(grpc::ServerContext* context, const proto::SnapshotChunk* request,
+                                             proto::SnapshotAck* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+  StatusOr<int64_t> received = replicator_->OnSnapshotChunk(*request);
+  if (!received.ok()) return rpc::ToGrpc(received.status());
+  response->set_received(*received);
   return grpc::Status::OK;
 }
 

@@ -26,6 +26,7 @@
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint.h"
 #include "pserver/handler_threads.h"
+#include "pserver/replicator.h"
 #include "pserver/shared_regions.h"
 #include "pserver/shard.h"
 #include "proto/pserver.grpc.pb.h"
@@ -55,6 +56,16 @@ class PserverService final : public PserverServiceBase {
                           proto::CheckpointResponse* response) override;
   grpc::Status Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
                       proto::AttachResponse* response) override;
+  // A joining replica receives its primary's snapshot (replicator.h).
+  grpc::Status InstallSnapshot(grpc::ServerContext* context, const proto::SnapshotChunk* request,
+                               proto::SnapshotAck* response) override;
+
+  // A replicated shard (--replicas > 1): stream entries from the primary go to
+  // `replicator`, and every Push and Pull runs on a handler thread (a primary waits
+  // for its backups). Set before serving; it outlives the service's use of it.
+  void SetReplicator(Replicator* replicator) { replicator_ = replicator; }
+  // The checkpoint a replica restored after it started serving (as the primary).
+  void SetRestoredFrom(const std::string& path);
 
   // Writes a checkpoint now (periodic timer, SIGTERM, the RPC); logs the outcome.
   StatusOr<std::string> CheckpointNow();
@@ -83,8 +94,9 @@ class PserverService final : public PserverServiceBase {
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region);
 
   ParameterShard* const shard_;
+  Replicator* replicator_ = nullptr;
   Checkpointer* const checkpointer_;
-  const std::string restored_from_;
+  std::string restored_from_;  // set before serving, or once by SetRestoredFrom
   std::atomic<int64_t> checkpoints_written_{0};
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};

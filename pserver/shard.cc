@@ -21,7 +21,19 @@ void ParameterShard::Shutdown() {
 }
 
 StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& request) {
-  PL_ASSIGN_OR_RETURN(const bool created, store_.Init(request));
+  bool created = false;
+  if (hook_ != nullptr) {
+    int64_t position = 0;
+    {
+      absl::MutexLock order(&order_mu_);
+      PL_RETURN_IF_ERROR(hook_->CheckPrimary());
+      PL_ASSIGN_OR_RETURN(created, store_.Init(request));
+      PL_ASSIGN_OR_RETURN(position, hook_->ForwardInit(request));
+    }
+    PL_RETURN_IF_ERROR(hook_->WaitAcked(position, absl::Now() + absl::Seconds(30)));
+  } else {
+    PL_ASSIGN_OR_RETURN(created, store_.Init(request));
+  }
   proto::InitResponse response;
   response.set_created(created);
   response.set_version(clock_.version());
@@ -44,6 +56,7 @@ ShardCounters ParameterShard::Counters() const {
 
 Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame,
                             const DenseDestination& dense_out) {
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->CheckPrimary());  // backups serve no reads
   if (request.min_version() > 0) PL_RETURN_IF_ERROR(clock_.WaitFor(request.min_version(), deadline));
   // Sync: the values and the version of one finished step.
   const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
@@ -58,6 +71,7 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
 // ---------------------------------------------------------------------------- Push
 
 StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, const DenseDestination& write_back) {
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->CheckPrimary());
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
   const bool sync = store_.sync();  // fixed once initialised
   // The push owns its frame: a queued one outlives this call.
@@ -67,12 +81,18 @@ StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, con
     ++pushes_rejected_;
     return valid;
   }
-  // (A replicated shard hands the validated push to its backups here, in the order
-  // it applies it.)
   // 2. Sum it into its step (sync), queue it (deferred) or apply it; 3. acknowledge it
-  // with the version.
+  // with the version. A replicated primary hands it to its backups first, in the
+  // order it applies it, and acknowledges it once they have it.
   if (sync) return AddToStep(*push, deadline);
-  if (push->frame.header().defer_apply() && !write_back) return applier_.Enqueue(std::move(push), deadline);
+  if (hook_ != nullptr) return PushReplicated(*push, deadline);
+  const proto::PushRequest& header = push->frame.header();
+  {
+    absl::MutexLock l(&ledger_mu_);
+    if (ledger_.Applied(header.client_id(), header.push_id())) return clock_.version();  // a retry
+    ledger_.Record(header.client_id(), header.push_id());  // a queued push is applied, so it counts now
+  }
+  if (header.defer_apply() && !write_back) return applier_.Enqueue(std::move(push), deadline);
   return ApplyNow(*push);
 }
 
@@ -102,26 +122,35 @@ StatusOr<int64_t> ParameterShard::AddToStep(const PendingPush& push, absl::Time 
   const proto::PushRequest& request = push.frame.header();
   // A push for a later step waits for it (the trainer is ahead of the others).
   if (request.step() > clock_.version()) PL_RETURN_IF_ERROR(clock_.WaitFor(request.step(), deadline));
+  // A replicated primary acknowledges once its backups have the push (or, for a
+  // retry, everything forwarded so far, which includes the first copy).
+  int64_t position = 0;
   {
     const SyncBarrier::Admission admission = barrier_.Admit(request.trainer_id(), request.step());
     switch (admission.kind) {
       case SyncBarrier::Admission::kStale:
         ++pushes_rejected_;  // its step finished without it
         return admission.version;
-      case SyncBarrier::Admission::kRepeated:
-        return admission.version;  // a retry: counted once
+      case SyncBarrier::Admission::kRepeated:  // a retry: counted once
+        if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(hook_->last_position(), deadline));
+        return admission.version;
       case SyncBarrier::Admission::kAdmitted:
         break;
     }
-    store_.Accumulate(push.resolved);
+    if (hook_ != nullptr) {
+      PL_RETURN_IF_ERROR(AccumulateReplicated(push, &position));
+    } else {
+      store_.Accumulate(push.resolved);
+    }
     CountApplied(push);
   }  // the step may complete once the admission's hold is gone
   CompleteStepIfReady();
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(position, deadline));
   return clock_.version();
 }
 
 void ParameterShard::CompleteStepIfReady() {
-  barrier_.MaybeComplete([this](int contributors) { store_.ApplyAccumulated(contributors); });
+  barrier_.MaybeComplete([this](int contributors) { ApplyStep(contributors); });
 }
 
 void ParameterShard::SetLiveTrainers(const std::vector<int64_t>& trainer_ids) {

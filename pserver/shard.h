@@ -9,12 +9,20 @@
 //   AsyncApplier   (async_applier.h)   async pushes with defer_apply: a queue and the
 //                                      thread that applies it
 //   shard_serializer.h                 the state as bytes, for checkpoints
+//   PushLedger     (push_ledger.h)     exactly once: the last push id applied per client
+//   ReplicationHook (replication_hook.h) a replicated primary's backups (shard_replication.cc)
 //
 // A push goes through one pipeline (Push): validate it whole, so that a rejected push
 // leaves the shard exactly as it was; then apply it (async), queue it (async with
 // defer_apply) or sum it into its step (sync); then acknowledge it with a version.
 // Async: a push is applied with each block's or row's own step count, and the
 // version counts applied pushes. Sync: see sync_barrier.h; the version counts steps.
+//
+// Replicated (SetReplicationHook): the primary forwards every update to its backups
+// in the order it applies it, under order_mu_ (so async pushes apply one at a time),
+// and acknowledges a push once the backups have it. A backup (Following) applies that
+// stream through Follow* instead of taking pushes, and its sync barrier completes a
+// step only when the stream says so, so both hold bit-identical state.
 //
 // Thread-safety: thread-safe. The parts lock themselves; this class has no lock of
 // its own (its counters are atomic). No part's lock is held while another part is
@@ -26,14 +34,19 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "proto/pserver.pb.h"
 #include "pserver/async_applier.h"
+#include "pserver/push_ledger.h"
+#include "pserver/replication_hook.h"
 #include "pserver/shard_serializer.h"
 #include "pserver/shard_storage.h"
 #include "pserver/shard_store.h"
@@ -101,6 +114,29 @@ class ParameterShard {
   // Waits until every queued push is applied.
   void WaitForQueuedPushes() { applier_.WaitUntilIdle(); }
 
+  // ---- replication (shard_replication.cc) ----
+  // Set before serving; `hook` outlives the shard's use of it. Null: not replicated.
+  void SetReplicationHook(ReplicationHook* hook) { hook_ = hook; }
+  // A backup: the barrier completes steps only through FollowStepComplete. Promote
+  // ends it (the process became the primary) and completes a step that is ready.
+  void SetFollowing(bool following);
+  void Promote() { SetFollowing(false); }
+  // A backup applies the primary's stream, entry by entry in order: a push (async:
+  // applied and its id recorded; sync: admitted and summed into the step), an Init,
+  // and (sync) the end of a step with its number of contributors.
+  StatusOr<int64_t> FollowPush(PushFrame frame);
+  Status FollowInit(const proto::InitRequest& request);
+  void FollowStepComplete(int contributors);
+  // A primary's copy of the shard for a joining replica: the state and the push
+  // ledger, at a point of the stream (async: now; sync: at the end of the next step,
+  // so that no step is half summed). `take` is called once, on the thread that
+  // reaches that point, with the bytes and the stream position they hold.
+  using SnapshotTaker = std::function<void(StatusOr<std::string> bytes, int64_t position)>;
+  void RequestSnapshot(SnapshotTaker take);
+  // A joining replica installs what RequestSnapshot made (on a fresh shard).
+  Status LoadSnapshot(const std::string& bytes);
+  int64_t ledger_clients() const;
+
   bool initialized() const { return store_.initialized(); }
   bool sync() const { return store_.sync(); }
   int64_t version() const { return clock_.version(); }
@@ -122,12 +158,27 @@ class ParameterShard {
   void CompleteStepIfReady();
   // Counts a push applied or accepted into a step.
   void CountApplied(const PendingPush& push);
+  // Replicated primary: the async push path and the sync step's part of it.
+  StatusOr<int64_t> PushReplicated(const PendingPush& push, absl::Time deadline);
+  Status AccumulateReplicated(const PendingPush& push, int64_t* position);
+  // The step's update; a replicated primary forwards its end and takes a requested
+  // snapshot there.
+  void ApplyStep(int contributors);
+  StatusOr<std::string> SnapshotBytes(int64_t version) const;
 
   // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};
   std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};
+
+  // Exactly once and replication. order_mu_ orders a replicated primary's updates
+  // (taken before any part's lock); ledger_mu_ guards the ledger otherwise.
+  ReplicationHook* hook_ = nullptr;
+  mutable absl::Mutex order_mu_;
+  mutable absl::Mutex ledger_mu_;
+  PushLedger ledger_ ABSL_GUARDED_BY(ledger_mu_);
+  SnapshotTaker snapshot_taker_ ABSL_GUARDED_BY(order_mu_);  // sync: due at the next step's end
 
   // The parts, each thread-safe on its own; in this order so that a part is destroyed
   // before those it uses (the applier's thread uses all the above).

@@ -38,15 +38,37 @@ void SyncBarrier::SetLive(const std::vector<int64_t>& trainer_ids) {
   absl::erase_if(participants_, [&](int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !live_.contains(id); });
 }
 
+void SyncBarrier::SetFollowing(bool following) {
+  absl::MutexLock l(&mu_);
+  following_ = following;
+}
+
 void SyncBarrier::MaybeComplete(const std::function<void(int contributors)>& apply) {
-  int contributors = 0;
   {
     absl::MutexLock l(&mu_);
-    if (!step_started_ || completing_) return;
+    if (following_ || !step_started_ || completing_) return;
     for (int64_t id : participants_) {
       if (!pushed_.contains(id)) return;
     }
     completing_ = true;  // no push or read enters the step any more
+  }
+  Finish(apply);
+}
+
+void SyncBarrier::CompleteNow(const std::function<void(int contributors)>& apply) {
+  {
+    absl::MutexLock l(&mu_);
+    auto open = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !completing_; };
+    mu_.Await(absl::Condition(&open));
+    completing_ = true;
+  }
+  Finish(apply);
+}
+
+void SyncBarrier::Finish(const std::function<void(int contributors)>& apply) {
+  int contributors = 0;
+  {
+    absl::MutexLock l(&mu_);
     auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return holds_ == 0; };
     mu_.Await(absl::Condition(&idle));
     contributors = static_cast<int>(pushed_.size());

@@ -65,11 +65,19 @@ class SyncBarrier {
   void SetLive(const std::vector<int64_t>& trainer_ids);
 
   // When every participant of the step has pushed: waits for the holds to go, calls
-  // apply(number of trainers that pushed) and advances the clock. Else does nothing.
+  // apply(number of trainers that pushed) and advances the clock. Else does nothing;
+  // always nothing while following.
   void MaybeComplete(const std::function<void(int contributors)>& apply);
+  // A replicated shard's backup: steps end only when the primary's stream says so
+  // (CompleteNow), never by the backup's own view of who is live.
+  void SetFollowing(bool following);
+  // Ends the current step now: waits for the holds, calls apply and advances the clock.
+  void CompleteNow(const std::function<void(int contributors)>& apply);
 
  private:
   void Release();
+  // The step's end, once mu_ saw it due (completing_ set by the caller).
+  void Finish(const std::function<void(int contributors)>& apply) ABSL_LOCKS_EXCLUDED(mu_);
 
   VersionClock* const clock_;
 
@@ -79,6 +87,7 @@ class SyncBarrier {
   absl::flat_hash_set<int64_t> pushed_ ABSL_GUARDED_BY(mu_);
   bool step_started_ ABSL_GUARDED_BY(mu_) = false;
   bool completing_ ABSL_GUARDED_BY(mu_) = false;  // the step is closed: its update is due
+  bool following_ ABSL_GUARDED_BY(mu_) = false;
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -454,7 +454,12 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
       t.ZeroGrad();
     }
   }
-  for (auto& sh : shards_) sh->push.header().set_trainer_id(trainer_id_);
+  for (auto& sh : shards_) {
+    sh->push.header().set_trainer_id(trainer_id_);
+    // Exactly once: the pserver applies each number once, however often it is retried.
+    sh->push.header().set_client_id(client_id_);
+    sh->push.header().set_push_id(++sh->pushes);
+  }
 }
 
 }  // namespace pl

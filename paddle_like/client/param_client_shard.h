@@ -26,6 +26,7 @@ struct ParameterClient::Shard {
   std::unique_ptr<proto::ParameterServer::Stub> stub;  // Init, Attach
   std::unique_ptr<PserverFrameStub> frames;             // Push, Pull
   int64_t version = 0;        // last version seen
+  int64_t pushes = 0;         // numbered pushes sent (PushRequest.push_id): a retry keeps its number
   int64_t wait_version = 0;   // sync: the version the next pull must see
   proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
   PushFrame push;

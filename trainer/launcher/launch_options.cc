@@ -7,6 +7,9 @@
 #include "trainer/launcher/node_role.h"
 
 ABSL_FLAG(int, pservers, 0, "pservers to run (required, >= 1)");
+ABSL_FLAG(int, replicas, 1,
+          "copies of each pserver's shard, each a pl-pserver process (>= 1): with 2 or more a shard survives the "
+          "death of any one of its processes with no update lost (a backup takes over)");
 ABSL_FLAG(int, trainers, 0, "trainers to start (required, >= 1)");
 ABSL_FLAG(bool, sync, false, "synchronous updates: the trainers get PL_SYNC=1");
 ABSL_FLAG(std::string, workdir, "",
@@ -105,6 +108,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   }
   LaunchOptions o;
   o.num_pservers = absl::GetFlag(FLAGS_pservers);
+  o.replicas = absl::GetFlag(FLAGS_replicas);
   o.num_trainers = absl::GetFlag(FLAGS_trainers);
   o.sync = absl::GetFlag(FLAGS_sync);
   o.workdir = absl::GetFlag(FLAGS_workdir);
@@ -125,6 +129,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.master_wait_s = absl::GetFlag(FLAGS_master_wait_s);
   o.trainer_command = line.command;
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("pservers", o.num_pservers, 1));
+  PL_RETURN_IF_ERROR(cli::CheckAtLeast("replicas", o.replicas, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("passes", o.passes, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("chunks_per_task", o.chunks_per_task, 1));

@@ -192,16 +192,17 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
   return argv;
 }
 
-std::vector<std::string> Launcher::PserverCommand(int index, int port) const {
+std::vector<std::string> Launcher::PserverCommand(int index, const std::string& name, int port) const {
   std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-pserver"),
                                    "--index", std::to_string(index),
                                    "--num_pservers", std::to_string(total_pservers()),
                                    "--master", master_addr_,
                                    "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
                                    "--port", std::to_string(port),
-                                   "--port_file", PortFile(absl::StrCat("pserver-", index)),
+                                   "--port_file", PortFile(name),
                                    "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
-                                   "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s)};
+                                   "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s),
+                                   "--replicas", std::to_string(options_.replicas)};
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
   return argv;
 }
@@ -227,6 +228,7 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
     if (int port = ReadPortFile(port_file); port > 0) {
       // Restarts bind the same port, so addresses handed out stay valid.
       PL_RETURN_IF_ERROR(supervisor_->SetCommand(name, command(port)));
+      server_ports_[name] = port;
       PL_RETURN_IF_ERROR(supervisor_->SetRestartPolicy(name, RestartPolicy::kAlways));
       served_.insert(name);
       const std::string host = !multi_node() ? "127.0.0.1" : name == "master" ? "0.0.0.0" : node_addr_;
@@ -296,9 +298,11 @@ Status Launcher::Run() {
     }
     if (multi_node()) PL_RETURN_IF_ERROR(ResolveNodeAddr());
     for (int i : LocalPservers()) {
-      PL_RETURN_IF_ERROR(StartServer(absl::StrCat("pserver-", i), absl::StrCat("at index ", i),
-                                     [this, i](int port) { return PserverCommand(i, port); })
-                             .status());
+      for (const std::string& name : PserverNames(i)) {
+        PL_RETURN_IF_ERROR(StartServer(name, absl::StrCat("at index ", i),
+                                       [this, i, name](int port) { return PserverCommand(i, name, port); })
+                               .status());
+      }
     }
     for (int r = 0; r < options_.num_trainers; ++r) PL_RETURN_IF_ERROR(StartTrainer(""));
     return absl::OkStatus();
@@ -342,7 +346,9 @@ void Launcher::StopEverything() {
     HandleEvents(supervisor_->Stop(trainers, options_.stop_grace));
   }
   std::vector<std::string> servers;
-  for (int i : LocalPservers()) servers.push_back(absl::StrCat("pserver-", i));
+  for (int i : LocalPservers()) {
+    for (const std::string& name : PserverNames(i)) servers.push_back(name);
+  }
   supervisor_->Log(runs_master() ? "stopping pservers and master (SIGTERM)" : "stopping pservers (SIGTERM)");
   HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
   if (runs_master()) HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));

@@ -45,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -88,7 +89,7 @@ class Launcher {
   Status PrepareWorkdir();
   Status OpenControlFifo();
   std::vector<std::string> MasterCommand(int port) const;
-  std::vector<std::string> PserverCommand(int index, int port) const;
+  std::vector<std::string> PserverCommand(int index, const std::string& name, int port) const;
   std::string PortFile(const std::string& name) const;
   // Starts `name` and waits (bounded, streaming output) for its port file; pins the port
   // for restarts.
@@ -118,6 +119,13 @@ class Launcher {
   int total_pservers() const { return options_.num_nodes * options_.num_pservers; }
   // The global indexes of this node's pservers.
   std::vector<int> LocalPservers() const;
+  std::map<std::string, int> server_ports_;  // name -> the port it serves on (restarts reuse it)
+  // The processes of pserver index i: "pserver-<i>", or with --replicas R > 1
+  // "pserver-<i>.<r>" for r in [0, R).
+  std::vector<std::string> PserverNames(int index) const;
+  // The process that serves shard `index` now: its only one, or with replicas the
+  // primary the master names (empty when it names none this node runs).
+  std::string PserverServing(int index);
   // A node other than 0: waits (bounded) until the master answers JobStatus and checks
   // the job's --nnodes.
   Status WaitForMaster();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "paddle_like/rpc/rpc.h"
 #include "trainer/launcher/launcher.h"
 
 namespace pl {
@@ -74,7 +75,11 @@ void Launcher::RunCommand(const std::string& line) {
                                     ")"));
       return;
     }
-    std::string name = absl::StrCat("pserver-", index);
+    const std::string name = PserverServing(index);
+    if (name.empty()) {
+      supervisor_->Log(absl::StrCat(source, ": the master names no primary of shard ", index, " on this node"));
+      return;
+    }
     pid_t pid = supervisor_->Pid(name);
     Status s = supervisor_->Signal(name, SIGKILL);
     supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL ", name, " (pid ", pid, ")")
@@ -102,6 +107,23 @@ void Launcher::CheckTimers() {
     add_timer_done_ = true;
     StartTrainer(absl::StrCat("(--add_trainer_after_s ", options_.add_trainer_after_s, ")")).IgnoreError();
   }
+}
+
+std::string Launcher::PserverServing(int index) {
+  const std::vector<std::string> names = PserverNames(index);
+  if (names.size() == 1) return names.front();
+  proto::MembershipResponse membership;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(2000));
+  if (!master_->Membership(ctx.get(), proto::MembershipRequest(), &membership).ok()) return "";
+  for (const proto::PserverInfo& p : membership.pservers()) {
+    if (p.index() != index) continue;
+    const std::string port = p.address().substr(p.address().rfind(':') + 1);
+    for (const std::string& name : names) {
+      auto it = server_ports_.find(name);
+      if (it != server_ports_.end() && std::to_string(it->second) == port) return name;
+    }
+  }
+  return "";
 }
 
 }  // namespace pl

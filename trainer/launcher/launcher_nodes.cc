@@ -18,6 +18,13 @@ int64_t WholeSeconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+std::vector<std::string> Launcher::PserverNames(int index) const {
+  if (options_.replicas <= 1) return {absl::StrCat("pserver-", index)};
+  std::vector<std::string> names;
+  for (int r = 0; r < options_.replicas; ++r) names.push_back(absl::StrCat("pserver-", index, ".", r));
+  return names;
+}
+
 std::vector<int> Launcher::LocalPservers() const {
   std::vector<int> out;
   for (int k = 0; k < options_.num_pservers; ++k) out.push_back(options_.node_rank * options_.num_pservers + k);

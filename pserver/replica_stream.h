@@ -1,0 +1,90 @@
+// ReplicaStream: a replicated shard's primary sending its update stream to one other
+// replica. The primary appends entries (pushes, Inits, ends of sync steps) in stream
+// order; one thread per stream sends them in that order, one call at a time, and
+// records the last position the replica acknowledged. A joining replica's stream first
+// sends the shard's snapshot (InstallSnapshot, in pieces), then the entries after it.
+//
+// A call that fails ends the stream for good: the primary asks the master to drop
+// that replica (which then exits and joins again from a fresh snapshot), because a
+// replica that missed an entry can never be trusted with the ones after it.
+//
+// Thread-safety: thread-safe. `on_progress` is called on the stream's thread, with no
+// lock of the stream held, after every acknowledgement and on failure.
+#ifndef PSERVER_REPLICA_STREAM_H_
+#define PSERVER_REPLICA_STREAM_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/dist/dense_frame.h"
+#include "proto/pserver.grpc.pb.h"
+
+namespace pl::pserver {
+
+// One update of the stream, shared by the streams of every replica.
+struct StreamEntry {
+  int64_t position = 0;
+  std::shared_ptr<const PushFrame> push;            // a push or the end of a sync step
+  std::shared_ptr<const proto::InitRequest> init;   // or an Init
+};
+
+class ReplicaStream {
+ public:
+  struct Options {
+    int index = 0;                // the shard, for logs
+    uint64_t replica_id = 0;
+    std::string address;
+    absl::Duration call_timeout = absl::Seconds(5);
+    int64_t snapshot_piece_bytes = 8 << 20;
+    std::function<void()> on_progress;
+  };
+  // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
+  // position `start`, then every appended entry after it.
+  ReplicaStream(Options options, std::string snapshot, int64_t start, int64_t epoch);
+  ~ReplicaStream();  // stops the thread; unsent entries are dropped
+  ReplicaStream(const ReplicaStream&) = delete;
+  ReplicaStream& operator=(const ReplicaStream&) = delete;
+
+  void Append(StreamEntry entry);
+  uint64_t replica_id() const { return options_.replica_id; }
+  const std::string& address() const { return options_.address; }
+  // The last position the replica has applied (start until the snapshot is in).
+  int64_t acked() const;
+  bool snapshot_sent() const;
+  // OK while the stream works; the cause once a call failed.
+  Status failure() const;
+  int64_t snapshot_bytes() const { return snapshot_bytes_; }
+  absl::Duration snapshot_time() const;
+
+ private:
+  void Run();
+  Status SendSnapshot();
+  Status Send(const StreamEntry& entry);
+
+  const Options options_;
+  const int64_t epoch_;
+  const int64_t snapshot_bytes_;
+  std::string snapshot_;  // released once sent
+  std::unique_ptr<proto::ParameterServer::Stub> stub_;
+  std::unique_ptr<PserverFrameStub> frames_;
+
+  mutable absl::Mutex mu_;
+  std::deque<StreamEntry> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  bool snapshot_sent_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration snapshot_time_ ABSL_GUARDED_BY(mu_);
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_REPLICA_STREAM_H_

@@ -1,0 +1,501 @@
+#include "pserver/replicator.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl::pserver {
+namespace {
+
+// "primary", "backup", ... (the generated enum names, lower case).
+std::string RoleName(proto::ReplicaInfo::Role role) {
+  return absl::AsciiStrToLower(proto::ReplicaInfo::Role_Name(role));
+}
+
+uint64_t NewReplicaId() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{rd()} << 32) | rd();
+  return id;
+}
+
+// The copy of a push that goes to the backups: the gradients inline (the primary's
+// shared-memory region is not theirs), stamped with the stream's epoch and position.
+std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch, int64_t position) {
+  auto copy = std::make_shared<PushFrame>();
+  proto::PushRequest& h = copy->header();
+  h = push.header();
+  h.clear_shm_region();
+  h.clear_shm_dense();
+  h.clear_shm_write_back();
+  h.clear_defer_apply();
+  h.set_replica_epoch(epoch);
+  h.set_replica_seq(position);
+  for (const DenseFramePayload& d : push.dense()) {
+    float* values = copy->AddDenseBuffer(d.param, d.block, d.values.size());
+    d.values.CopyTo(values);
+  }
+  return copy;
+}
+
+}  // namespace
+
+Replicator::Replicator(ReplicatorOptions options)
+    : options_(std::move(options)),
+      replica_id_(NewReplicaId()),
+      master_(proto::Master::NewStub(rpc::MakeChannel(options_.master_address))) {}
+
+Replicator::~Replicator() { Stop(); }
+
+void Replicator::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams;
+  {
+    absl::MutexLock l(&mu_);
+    streams.swap(streams_);
+    progress_.SignalAll();
+  }
+  streams.clear();  // joins their threads, with no lock held (they call on_progress)
+}
+
+StatusOr<Replicator::Role> Replicator::Join(absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (!Heartbeat()) {
+    if (absl::Now() >= give_up) {
+      return absl::UnavailableError(absl::StrCat("shard ", options_.index, ": no answer from the master at ",
+                                                 options_.master_address, " within ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  return role();
+}
+
+void Replicator::Attach(ParameterShard* shard) {
+  absl::MutexLock l(&mu_);
+  shard_ = shard;
+}
+
+Replicator::Role Replicator::role() const {
+  absl::MutexLock l(&mu_);
+  return role_;
+}
+
+int64_t Replicator::epoch() const {
+  absl::MutexLock l(&mu_);
+  return epoch_;
+}
+
+int64_t Replicator::last_known_version() const {
+  absl::MutexLock l(&mu_);
+  return last_known_version_;
+}
+
+std::optional<std::string> Replicator::fatal() const {
+  absl::MutexLock l(&mu_);
+  return fatal_;
+}
+
+void Replicator::SetFatal(const std::string& why) {
+  absl::MutexLock l(&mu_);
+  if (!fatal_) fatal_ = why;
+  progress_.SignalAll();
+}
+
+std::string Replicator::Describe() const {
+  absl::MutexLock l(&mu_);
+  return absl::StrCat(RoleName(role_), " of shard ", options_.index, " (replica ", absl::Hex(replica_id_), ", epoch ",
+                      epoch_, ", stream position ", position_, ", ", required_.size(), " backup(s) in sync, ",
+                      streams_.size() - required_.size(), " catching up)");
+}
+
+// ------------------------------------------------------------------ heartbeat
+
+void Replicator::HeartbeatLoop() {
+  while (!stop_.WaitForNotificationWithTimeout(options_.heartbeat_every)) (void)Heartbeat();
+}
+
+bool Replicator::Heartbeat() {
+  proto::RegisterPserverRequest req;
+  {
+    absl::MutexLock l(&mu_);
+    req.set_index(options_.index);
+    req.set_address(options_.address);
+    req.set_replica_id(replica_id_);
+    req.set_version(shard_ != nullptr ? shard_->version() : 0);
+    req.set_epoch(epoch_);
+    for (uint64_t id : report_caught_up_) req.add_caught_up(id);
+    for (uint64_t id : report_dropped_) req.add_dropped(id);
+  }
+  const absl::Time sent = absl::Now();
+  proto::RegisterPserverResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.rpc_timeout)));
+  if (!master_->RegisterPserver(ctx.get(), req, &resp).ok()) return false;
+  Apply(resp, sent);
+  return true;
+}
+
+void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time sent) {
+  std::vector<std::unique_ptr<ReplicaStream>> gone;  // destroyed with no lock held
+  ParameterShard* promote = nullptr;
+  bool primary = false;
+  {
+    absl::MutexLock l(&mu_);
+    const Role old = role_;
+    if (resp.role() == proto::ReplicaInfo::REMOVED) {
+      if (!fatal_) {
+        fatal_ = absl::StrCat("the master took this replica out of shard ", options_.index, " (as ", RoleName(old),
+                              ", epoch ", epoch_, "); restart it to join the shard again");
+      }
+      progress_.SignalAll();
+      return;
+    }
+    if (old == proto::ReplicaInfo::PRIMARY && resp.role() != proto::ReplicaInfo::PRIMARY) {
+      if (!fatal_) fatal_ = absl::StrCat("shard ", options_.index, ": no longer the primary (epoch ", resp.epoch(), ")");
+      progress_.SignalAll();
+      return;
+    }
+    in_map_.clear();
+    std::map<uint64_t, Role> roles;
+    for (const proto::ReplicaInfo& r : resp.replicas()) {
+      in_map_.insert(r.replica_id());
+      roles[r.replica_id()] = r.role();
+    }
+    // Reports the master has acted on are done.
+    auto done_caught_up = [&](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !in_map_.count(id) || roles[id] == proto::ReplicaInfo::BACKUP;
+    };
+    auto done_dropped = [&](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !in_map_.count(id); };
+    report_caught_up_.erase(std::remove_if(report_caught_up_.begin(), report_caught_up_.end(), done_caught_up),
+                            report_caught_up_.end());
+    report_dropped_.erase(std::remove_if(report_dropped_.begin(), report_dropped_.end(), done_dropped),
+                          report_dropped_.end());
+    role_ = resp.role();
+    if (resp.epoch() > epoch_) epoch_ = resp.epoch();
+    last_known_version_ = std::max(last_known_version_, resp.last_known_version());
+    if (role_ == proto::ReplicaInfo::PRIMARY) {
+      primary = true;
+      // Acting as primary is safe only while the master cannot have promoted another:
+      // its lease runs from when it got this request, which is after `sent`.
+      lease_until_ = sent + absl::Milliseconds(resp.lease_ms()) * 0.9;
+      if (old != proto::ReplicaInfo::PRIMARY) {
+        log::Info(absl::StrCat("shard ", options_.index, ": this replica is now the primary (epoch ", epoch_,
+                               ", stream position ", position_, ")"));
+        if (old == proto::ReplicaInfo::BACKUP) promote = shard_;
+        // Other backups may have seen more or less of the old primary's stream than
+        // this one: they rejoin from a snapshot rather than risk diverging.
+        for (const auto& [id, role] : roles) {
+          if (id != replica_id_ && role == proto::ReplicaInfo::BACKUP) report_dropped_.push_back(id);
+        }
+      }
+      // Streams of members the master no longer lists are done; failed ones are reported.
+      for (auto it = streams_.begin(); it != streams_.end();) {
+        if (!in_map_.count(it->first)) {
+          required_.erase(it->first);
+          gone.push_back(std::move(it->second));
+          it = streams_.erase(it);
+          continue;
+        }
+        const Status failure = it->second->failure();
+        if (!failure.ok() && std::find(report_dropped_.begin(), report_dropped_.end(), it->first) == report_dropped_.end()) {
+          log::Warning(absl::StrCat("shard ", options_.index, ": dropping a replica: ", failure.message()));
+          report_dropped_.push_back(it->first);
+        } else if (failure.ok() && !required_.count(it->first) && it->second->snapshot_sent() &&
+                   it->second->acked() == position_) {
+          required_.insert(it->first);  // waited for from the next update on
+          report_caught_up_.push_back(it->first);
+          log::Info(absl::StrFormat("shard %d: replica %x at %s caught up at position %d (snapshot of %.1f MB in %s)",
+                                    options_.index, it->first, it->second->address(), position_,
+                                    it->second->snapshot_bytes() / 1e6,
+                                    absl::FormatDuration(it->second->snapshot_time())));
+        }
+        ++it;
+      }
+      for (auto it = required_.begin(); it != required_.end();) {
+        it = in_map_.count(*it) ? std::next(it) : required_.erase(it);
+      }
+    }
+    progress_.SignalAll();
+  }
+  gone.clear();
+  if (promote != nullptr) promote->Promote();
+  if (primary) StartStreams(resp);
+}
+
+void Replicator::StartStreams(const proto::RegisterPserverResponse& resp) {
+  ParameterShard* shard = nullptr;
+  std::vector<proto::ReplicaInfo> joiners;
+  {
+    absl::MutexLock l(&mu_);
+    shard = shard_;
+    if (shard == nullptr) return;
+    for (const proto::ReplicaInfo& r : resp.replicas()) {
+      if (r.replica_id() == replica_id_ || r.role() != proto::ReplicaInfo::JOINING) continue;
+      if (streams_.count(r.replica_id()) || snapshot_pending_.count(r.replica_id())) continue;
+      snapshot_pending_.insert(r.replica_id());
+      joiners.push_back(r);
+    }
+  }
+  for (const proto::ReplicaInfo& r : joiners) {
+    // Called under the shard's order lock at a point of the stream: the joiner's
+    // stream starts right after it.
+    shard->RequestSnapshot([this, r](StatusOr<std::string> bytes, int64_t position) {
+      absl::MutexLock l(&mu_);
+      snapshot_pending_.erase(r.replica_id());
+      if (!bytes.ok()) {
+        log::Warning(absl::StrCat("shard ", options_.index, ": no snapshot for a joining replica: ", bytes.status().message()));
+        return;
+      }
+      if (role_ != proto::ReplicaInfo::PRIMARY || !in_map_.count(r.replica_id())) return;
+      ReplicaStream::Options so;
+      so.index = options_.index;
+      so.replica_id = r.replica_id();
+      so.address = r.address();
+      so.on_progress = [this] {
+        absl::MutexLock pl(&mu_);
+        progress_.SignalAll();
+      };
+      log::Info(absl::StrFormat("shard %d: sending a snapshot of %.1f MB (position %d) to joining replica %x at %s",
+                                options_.index, bytes->size() / 1e6, position, r.replica_id(), r.address()));
+      streams_[r.replica_id()] = std::make_unique<ReplicaStream>(so, *std::move(bytes), position, epoch_);
+    });
+  }
+}
+
+// ------------------------------------------------------------------ primary
+
+Status Replicator::CheckPrimary() const {
+  absl::MutexLock l(&mu_);
+  return CheckPrimaryLocked();
+}
+
+Status Replicator::CheckPrimaryLocked() const {
+  if (fatal_) return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index, ": ", *fatal_));
+  if (shard_ == nullptr) return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index, ": starting"));
+  if (role_ != proto::ReplicaInfo::PRIMARY) {
+    return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index, ": this replica is ", RoleName(role_),
+                                               ", not the primary: ask the master for the primary"));
+  }
+  if (absl::Now() >= lease_until_) {
+    return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index,
+                                               ": the primary's lease ran out (the master did not answer in time); "
+                                               "refusing updates until it does, another replica may have taken over"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Replicator::Append(StreamEntry entry) {
+  absl::MutexLock l(&mu_);
+  PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+  if (entry.position != position_ + 1) {
+    return absl::InternalError(absl::StrCat("stream position ", entry.position, " after ", position_));
+  }
+  position_ = entry.position;
+  for (auto& [id, stream] : streams_) stream->Append(entry);
+  return position_;
+}
+
+StatusOr<int64_t> Replicator::ForwardPush(const PushFrame& push) {
+  int64_t position = 0, epoch = 0;
+  bool anyone = false;
+  {
+    absl::MutexLock l(&mu_);
+    PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+    position = position_ + 1;  // stable: the shard's order lock is held by the caller
+    epoch = epoch_;
+    anyone = !streams_.empty() || !snapshot_pending_.empty();
+  }
+  StreamEntry entry;
+  entry.position = position;
+  if (anyone) entry.push = StreamCopy(push, epoch, position);  // outside mu_: copying takes a while
+  return Append(std::move(entry));
+}
+
+StatusOr<int64_t> Replicator::ForwardInit(const proto::InitRequest& request) {
+  StreamEntry entry;
+  auto init = std::make_shared<proto::InitRequest>(request);
+  {
+    absl::MutexLock l(&mu_);
+    entry.position = position_ + 1;
+    init->set_replica_epoch(epoch_);
+  }
+  init->set_replica_seq(entry.position);
+  entry.init = std::move(init);
+  return Append(std::move(entry));
+}
+
+StatusOr<int64_t> Replicator::ForwardStepComplete(int contributors) {
+  auto frame = std::make_shared<PushFrame>();
+  StreamEntry entry;
+  {
+    absl::MutexLock l(&mu_);
+    entry.position = position_ + 1;
+    frame->header().set_replica_epoch(epoch_);
+  }
+  frame->header().set_replica_seq(entry.position);
+  frame->header().set_complete_step_contributors(contributors);
+  entry.push = std::move(frame);
+  return Append(std::move(entry));
+}
+
+int64_t Replicator::last_position() const {
+  absl::MutexLock l(&mu_);
+  return position_;
+}
+
+bool Replicator::AckedLocked(int64_t position) const {
+  for (uint64_t id : required_) {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) continue;
+    if (it->second->acked() >= position) continue;
+    // A failed replica is waited for until the master has taken it out of the map, so
+    // it can never be promoted while missing an acknowledged update.
+    if (!it->second->failure().ok() && !in_map_.count(id)) continue;
+    return false;
+  }
+  return true;
+}
+
+Status Replicator::WaitAcked(int64_t position, absl::Time deadline) {
+  absl::MutexLock l(&mu_);
+  while (true) {
+    PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+    if (AckedLocked(position)) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("pserver shard ", options_.index, ": the backups did not acknowledge position ", position));
+    }
+    progress_.WaitWithDeadline(&mu_, std::min(deadline, now + absl::Milliseconds(100)));
+  }
+}
+
+// ------------------------------------------------------------------ backup
+
+Status Replicator::CheckEntry(int64_t epoch, int64_t position, bool* duplicate) {
+  absl::MutexLock l(&mu_);
+  *duplicate = false;
+  if (fatal_) return absl::FailedPreconditionError(*fatal_);
+  if (role_ == proto::ReplicaInfo::PRIMARY) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": this replica is the primary of epoch ",
+                                                      epoch_, "; refusing a stream of epoch ", epoch));
+  }
+  if (epoch < epoch_) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": a stream of epoch ", epoch,
+                                                      " is older than epoch ", epoch_, ": its sender is no longer primary"));
+  }
+  epoch_ = epoch;
+  if (!snapshot_installed_ && role_ != proto::ReplicaInfo::BACKUP) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": joining, no snapshot installed yet"));
+  }
+  if (position <= position_) {
+    *duplicate = true;
+    return absl::OkStatus();
+  }
+  if (position != position_ + 1) {
+    return absl::OutOfRangeError(absl::StrCat("shard ", options_.index, ": stream position ", position,
+                                              " after ", position_, ": an entry is missing"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
+  absl::MutexLock follow(&follow_mu_);
+  bool duplicate = false;
+  const int64_t position = frame.header().replica_seq();
+  PL_RETURN_IF_ERROR(CheckEntry(frame.header().replica_epoch(), position, &duplicate));
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = shard_;
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (duplicate) return shard->version();
+  StatusOr<int64_t> version = shard->version();
+  if (const int c = frame.header().complete_step_contributors(); c > 0) {
+    shard->FollowStepComplete(c);
+    version = shard->version();
+  } else {
+    version = shard->FollowPush(std::move(frame));
+  }
+  if (!version.ok()) {
+    SetFatal(absl::StrCat("cannot apply the primary's stream: ", version.status().message()));
+    return version.status();
+  }
+  absl::MutexLock l(&mu_);
+  position_ = position;
+  return version;
+}
+
+Status Replicator::OnInit(const proto::InitRequest& request) {
+  absl::MutexLock follow(&follow_mu_);
+  bool duplicate = false;
+  PL_RETURN_IF_ERROR(CheckEntry(request.replica_epoch(), request.replica_seq(), &duplicate));
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = shard_;
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (duplicate) return absl::OkStatus();
+  if (Status s = shard->FollowInit(request); !s.ok()) {
+    SetFatal(absl::StrCat("cannot apply the primary's Init: ", s.message()));
+    return s;
+  }
+  absl::MutexLock l(&mu_);
+  position_ = request.replica_seq();
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk) {
+  absl::MutexLock follow(&follow_mu_);
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (chunk.replica_id() != replica_id_) {
+      return absl::InvalidArgumentError(absl::StrCat("a snapshot for replica ", absl::Hex(chunk.replica_id()),
+                                                      " reached replica ", absl::Hex(replica_id_)));
+    }
+    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+      return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": a snapshot of epoch ",
+                                                        chunk.replica_epoch(), " reached a ", RoleName(role_),
+                                                        " replica of epoch ", epoch_));
+    }
+    epoch_ = chunk.replica_epoch();
+    shard = shard_;
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (snapshot_installed_) {
+    SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
+    return absl::FailedPreconditionError("snapshot already installed");
+  }
+  if (chunk.offset() == 0) snapshot_.clear();
+  if (chunk.offset() != static_cast<int64_t>(snapshot_.size())) {
+    return absl::FailedPreconditionError(absl::StrCat("snapshot piece at ", chunk.offset(), ", expected ", snapshot_.size()));
+  }
+  snapshot_ += chunk.data();
+  const int64_t received = static_cast<int64_t>(snapshot_.size());
+  if (!chunk.last()) return received;
+  if (Status s = shard->LoadSnapshot(snapshot_); !s.ok()) {
+    SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+    return s;
+  }
+  std::string().swap(snapshot_);
+  snapshot_installed_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    position_ = chunk.seq();
+  }
+  log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB, version %d, position %d)",
+                            options_.index, received / 1e6, shard->version(), chunk.seq()));
+  return received;
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,138 @@
+// Replicator: one pserver process's part in a replicated shard (--replicas R > 1).
+//
+// It heartbeats the master (RegisterPserver every `heartbeat_every`) and acts on the
+// shard map it gets back (master/shard_replicas.h):
+//   primary  serves trainers; every update goes, in order, to a ReplicaStream per
+//            other replica; a push is acknowledged once every backup in sync has it
+//            (WaitAcked). It may act as primary only until its lease (the master's
+//            pserver lease from when it sent its last answered heartbeat) runs out, so
+//            a primary cut off from the master stops taking pushes before the master
+//            promotes another. A joining replica gets a snapshot, then the stream;
+//            once it has acknowledged everything the primary vouches for it
+//            (caught_up) and waits for it from then on. A stream that fails is
+//            reported (dropped), and waited for until the master confirms the drop.
+//   backup   applies the primary's stream in order (OnPush, OnInit) and refuses
+//            trainers; an entry from an older epoch is refused (fencing), a gap in
+//            the stream is refused (the primary then drops this replica).
+//   joining  installs the snapshot (OnSnapshotChunk), then follows as a backup.
+// A backup promoted to primary takes over the stream where it had applied it. The
+// master's REMOVED, or anything that leaves this replica's state untrustworthy, sets
+// fatal(): the process exits and its supervisor restarts it, to join afresh.
+//
+// Thread-safety: thread-safe. Lock order: the shard's order lock, then mu_, then a
+// stream's; follow_mu_ serialises a backup's application of the stream and is taken
+// before the shard's locks.
+#ifndef PSERVER_REPLICATOR_H_
+#define PSERVER_REPLICATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "proto/master.grpc.pb.h"
+#include "pserver/replica_stream.h"
+#include "pserver/replication_hook.h"
+#include "pserver/shard.h"
+
+namespace pl::pserver {
+
+struct ReplicatorOptions {
+  int index = 0;
+  std::string master_address;
+  std::string address;  // what other replicas and trainers dial
+  absl::Duration heartbeat_every = absl::Milliseconds(150);
+  absl::Duration rpc_timeout = absl::Seconds(1);
+};
+
+class Replicator : public ReplicationHook {
+ public:
+  using Role = proto::ReplicaInfo::Role;
+  explicit Replicator(ReplicatorOptions options);
+  ~Replicator() override;  // Stop()
+
+  uint64_t replica_id() const { return replica_id_; }
+  // Registers until the master answers (UNAVAILABLE after `timeout`) and starts the
+  // heartbeat; returns the role it was given: PRIMARY (restore the shard's checkpoint)
+  // or JOINING (start empty and wait for the snapshot).
+  StatusOr<Role> Join(absl::Duration timeout);
+  // The shard this replica serves, once it exists (the heartbeat runs before it does).
+  void Attach(ParameterShard* shard);
+  void Stop();
+
+  Role role() const;
+  int64_t epoch() const;
+  // The highest version a primary of this shard reported to the master (what a
+  // restore from a checkpoint falls short of).
+  int64_t last_known_version() const;
+  // Set when this process must exit (removed by the master, a bad snapshot, ...).
+  std::optional<std::string> fatal() const;
+  // One line on the replicas' state, for logs.
+  std::string Describe() const;
+
+  // Backup side: the primary's stream (PushRequest.replica_seq > 0, InitRequest
+  // replica_seq > 0) and a joiner's snapshot.
+  StatusOr<int64_t> OnPush(PushFrame frame);
+  Status OnInit(const proto::InitRequest& request);
+  StatusOr<int64_t> OnSnapshotChunk(const proto::SnapshotChunk& chunk);
+
+  // ReplicationHook (the primary side).
+  Status CheckPrimary() const override;
+  StatusOr<int64_t> ForwardPush(const PushFrame& push) override;
+  StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) override;
+  StatusOr<int64_t> ForwardStepComplete(int contributors) override;
+  int64_t last_position() const override;
+  Status WaitAcked(int64_t position, absl::Time deadline) override;
+
+ private:
+  void HeartbeatLoop();
+  bool Heartbeat();  // false: the master did not answer
+  void Apply(const proto::RegisterPserverResponse& resp, absl::Time sent) ABSL_LOCKS_EXCLUDED(mu_);
+  // Primary: start streams for members without one (joiners get a snapshot).
+  void StartStreams(const proto::RegisterPserverResponse& resp) ABSL_LOCKS_EXCLUDED(mu_);
+  Status CheckPrimaryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  StatusOr<int64_t> Append(StreamEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
+  bool AckedLocked(int64_t position) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Status CheckEntry(int64_t epoch, int64_t position, bool* duplicate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
+  void SetFatal(const std::string& why);
+
+  const ReplicatorOptions options_;
+  const uint64_t replica_id_;
+  std::unique_ptr<proto::Master::Stub> master_;
+
+  mutable absl::Mutex mu_;
+  ParameterShard* shard_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Role role_ ABSL_GUARDED_BY(mu_) = proto::ReplicaInfo::UNKNOWN;
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_known_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last applied
+  // Primary: the streams, by replica id; `required_` are waited for before an ack.
+  std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> in_map_ ABSL_GUARDED_BY(mu_);  // the members the master listed last
+  std::set<uint64_t> snapshot_pending_ ABSL_GUARDED_BY(mu_);  // joiners whose snapshot is being taken
+  std::vector<uint64_t> report_caught_up_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> report_dropped_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> fatal_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar progress_;  // with mu_: an ack, a failure, a new map
+
+  // Backup: application of the stream, one entry at a time.
+  absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::string snapshot_ ABSL_GUARDED_BY(follow_mu_);
+  bool snapshot_installed_ ABSL_GUARDED_BY(follow_mu_) = false;
+
+  absl::Notification stop_;
+  std::thread heartbeat_;
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_REPLICATOR_H_
