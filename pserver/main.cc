@@ -86,12 +86,13 @@ pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::P
     }
     const int64_t known = replicator->last_known_version();
     if (!restored_from->empty()) {
-      pl::log::Info(absl::StrCat("primary of shard ", shard->index(), " with no live replica: restored ", *restored_from,
-                                 " (version ", shard->version(), ")",
-                                 known > shard->version()
-                                     ? absl::StrCat("; the shard had reached version ", known, ": ",
-                                                    known - shard->version(), " versions of updates are lost")
-                                     : ""));
+      // The master knows the last version a primary reported (heartbeats, a few per
+      // second): at least that much is gone; what came after the last report is too.
+      pl::log::Warning(absl::StrCat("primary of shard ", shard->index(), " with no live replica: restored ",
+                                    *restored_from, " (version ", shard->version(),
+                                    "); the shard's last primary reported version ", known, ": at least ",
+                                    std::max<int64_t>(0, known - shard->version()),
+                                    " versions of updates are lost"));
     } else if (known > 0) {
       pl::log::Warning(absl::StrCat("primary of shard ", shard->index(), " with no live replica and no checkpoint: ",
                                     "the shard had reached version ", known, "; it starts again from its first Init"));
@@ -199,6 +200,12 @@ int Run(int argc, char** argv) {
     ro.index = index;
     ro.master_address = master;
     ro.address = address;
+    // Tests of the ack path (tests/dist/replication_test.cc) ask a primary to die there.
+    if (const char* n = std::getenv("PL_TEST_DIE_AFTER_ACKED_UPDATES"); n != nullptr && *n != '\0') {
+      ro.test_die_after_acked = std::atoll(n);
+      const char* once = std::getenv("PL_TEST_DIE_ONCE_FILE");
+      ro.test_die_once_file = once != nullptr ? once : "";
+    }
     replicator = std::make_unique<pl::pserver::Replicator>(ro);
     shard->SetReplicationHook(replicator.get());
     service.SetReplicator(replicator.get());

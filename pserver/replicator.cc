@@ -1,5 +1,9 @@
 #include "pserver/replicator.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 #include <utility>
@@ -367,7 +371,16 @@ Status Replicator::WaitAcked(int64_t position, absl::Time deadline) {
   absl::MutexLock l(&mu_);
   while (true) {
     PL_RETURN_IF_ERROR(CheckPrimaryLocked());
-    if (AckedLocked(position)) return absl::OkStatus();
+    if (AckedLocked(position)) {
+      if (options_.test_die_after_acked > 0 && ++acked_updates_ == options_.test_die_after_acked &&
+          ::access(options_.test_die_once_file.c_str(), F_OK) != 0) {
+        (void)!::creat(options_.test_die_once_file.c_str(), 0644);
+        log::Warning(absl::StrCat("test hook: dying after acknowledged update ", acked_updates_, " (position ",
+                                  position, ") before answering it"));
+        ::raise(SIGKILL);
+      }
+      return absl::OkStatus();
+    }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(

@@ -50,6 +50,11 @@ struct ReplicatorOptions {
   std::string address;  // what other replicas and trainers dial
   absl::Duration heartbeat_every = absl::Milliseconds(150);
   absl::Duration rpc_timeout = absl::Seconds(1);
+  // Tests only: as primary, SIGKILL this process right after the backups acknowledged
+  // the n-th update, before the caller is answered, the first time (of all processes
+  // sharing `die_once_file`, which this creates). <= 0: never.
+  int64_t test_die_after_acked = 0;
+  std::string test_die_once_file;
 };
 
 class Replicator : public ReplicationHook {
@@ -123,6 +128,7 @@ class Replicator : public ReplicationHook {
   std::vector<uint64_t> report_dropped_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> fatal_ ABSL_GUARDED_BY(mu_);
   absl::CondVar progress_;  // with mu_: an ack, a failure, a new map
+  int64_t acked_updates_ ABSL_GUARDED_BY(mu_) = 0;  // for test_die_after_acked
 
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -87,6 +87,7 @@ Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>
       if (init.ok()) {
         log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") had no parameters (", s.message(),
                                   "): initialised it again from the seed; what it had learned is lost"));
+        AlignSyncStep(i, shard, /*waited_in_vain=*/true);
         continue;
       }
       s = init;
@@ -97,10 +98,40 @@ Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>
     backoff.Wait();
     ++retries_;
     // The pserver may have come back on another port: ask the master again.
-    std::lock_guard<std::mutex> lock(resolve_mu_);
-    Status r = Resolve(i);
-    (void)r;  // a failed lookup is retried with the call
+    {
+      std::lock_guard<std::mutex> lock(resolve_mu_);
+      Status r = Resolve(i);
+      (void)r;  // a failed lookup is retried with the call
+    }
+    bool created = false;
+    if (options_.sync && InitShard(shard, &created).ok()) {
+      if (created) {
+        log::Warning(absl::StrCat("pserver ", i, " (", shard.address,
+                                  ") came back with no parameters: initialised it again from the seed; what it had "
+                                  "learned is lost"));
+      }
+      AlignSyncStep(i, shard, /*waited_in_vain=*/absl::IsDeadlineExceeded(s));
+    }
   }
+}
+
+void ParameterClient::AlignSyncStep(int i, Shard& shard, bool waited_in_vain) {
+  if (!options_.sync) return;
+  // A shard that came back from a checkpoint (or empty) is at an earlier step than
+  // this trainer: carry on from its step, or the push and the pull would wait for a
+  // step that never comes. A replica that took over may be one step behind for a
+  // moment (it completes the step it had when it becomes primary), so only a larger
+  // gap counts, unless a pull already waited out its deadline with the shard still
+  // there: then this trainer's push of that step is gone, and it goes again.
+  const int64_t gap = std::max(shard.push.header().step(), shard.pull.min_version()) - shard.version;
+  if (gap <= (waited_in_vain ? 0 : 1)) return;
+  log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") is at step ", shard.version,
+                            ", behind this trainer's step ", shard.version + gap, ": continuing from its step"));
+  if (shard.push.header().step() > shard.version) {
+    shard.push.header().set_step(shard.version);
+    shard.shm_push.header().set_step(shard.version);
+  }
+  if (shard.pull.min_version() > shard.version) shard.pull.set_min_version(shard.version);
 }
 
 Status ParameterClient::ForEachShard(const std::function<Status(int)>& fn, const char* what) {
@@ -118,10 +149,11 @@ Status ParameterClient::ForEachShard(const std::function<Status(int)>& fn, const
   return first;
 }
 
-Status ParameterClient::InitShard(Shard& shard) {
+Status ParameterClient::InitShard(Shard& shard, bool* created) {
   proto::InitResponse resp;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), init_request_, &resp)));
+  if (created != nullptr) *created = resp.created();
   shard.version = resp.version();
   shard.wait_version = resp.version();
   return absl::OkStatus();

@@ -155,7 +155,13 @@ class ParameterClient {
   static void AddRegionValues(const Shard& shard, const std::shared_ptr<SharedRegion>& region, PullFrame* frame);
   static PushFrame CopyOfFrame(const PushFrame& frame);
   Status ResolveWithRetry();
-  Status InitShard(Shard& shard);
+  // `created`: whether this call created the shard's parameters (it had none).
+  Status InitShard(Shard& shard, bool* created = nullptr);
+  // Sync mode, after a shard was initialised again or found anew: the pending push and
+  // pull follow the shard's step when it is behind this trainer's (beyond the one step
+  // a replica that just took over may lag, unless `waited_in_vain`: a pull's deadline
+  // passed with the shard not moving).
+  void AlignSyncStep(int i, Shard& shard, bool waited_in_vain);
   // Offers the shard a shared-memory region unless it has one or refused one.
   void TryAttach(Shard& shard);
   // bind_parameters_to_shared_memory: moves the parameters that fit into the region.

@@ -1,0 +1,216 @@
+// Replicated shards with real processes (pl-launch --replicas 2, pl-master,
+// pl-pserver, pl-trainer on 127.0.0.1): a primary SIGKILLed at any moment costs no
+// acknowledged update, and nothing is applied twice.
+//
+//  - sync, one trainer: a job whose primaries are killed (one before any checkpoint,
+//    one after) ends with the parameters of the fault-free job, bit for bit;
+//  - async, two trainers: a primary dies between the backups' acknowledgement and its
+//    answer to the trainer (a test hook), then its replacement's primary is killed
+//    too: every shard applied exactly as many pushes as the trainers sent;
+//  - both replicas of a shard lost: the shard restores its checkpoint, the log says
+//    how many versions were lost, and the job finishes.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <map>
+#include <regex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/nn/module_file.h"
+#include "tests/dist/cluster.h"
+#include "tests/testing/process.h"
+#include "trainer/models.h"
+
+namespace pl::dist_testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSamples = 4000, kPerChunk = 250;
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"pl-launch", "pl-master", "pl-pserver", "pl-trainer"}) {
+      auto path = testing::BinaryPath(name);
+      if (!path.ok()) GTEST_SKIP() << "needs the real binaries: " << path.status().message();
+      bin_[name] = *path;
+    }
+    const std::string train = FashionMnistFile("train.plrec");
+    test_ = FashionMnistFile("test.plrec");
+    if (train.empty() || test_.empty()) GTEST_SKIP() << "needs $PL_DATA_DIR/fashion-mnist (make data)";
+    auto chunks = WriteSubset(train, dir_.path() + "/train.plrec", kSamples, kPerChunk);
+    ASSERT_TRUE(chunks.ok()) << chunks.status();
+  }
+
+  void TearDown() override {
+    if (launch_ && launch_->running()) launch_->Stop(std::chrono::seconds(5));
+  }
+
+  // pl-launch of a job with 2 pservers of 2 replicas each, `name` naming its workdir,
+  // control FIFO and log.
+  void Launch(const std::string& name, std::vector<std::string> flags, std::vector<std::string> trainer_flags,
+              const testing::EnvVars& env = {}) {
+    name_ = name;
+    std::vector<std::string> argv = {bin_["pl-launch"], "--workdir", Path("work"), "--data", dir_.path() + "/train.plrec",
+                                     "--pservers", "2", "--replicas", "2", "--control", Path("control"),
+                                     "--progress_every_s", "1", "--lease_ms", "2000"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", bin_["pl-trainer"], "--model", "mlp", "--threads", "1", "--lr", "0.001",
+                             "--test_data", test_, "--test_limit", "500", "--log_every_s", "0.2"});
+    argv.insert(argv.end(), trainer_flags.begin(), trainer_flags.end());
+    auto child = testing::Spawn(argv, Path("launch.log"), env);
+    ASSERT_TRUE(child.ok()) << child.status();
+    launch_ = std::move(*child);
+  }
+
+  std::string Path(const std::string& what) const { return absl::StrCat(dir_.path(), "/", name_, ".", what); }
+  std::string Output() const { return testing::ReadFileOrEmpty(Path("launch.log")); }
+  bool WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout, int count = 1) const {
+    return testing::WaitUntil([&] { return CountOf(Output(), needle) >= count; }, timeout);
+  }
+
+  void Control(const std::string& command) {
+    int fd = -1;
+    ASSERT_TRUE(testing::WaitUntil([&] { return (fd = ::open(Path("control").c_str(), O_WRONLY | O_NONBLOCK)) >= 0; },
+                                   std::chrono::seconds(10)))
+        << "no control FIFO\n" << Output();
+    const std::string line = command + "\n";
+    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    ::close(fd);
+  }
+
+  // Waits for pl-launch to end; it must report the job done with every trainer at 0.
+  void ExpectJobDone() {
+    auto exit = testing::WaitForExit(*launch_, std::chrono::seconds(240));
+    ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+    EXPECT_TRUE(exit->success()) << exit->Describe() << "\n" << Output();
+    EXPECT_THAT(Output(), HasSubstr("tasks todo 0 pending 0 done 16 failed 0")) << Output();
+  }
+
+  // The version each shard's last checkpoint line reports (its final checkpoint).
+  std::map<int, int64_t> FinalVersions() const {
+    std::map<int, int64_t> out;
+    static const std::regex re(R"(\[pserver-(\d+)\.\d\] .* written \(version (\d+))");
+    const std::string text = Output();
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+      out[std::stoi((*it)[1])] = std::stoll((*it)[2]);
+    }
+    return out;
+  }
+
+  // Pushes the trainers sent, from their closing traffic lines (each went to every shard).
+  int64_t PushesSent() const {
+    int64_t total = 0;
+    static const std::regex re(R"(traffic: \d+ pulls, (\d+) pushes)");
+    const std::string text = Output();
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+      total += std::stoll((*it)[1]);
+    }
+    return total;
+  }
+
+  std::map<std::string, std::string> bin_;
+  std::string test_;
+  std::string name_;
+  testing::TempDir dir_;
+  std::unique_ptr<ChildProcess> launch_;
+};
+
+// One trainer in sync mode trains deterministically. Killing the primary of shard 0
+// before any checkpoint exists, and the primary of shard 1 once one does, must change
+// nothing: the backups had every acknowledged step, and retried pushes count once.
+TEST_F(ReplicationTest, SyncJobWithKilledPrimariesEndsWithTheFaultFreeParameters) {
+  const std::vector<std::string> job = {"--sync", "--trainers", "1", "--passes", "6", "--checkpoint_every_s", "1"};
+  Launch("clean", job, {"--save", dir_.path() + "/clean.safetensors"});
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+
+  Launch("faulty", job, {"--save", dir_.path() + "/faulty.safetensors"});
+  // Both shards replicated (each backup caught up) and training under way.
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  ASSERT_TRUE(WaitForOutput("pass 1 task", std::chrono::seconds(60))) << Output();
+  ASSERT_EQ(CountOf(Output(), "written (version"), 0) << "a checkpoint existed before the first kill";
+  ASSERT_NO_FATAL_FAILURE(Control("kill-pserver 0"));
+  ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30))) << Output();
+  // Shard 1 once a checkpoint of it exists and the replacement of shard 0 caught up.
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 3)) << Output();
+  ASSERT_TRUE(testing::WaitUntil([&] { return FinalVersions().count(1) > 0; }, std::chrono::seconds(60))) << Output();
+  ASSERT_THAT(Output(), ::testing::Not(HasSubstr("job done"))) << "the job ended before the second kill";
+  ASSERT_NO_FATAL_FAILURE(Control("kill-pserver 1"));
+  ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30), 2)) << Output();
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+
+  auto clean = MakeExampleModel("mlp", ModelOptions{});
+  auto faulty = MakeExampleModel("mlp", ModelOptions{});
+  ASSERT_TRUE(clean.ok() && faulty.ok());
+  ASSERT_TRUE(LoadModule(dir_.path() + "/clean.safetensors", (*clean)->module()).ok());
+  ASSERT_TRUE(LoadModule(dir_.path() + "/faulty.safetensors", (*faulty)->module()).ok());
+  auto a = (*clean)->module().NamedParameters(), b = (*faulty)->module().NamedParameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor& x = a[i].param->var.value();
+    const Tensor& y = b[i].param->var.value();
+    ASSERT_EQ(x.numel(), y.numel());
+    double worst = 0;
+    for (int64_t k = 0; k < x.numel(); ++k) worst = std::max(worst, std::abs(double(x.f32()[k]) - y.f32()[k]));
+    EXPECT_LE(worst, 1e-6) << a[i].name << " differs from the fault-free run";
+  }
+}
+
+// Async: a primary dies after its backup acknowledged a push but before it answered
+// the trainer (which then retries it on the new primary), and later the new primary is
+// killed too. Each shard's final version (pushes applied) equals the pushes sent.
+TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
+  const std::string died = dir_.path() + "/died";
+  Launch("async", {"--trainers", "2", "--passes", "4", "--checkpoint_every_s", "0"}, {},
+         {{"PL_TEST_DIE_AFTER_ACKED_UPDATES", "120"}, {"PL_TEST_DIE_ONCE_FILE", died}});
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  ASSERT_TRUE(WaitForOutput("test hook: dying after acknowledged update", std::chrono::seconds(90))) << Output();
+  std::smatch m;
+  const std::string text = Output();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(\[pserver-(\d)\.\d\] .*test hook: dying)")));
+  const std::string shard = m[1];
+  ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 3)) << Output();
+  ASSERT_THAT(Output(), ::testing::Not(HasSubstr("job done"))) << "the job ended before the second kill";
+  ASSERT_NO_FATAL_FAILURE(Control("kill-pserver " + shard));
+  ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30), 2)) << Output();
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+
+  const int64_t sent = PushesSent();
+  ASSERT_GT(sent, 0) << Output();
+  const std::map<int, int64_t> versions = FinalVersions();
+  ASSERT_EQ(versions.size(), 2u) << Output();
+  for (const auto& [index, version] : versions) {
+    EXPECT_EQ(version, sent) << "shard " << index << " applied " << version << " pushes of " << sent << " sent";
+  }
+  EXPECT_GE(LastNumberAfter(Output(), "final test accuracy: ").value_or(0), 0.70);
+}
+
+// Both processes of shard 1 SIGKILLed at once: no replica is left to take over, so the
+// shard comes back from its newest checkpoint, says how many versions that lost, and
+// the job still finishes every task.
+TEST_F(ReplicationTest, BothReplicasLostRestoreTheCheckpointAndSayWhatWasLost) {
+  Launch("both", {"--trainers", "1", "--passes", "8", "--checkpoint_every_s", "1"}, {});
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  ASSERT_TRUE(testing::WaitUntil([&] { return FinalVersions().count(1) > 0; }, std::chrono::seconds(60))) << Output();
+  ASSERT_THAT(Output(), ::testing::Not(HasSubstr("job done"))) << "the job ended before the kill";
+  std::vector<pid_t> pids;
+  for (const char* name : {"pserver-1.0", "pserver-1.1"}) {
+    std::smatch m;
+    const std::string text = Output();
+    ASSERT_TRUE(std::regex_search(text, m, std::regex(std::string("started ") + name + R"( \(pid (\d+))")));
+    pids.push_back(std::stoi(m[1]));
+  }
+  for (pid_t pid : pids) ASSERT_TRUE(testing::KillPid(pid, SIGKILL).ok());
+  ASSERT_TRUE(WaitForOutput("versions of updates are lost", std::chrono::seconds(60))) << Output();
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  EXPECT_THAT(Output(), HasSubstr("no backup in sync is left"));
+}
+
+}  // namespace
+}  // namespace pl::dist_testing
