@@ -1,0 +1,179 @@
+// No split brain: a primary cut off from the master (its only way there, a relay, stops
+// moving bytes) but still reachable by a trainer stops taking pushes once its lease is
+// over, and the master promotes the backup, which holds every push the old primary
+// acknowledged. When the link heals, the old primary is told it was taken out and
+// exits with that cause. Real pl-master and pl-pserver processes on 127.0.0.1; the
+// trainer is a plain client of the ParameterServer service.
+#include <signal.h>
+
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/rpc.h"
+#include "proto/master.grpc.pb.h"
+#include "proto/pserver.grpc.pb.h"
+#include "tests/dist/cluster.h"
+#include "tests/testing/process.h"
+#include "tests/testing/tcp_relay.h"
+
+namespace pl::dist_testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kLeaseMs = 1000;
+
+class ReplicaFencingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"pl-master", "pl-pserver"}) {
+      auto path = testing::BinaryPath(name);
+      if (!path.ok()) GTEST_SKIP() << "needs the real binaries: " << path.status().message();
+      bin_[name] = *path;
+    }
+    data_ = FashionMnistFile("test.plrec");
+    if (data_.empty()) GTEST_SKIP() << "needs $PL_DATA_DIR/fashion-mnist (make data)";
+  }
+
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+
+  StatusOr<std::unique_ptr<ChildProcess>> StartPserver(const std::string& name, const std::string& master) {
+    PL_ASSIGN_OR_RETURN(auto child, testing::Spawn({bin_["pl-pserver"], "--index", "0", "--num_pservers", "1",
+                                                    "--replicas", "2", "--master", master, "--host",
+                                                    "127.0.0.1", "--port_file", Path(name + ".port")},
+                                                   Path(name + ".log")));
+    PL_RETURN_IF_ERROR(testing::WaitForPortFile(Path(name + ".port"), std::chrono::seconds(20), child.get()).status());
+    return child;
+  }
+
+  // The primary's address, as the master names it to trainers.
+  std::string PrimaryAddress() {
+    auto stub = proto::Master::NewStub(rpc::MakeChannel(master_address_));
+    proto::MembershipResponse resp;
+    auto ctx = rpc::MakeContext(std::chrono::seconds(3));
+    if (!stub->Membership(ctx.get(), proto::MembershipRequest(), &resp).ok() || resp.pservers_size() != 1) return "";
+    return resp.pservers(0).address();
+  }
+
+  static proto::InitRequest Init() {
+    proto::InitRequest req;
+    proto::ParamSpec* w = req.add_params();
+    w->set_name("w");
+    w->set_kind(proto::ParamSpec::DENSE);
+    w->add_shape(8);
+    w->set_block_size(8);
+    req.mutable_optimizer()->set_name("sgd");
+    req.mutable_optimizer()->set_learning_rate(0.5f);
+    req.set_seed(3);
+    return req;
+  }
+
+  static proto::PushRequest Push(int64_t id) {
+    proto::PushRequest req;
+    req.set_trainer_id(1);
+    req.set_client_id(77);
+    req.set_push_id(id);
+    req.set_num_samples(1);
+    proto::DenseBlock* b = req.add_dense();
+    b->set_param("w");
+    b->set_block(0);
+    std::vector<float> g(8, 0.25f * id);
+    b->set_values(g.data(), g.size() * 4);
+    return req;
+  }
+
+  static StatusOr<std::vector<float>> PullW(proto::ParameterServer::Stub* stub) {
+    proto::PullRequest req;
+    req.add_dense()->set_param("w");
+    proto::PullResponse resp;
+    auto ctx = rpc::MakeContext(std::chrono::seconds(3));
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub->Pull(ctx.get(), req, &resp)));
+    if (resp.dense_size() != 1 || resp.dense(0).values().size() != 32) return absl::DataLossError("bad pull");
+    std::vector<float> w(8);
+    std::memcpy(w.data(), resp.dense(0).values().data(), 32);
+    return w;
+  }
+
+  std::map<std::string, std::string> bin_;
+  std::string data_;
+  std::string master_address_;
+  testing::TempDir dir_;
+  std::unique_ptr<ChildProcess> master_;
+};
+
+TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTakesOverWithThem) {
+  auto master = testing::Spawn({bin_["pl-master"], "--state_dir", Path("state"), "--data", data_, "--num_pservers",
+                                "1", "--host", "127.0.0.1", "--port_file", Path("master.port"), "--pserver_lease_ms",
+                                std::to_string(kLeaseMs)},
+                               Path("master.log"));
+  ASSERT_TRUE(master.ok()) << master.status();
+  master_ = std::move(*master);
+  auto port = testing::WaitForPortFile(Path("master.port"), std::chrono::seconds(20), master_.get());
+  ASSERT_TRUE(port.ok()) << port.status();
+  master_address_ = absl::StrCat("127.0.0.1:", *port);
+  // The primary (the first to register) reaches the master only through the relay.
+  auto relay = testing::TcpRelay::Start(*port);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  auto first = StartPserver("ps-a", absl::StrCat("127.0.0.1:", (*relay)->port()));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return testing::ReadFileOrEmpty(Path("master.log")).find("is the primary") != std::string::npos; },
+      std::chrono::seconds(20)));
+  auto second = StartPserver("ps-b", master_address_);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return testing::ReadFileOrEmpty(Path("master.log")).find("now a backup in sync") != std::string::npos; },
+      std::chrono::seconds(20)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+  const std::string primary = PrimaryAddress();
+  ASSERT_FALSE(primary.empty());
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+
+  proto::InitResponse init;
+  ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init).ok());
+  for (int64_t id = 1; id <= 3; ++id) {
+    proto::PushResponse resp;
+    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(id), &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  auto acknowledged = PullW(stub.get());
+  ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+
+  // Cut off from the master: after its lease the primary refuses, though it is reachable.
+  (*relay)->Cut();
+  std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 300));
+  proto::PushResponse refused_resp;
+  grpc::Status refused = stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(4), &refused_resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("lease ran out"));
+
+  // The master promoted the backup, which has all three acknowledged pushes and not
+  // the refused one; once the link heals the old primary learns it was taken out.
+  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
+                                 std::chrono::seconds(20)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+  (*relay)->Heal();
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  auto taken_over = PullW(new_stub.get());
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  EXPECT_EQ(*taken_over, *acknowledged);
+  auto exit = testing::WaitForExit(**first, std::chrono::seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_FALSE(exit->success());
+  EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-a.log")), HasSubstr("the master took this replica out of shard 0"));
+  // A retry of an acknowledged push is not applied again on the new primary.
+  proto::PushResponse again;
+  ASSERT_TRUE(new_stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(3), &again).ok());
+  auto after_retry = PullW(new_stub.get());
+  ASSERT_TRUE(after_retry.ok());
+  EXPECT_EQ(*after_retry, *acknowledged);
+}
+
+}  // namespace
+}  // namespace pl::dist_testing
