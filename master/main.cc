@@ -23,6 +23,10 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
 #include "paddle_like/io/atomic_file.h"
+#include "paddle_like/metrics/job_events.h"
+#include "paddle_like/metrics/job_sampler.h"
+#include "paddle_like/metrics/telemetry_flags.h"
+#include "paddle_like/metrics/ticker.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
 
@@ -57,6 +61,8 @@ int main(int argc, char** argv) {
       {{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}}};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("master");
+  // --logdir, --metrics_port: a bad one ends the process here, before it serves.
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", absl::GetFlag(FLAGS_host));
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
@@ -89,6 +95,12 @@ int main(int argc, char** argv) {
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  // The master's event lines, also kept for the status page and counted for /metrics.
+  pl::metrics::JobEventLog events;
+  options.log = [&events](const std::string& line) {
+    events.Add(line);
+    pl::log::Info(line);
+  };
   const std::string data = absl::GetFlag(FLAGS_data);
   auto chunks = [&data]() -> pl::StatusOr<std::vector<pl::ChunkInfo>> {
     if (data.empty()) return absl::InvalidArgumentError("no job to resume and no data: pass --data DIR_OR_FILE");
@@ -102,6 +114,10 @@ int main(int argc, char** argv) {
   if (!master.ok()) Fail(std::string(master.status().message()));
 
   pl::MasterService service(master->get());
+  pl::metrics::JobSampler sampler(telemetry.get(), &events);
+  auto sampling = std::make_unique<pl::metrics::Ticker>(absl::Seconds(1), [&sampler, m = master->get()] {
+    if (auto status = m->JobStatus({}); status.ok()) sampler.Record(*status);
+  });
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
   int bound_port = 0;
@@ -121,6 +137,7 @@ int main(int argc, char** argv) {
   // open, so the grace is short: every reply is already stored, and a cut call is retried.
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server->reset();
+  sampling.reset();  // it reads the master
   master->reset();
   return 0;
 }

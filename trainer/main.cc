@@ -14,6 +14,8 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
+#include "paddle_like/metrics/telemetry_flags.h"
+#include "paddle_like/metrics/trainer_telemetry.h"
 #include "paddle_like/nn/module_file.h"
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/dist_trainer.h"
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
       "--model mlp|cnn|ctr --data DIR [flags]   (distributed: --master HOST:PORT [flags])",
       "Trains a built-in example model: in this process, or, given a master address, as one\n"
       "trainer of a distributed job (tasks from the master, parameters on the pservers).",
-      {{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}}};
+      pl::metrics::WithTelemetryEnv({{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}})};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
                                  pl::cli::CheckAtLeast<int64_t>("batch_size", absl::GetFlag(FLAGS_batch_size), 1),
@@ -148,7 +150,12 @@ int main(int argc, char** argv) {
     d.shared_memory = absl::GetFlag(FLAGS_shm);
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
+    auto rank_or_zero = [] { return absl::GetFlag(FLAGS_rank).empty() ? std::string("0") : absl::GetFlag(FLAGS_rank); };
     pl::log::SetProcessName(d.name);
+    // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
+    auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero(), "0.0.0.0");
+    pl::metrics::TrainerTelemetry observer(telemetry.get());
+    d.observer = &observer;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, log);
     if (!result.ok()) return Fail(std::string(result.status().message()));
