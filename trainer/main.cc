@@ -14,6 +14,7 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
+#include "paddle_like/metrics/progress_reporter.h"
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/metrics/trainer_telemetry.h"
 #include "paddle_like/nn/module_file.h"
@@ -155,7 +156,9 @@ int main(int argc, char** argv) {
     // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
     auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero(), "0.0.0.0");
     pl::metrics::TrainerTelemetry observer(telemetry.get());
-    d.observer = &observer;
+    // Curves for the master's status page, then on to the event file and /metrics.
+    pl::metrics::ProgressReporter reporter(master, d.name, &observer);
+    d.observer = &reporter;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, log);
     if (!result.ok()) return Fail(std::string(result.status().message()));

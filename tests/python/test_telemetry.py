@@ -1,7 +1,8 @@
 """Seeing a job, checked with the readers the world uses: TensorBoard's own
 EventAccumulator reads the event files (Python's SummaryWriter, pl-trainer, pl-master,
 pl-pserver, and paddle_like.distributed.train), and prometheus_client's text parser reads
-every process's /metrics while a real job runs (pl-launch --logdir --metrics_port 0).
+every process's /metrics while a real job runs (pl-launch --logdir --metrics_port 0
+--http_port 0), whose status page (status.json, pl-status) is read during the run too.
 
 tensorboard and prometheus_client live in their own venv (tensorboard needs a newer
 protobuf than Debian's): ctest's python_pytest_telemetry runs this file there (the
@@ -9,6 +10,7 @@ fixture python_telemetry_venv makes it). Elsewhere these tests skip, saying so, 
 PL_REQUIRE_TELEMETRY=1 (set by that ctest entry), which turns a missing reader into a
 failure."""
 
+import json
 import os
 import queue
 import re
@@ -139,17 +141,23 @@ def _scrape(parser, url):
 def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp_path):
     logdir = tmp_path / "logs"
     job = _Job([launcher, "--pservers", "2", "--trainers", "2", "--data", os.path.join(fashion_dir, "train.plrec"),
-                "--passes", "1", "--chunks_per_task", "2", "--workdir", str(tmp_path / "job"), "--logdir", str(logdir),
-                "--metrics_port", "0", "--", os.path.join(os.path.dirname(launcher), "pl-trainer"), "--model", "mlp",
+                "--passes", "2", "--chunks_per_task", "2", "--workdir", str(tmp_path / "job"), "--logdir", str(logdir),
+                "--metrics_port", "0", "--http_port", "0", "--", os.path.join(os.path.dirname(launcher), "pl-trainer"), "--model", "mlp",
                 "--threads", "1", "--test_data", os.path.join(fashion_dir, "test.plrec"), "--test_limit", "2000"],
                tmp_path)
-    scraped = {}
+    scraped, status, status_text, page = {}, None, None, None
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             line = job.lines.get(timeout=max(0.1, deadline - time.monotonic()))
             if line is None:
                 break
+            s = re.search(r"INFO launch: status page: (http://127\.0\.0\.1:(\d+)/)", line)
+            if s:
+                page = s.groups()
+                with urllib.request.urlopen(page[0], timeout=5) as r:
+                    assert r.headers["Content-Type"].startswith("text/html")
+                    assert b"status.json" in r.read()
             m = re.search(r"INFO launch: metrics: (http://127\.0\.0\.1:\d+/metrics) \((\S+)\)", line)
             if not m:
                 continue
@@ -166,6 +174,17 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
                 if not name.startswith("trainer-") or (steps and steps.value > 0) or time.monotonic() > until:
                     break
                 time.sleep(0.05)
+            if page and status is None and {"trainer-0", "trainer-1"} <= set(scraped):
+                # The trainers report a point a second: wait for curves (bounded by the job).
+                until = time.monotonic() + 10
+                while time.monotonic() < until:
+                    with urllib.request.urlopen(page[0] + "status.json", timeout=5) as r:
+                        status = json.loads(r.read())
+                    if status["curves"]:
+                        break
+                    time.sleep(0.2)
+                status_text = subprocess.run([os.path.join(os.path.dirname(launcher), "pl-status"),
+                                              f"127.0.0.1:{page[1]}"], capture_output=True, text=True, timeout=30)
         job.proc.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
         job.kill()
@@ -173,9 +192,20 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
     assert job.proc.returncode == 0, out[-4000:]
     assert set(scraped) == {"master", "pserver-0", "pserver-1", "trainer-0", "trainer-1"}, out[-4000:]
 
+    assert status is not None, "the status page was not announced or not read"
+    assert status["job"]["num_passes"] == 2
+    assert {p["index"] for p in status["pservers"]} == {0, 1}
+    assert {e["kind"] for e in status["events"]} >= {"join"}
+    assert status["curves"], "no trainer curve reached the master"
+    for name, curve in status["curves"].items():
+        assert all(np.isfinite(p[1]) and 0 <= p[2] <= 1 for p in curve["points"]), (name, curve)
+    assert status_text.returncode == 0, status_text.stderr
+    assert re.search(r"^job: pass [12]/2", status_text.stdout, re.M), status_text.stdout
+    assert "pservers (2 of 2)" in status_text.stdout
+
     master = scraped["master"]
     assert master["pl_master_tasks"].labels["role"] == "master"
-    assert master["pl_master_num_passes"].value == 1
+    assert master["pl_master_num_passes"].value == 2
     for i in (0, 1):
         ps = scraped[f"pserver-{i}"]
         assert ps["pl_pserver_pushes_total"].labels == {"role": "pserver", "index": str(i)}
@@ -201,7 +231,7 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
         accuracy = float(re.search(rf"trainer-{r}: final test accuracy: ([0-9.]+)", out).group(1))
         assert acc.Scalars("test/accuracy")[-1].value == pytest.approx(accuracy, abs=1e-4)
     master_acc = _accumulate(ea, logdir / "master")
-    assert master_acc.Scalars("master/tasks_done")[-1].value == 30  # 60 chunks, 2 per task
+    assert master_acc.Scalars("master/tasks_done")[-1].value == 30  # of the last pass: 60 chunks, 2 per task
     for i in (0, 1):
         ps_acc = _accumulate(ea, logdir / f"pserver-{i}")
         assert "pserver/pushes_per_sec" in ps_acc.Tags()["scalars"]
