@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
 
   pl::log::SetProcessName("trainer");
   pl::log::LineStream log;
+  const std::string rank_or_zero = absl::GetFlag(FLAGS_rank).empty() ? "0" : absl::GetFlag(FLAGS_rank);
   if (!master.empty()) {
     pl::DistTrainerOptions d;
     d.master_address = master;
@@ -151,10 +152,9 @@ int main(int argc, char** argv) {
     d.shared_memory = absl::GetFlag(FLAGS_shm);
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
-    auto rank_or_zero = [] { return absl::GetFlag(FLAGS_rank).empty() ? std::string("0") : absl::GetFlag(FLAGS_rank); };
     pl::log::SetProcessName(d.name);
     // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
-    auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero(), "0.0.0.0");
+    auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
     pl::metrics::TrainerTelemetry observer(telemetry.get());
     // Curves for the master's status page, then on to the event file and /metrics.
     pl::metrics::ProgressReporter reporter(master, d.name, &observer);
@@ -170,6 +170,9 @@ int main(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program,
                                 "--data is required in local mode (a directory with train.plrec and test.plrec)");
   }
+  // One process, same curves: --logdir writes DIR/trainer/, --metrics_port serves /metrics.
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
+  pl::metrics::TrainerTelemetry observer(telemetry.get());
   auto train = pl::LoadExampleSet(data + "/train.plrec", task, absl::GetFlag(FLAGS_train_limit));
   if (!train.ok()) return Fail(std::string(train.status().message()));
   auto test = pl::LoadExampleSet(test_path, task, absl::GetFlag(FLAGS_test_limit));
@@ -183,6 +186,7 @@ int main(int argc, char** argv) {
   auto backend = pl::MakeStepBackend(device, **model, log);
   if (!backend.ok()) return Fail(std::string(backend.status().message()));
   pl::LocalTrainOptions lo;
+  lo.observer = &observer;
   lo.epochs = absl::GetFlag(FLAGS_epochs);
   lo.batch_size = absl::GetFlag(FLAGS_batch_size);
   lo.optimizer = opt;

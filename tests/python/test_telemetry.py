@@ -261,3 +261,15 @@ def test_python_trainer_writes_event_files(ea, launcher, fashion, tmp_path):
     assert [e.step for e in acc.Scalars("loss")] == list(range(1, 8 * 4 + 1))
     accuracy = float(re.search(r"final test accuracy: ([0-9.]+)", out).group(1))
     assert acc.Scalars("test/accuracy")[-1].value == pytest.approx(accuracy, abs=1e-4)
+
+
+def test_local_trainer_writes_event_files(ea, launcher, fashion_dir, tmp_path):
+    trainer = os.path.join(os.path.dirname(launcher), "pl-trainer")
+    out = subprocess.run([trainer, "--model", "mlp", "--data", fashion_dir, "--epochs", "1", "--train_limit", "640",
+                          "--test_limit", "200", "--threads", "1", "--logdir", str(tmp_path / "logs")],
+                         capture_output=True, text=True, timeout=120, env=_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    acc = _accumulate(ea, tmp_path / "logs" / "trainer")
+    assert [e.step for e in acc.Scalars("loss")] == list(range(1, 11))  # 640 examples, batch 64
+    accuracy = float(re.search(r"final test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert acc.Scalars("test/accuracy")[-1].value == pytest.approx(accuracy, abs=1e-4)
