@@ -66,8 +66,6 @@ int main(int argc, char** argv) {
       {{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}}};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("master");
-  // --logdir, --metrics_port: a bad one ends the process here, before it serves.
-  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", absl::GetFlag(FLAGS_host));
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
@@ -89,6 +87,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  // --logdir, --metrics_port: a bad one ends the process here, before it serves. After
+  // the mask: the /metrics thread must not take SIGTERM (its default action kills).
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", host);
 
   auto store = pl::LocalDirStore::Open(state_dir);
   if (!store.ok()) Fail(std::string(store.status().message()));

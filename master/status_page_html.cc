@@ -46,6 +46,7 @@ function chart(id,curves,col){
   for(const n in curves){
     const c=COLORS[i%COLORS.length],pts=curves[n].points.filter(p=>p[col]>=0);
     s+='<polyline fill="none" stroke="'+c+'" stroke-width="1.5" points="'+pts.map(p=>X(p[0]).toFixed(1)+","+Y(p[col]).toFixed(1)).join(" ")+'"/>';
+    if(pts.length==1)s+='<circle r="3" fill="'+c+'" cx="'+X(pts[0][0]).toFixed(1)+'" cy="'+Y(pts[0][col]).toFixed(1)+'"/>';
     s+='<text x="'+(W-R+8)+'" y="'+(T+14+16*i)+'" font-size="12" fill="'+c+'">'+esc(n)+'</text>';
     i++;
   }

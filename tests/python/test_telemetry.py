@@ -273,3 +273,41 @@ def test_local_trainer_writes_event_files(ea, launcher, fashion_dir, tmp_path):
     assert [e.step for e in acc.Scalars("loss")] == list(range(1, 11))  # 640 examples, batch 64
     accuracy = float(re.search(r"final test accuracy: ([0-9.]+)", out.stdout).group(1))
     assert acc.Scalars("test/accuracy")[-1].value == pytest.approx(accuracy, abs=1e-4)
+
+
+def test_status_page_draws_in_a_browser(launcher, fashion_dir, tmp_path):
+    """The page's script, run by headless Chromium (Debian's `chromium`, not in the
+    Makefile's packages: 290 MB for one optional check), draws the job from status.json:
+    a curve per reporting trainer, the trainers' table, the events."""
+    if os.environ.get("PL_REQUIRE_TELEMETRY") != "1":
+        pytest.skip("runs in ctest's python_pytest_telemetry only (one browser job per test run)")
+    chromium = next((c for c in ("chromium", "chromium-browser") if subprocess.run(
+        ["sh", "-c", f"command -v {c}"], capture_output=True).returncode == 0), None)
+    if chromium is None:
+        pytest.skip("no chromium here (apt-get install chromium)")
+    job = _Job([launcher, "--pservers", "1", "--trainers", "1", "--data", os.path.join(fashion_dir, "train.plrec"),
+                "--passes", "20", "--workdir", str(tmp_path / "job"), "--http_port", "0", "--",
+                os.path.join(os.path.dirname(launcher), "pl-trainer"), "--model", "mlp", "--threads", "1"], tmp_path)
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            line = job.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            assert line is not None, job.text()[-4000:]
+            m = re.search(r"INFO launch: status page: (http://127\.0\.0\.1:\d+/)", line)
+            url = m.group(1) if m else None
+        assert url, job.text()[-4000:]
+        # Wait until the master has a trainer's curve, so the page has something to draw.
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url + "status.json", timeout=5) as r:
+                if any(len(c["points"]) >= 2 for c in json.loads(r.read())["curves"].values()):
+                    break
+            time.sleep(0.2)
+        dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                              "--dump-dom", url], capture_output=True, text=True, timeout=60).stdout
+    finally:
+        job.kill()
+    assert "<polyline" in dom, dom[-3000:]
+    assert re.search(r"<td>trainer-0</td>", dom), dom[-3000:]
+    assert "(running)" in dom
+    assert 'class="ev-join"' in dom
