@@ -13,6 +13,7 @@
 // SIGTERM or SIGINT, then exits 0. On an error it prints one line and exits non-zero.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -91,6 +92,18 @@ int main(int argc, char** argv) {
   // --logdir, --metrics_port: a bad one ends the process here, before it serves. After
   // the mask: the /metrics thread must not take SIGTERM (its default action kills).
   auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", host);
+  // The status page's port is taken now too, so a port in use fails before the job is
+  // read; it answers 503 until the page exists.
+  std::atomic<const pl::StatusPage*> page{nullptr};
+  std::unique_ptr<pl::metrics::HttpServer> status_server;
+  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
+    auto started = pl::metrics::HttpServer::Start({host, http_port}, [&page](const std::string& path) {
+      const pl::StatusPage* p = page.load();
+      return p != nullptr ? p->Handle(path) : pl::metrics::HttpResponse{503, "text/plain", "starting\n"};
+    });
+    if (!started.ok()) Fail(absl::StrCat("--http_port: ", started.status().message()));
+    status_server = std::move(started).value();
+  }
 
   auto store = pl::LocalDirStore::Open(state_dir);
   if (!store.ok()) Fail(std::string(store.status().message()));
@@ -130,13 +143,9 @@ int main(int argc, char** argv) {
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
   int bound_port = 0;
-  std::unique_ptr<pl::metrics::HttpServer> status_server;
   pl::StatusPage status_page(master->get(), &events, &board, options.lease_ms);
-  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
-    auto started = pl::metrics::HttpServer::Start(
-        {host, http_port}, [&status_page](const std::string& path) { return status_page.Handle(path); });
-    if (!started.ok()) Fail(absl::StrCat("--http_port: ", started.status().message()));
-    status_server = std::move(started).value();
+  page.store(&status_page);
+  if (status_server) {
     if (const std::string file = absl::GetFlag(FLAGS_http_port_file); !file.empty()) {
       pl::Status st = pl::WriteFileAtomically(file, absl::StrCat(status_server->port(), "\n"));
       if (!st.ok()) Fail(absl::StrCat("cannot write the status page's port file: ", st.message()));
