@@ -5,19 +5,36 @@
 
 namespace pl::metrics {
 
-TrainerTelemetry::TrainerTelemetry(ProcessTelemetry* t)
+TrainerTelemetry::TrainerTelemetry(ProcessTelemetry* t, absl::Duration drain_every)
     : telemetry_(t),
       steps_(NewCounter(t, "pl_trainer_steps_total", "training steps this trainer ran")),
       samples_(NewCounter(t, "pl_trainer_samples_total", "samples this trainer trained on")),
       compute_s_(NewCounter(t, "pl_trainer_compute_seconds_total", "time in forward and backward")),
       exchange_s_(NewCounter(t, "pl_trainer_exchange_seconds_total", "time pushing gradients and pulling parameters")),
+      dropped_counter_(NewCounter(t, "pl_trainer_records_dropped_total",
+                                  "step records not recorded: the telemetry thread fell 4096 steps behind")),
       step_s_(NewHistogram(t, "pl_trainer_step_seconds", "wall time of one training step",
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5})),
       loss_(NewGauge(t, "pl_trainer_loss", "mean loss of the last step's batch")),
       train_accuracy_(NewGauge(t, "pl_trainer_train_accuracy", "accuracy on the last step's batch")),
-      test_accuracy_(NewGauge(t, "pl_trainer_test_accuracy", "the job's test accuracy, once evaluated")) {}
+      test_accuracy_(NewGauge(t, "pl_trainer_test_accuracy", "the job's test accuracy, once evaluated")) {
+  drainer_ = std::make_unique<Ticker>(drain_every, [this] { Drain(); });
+}
+
+TrainerTelemetry::~TrainerTelemetry() { drainer_.reset(); }
 
 void TrainerTelemetry::OnStep(const StepRecord& r) {
+  if (!ring_.Push(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TrainerTelemetry::Drain() {
+  absl::MutexLock lock(&drain_mu_);
+  StepRecord r;
+  while (ring_.Pop(&r)) Record(r);
+  AdvanceCounter(dropped_counter_, static_cast<double>(dropped_.load(std::memory_order_relaxed)));
+}
+
+void TrainerTelemetry::Record(const StepRecord& r) {
   steps_->Increment();
   samples_->Increment(static_cast<double>(r.samples));
   compute_s_->Increment(r.compute_s);
@@ -41,6 +58,8 @@ void TrainerTelemetry::OnStep(const StepRecord& r) {
 }
 
 void TrainerTelemetry::OnEvaluation(int64_t step, const std::string& metric, double value) {
+  Drain();  // the steps before it first
+  absl::MutexLock lock(&drain_mu_);
   if (metric == "accuracy") test_accuracy_->Set(value);
   if (EventFileWriter* events = telemetry_->events(); events != nullptr && !write_failed_) {
     (void)events->AddScalar("test/" + metric, value, step);

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include "paddle_like/metrics/job_sampler.h"
 #include "paddle_like/metrics/pserver_sampler.h"
+#include "paddle_like/metrics/spsc_ring.h"
 #include "paddle_like/metrics/trainer_telemetry.h"
 #include "tests/testing/scratch_dir.h"
 
@@ -63,6 +65,37 @@ TEST(TelemetryTest, TrainerStepsReachMetricsAndEvents) {
   EXPECT_THAT(text, HasSubstr("pl_trainer_step_seconds_count{index=\"3\",role=\"trainer\"} 2"));
   // OnEvaluation flushed: three records after the version one.
   EXPECT_GT(std::filesystem::file_size(t->events()->path()), 100u);
+}
+
+TEST(TelemetryTest, AFullRingDropsAndCountsInsteadOfWaiting) {
+  auto t = Open("", "trainer", "0");
+  ASSERT_NE(t, nullptr);
+  TrainerTelemetry trainer(t.get(), /*drain_every=*/absl::Hours(1));  // nothing drains but us
+  for (int step = 1; step <= 5000; ++step) trainer.OnStep({step, 1.0, -1, 64, 0.001, 0.001, 0.002});
+  trainer.Drain();
+  const std::string text = Scrape(*t);
+  EXPECT_THAT(text, HasSubstr("pl_trainer_steps_total{index=\"0\",role=\"trainer\"} 4096"));
+  EXPECT_THAT(text, HasSubstr("pl_trainer_records_dropped_total{index=\"0\",role=\"trainer\"} 904"));
+  // Drained, the ring takes steps again.
+  trainer.OnStep({5001, 1.0, -1, 64, 0.001, 0.001, 0.002});
+  trainer.Drain();
+  EXPECT_THAT(Scrape(*t), HasSubstr("pl_trainer_steps_total{index=\"0\",role=\"trainer\"} 4097"));
+}
+
+TEST(SpscRingTest, KeepsOrderAcrossThreads) {
+  SpscRing<int64_t> ring(64);
+  constexpr int64_t kItems = 200000;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::thread producer([&] {
+    for (int64_t i = 0; i < kItems && absl::Now() < deadline;) i += ring.Push(i) ? 1 : 0;
+  });
+  int64_t expected = 0;
+  while (expected < kItems && absl::Now() < deadline) {
+    int64_t v;
+    if (ring.Pop(&v)) ASSERT_EQ(v, expected++);
+  }
+  producer.join();
+  EXPECT_EQ(expected, kItems);
 }
 
 TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
