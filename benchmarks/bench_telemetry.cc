@@ -174,6 +174,7 @@ int Main(int argc, char** argv) {
                                           "--http_port", "0"},
                                          data, dir, 2 * r + 1));
     }
+    for (int r = 0; r < job_runs; ++r) std::printf("  run %d: %.0f samples/s without, %.0f with\n", r, plain[r], seen[r]);
     const double a = *std::max_element(plain.begin(), plain.end());
     const double b = *std::max_element(seen.begin(), seen.end());
     ReportLine("job samples/s with --logdir --metrics_port --http_port (best)", b, "samples/s", a, "samples/s",
