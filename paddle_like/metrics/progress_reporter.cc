@@ -28,10 +28,16 @@ void ProgressReporter::OnStep(const StepRecord& r) {
   samples_ += r.samples;
   classifier_ = r.correct >= 0;
   if (classifier_) correct_ += r.correct;
+  last_step_ = r.step;
   const absl::Time now = absl::Now();
   if (now - window_start_ < every_ || unsupported_.load()) return;
+  ClosePoint(now);
+}
+
+void ProgressReporter::ClosePoint(absl::Time now) {
+  if (steps_ == 0) return;
   proto::ProgressPoint p;
-  p.set_step(r.step);
+  p.set_step(last_step_);
   p.set_wall_time(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
   p.set_loss(static_cast<float>(loss_sum_ / steps_));
   p.set_train_accuracy(classifier_ && samples_ > 0 ? static_cast<float>(correct_) / samples_ : -1.f);
@@ -46,6 +52,7 @@ void ProgressReporter::OnStep(const StepRecord& r) {
 
 void ProgressReporter::OnEvaluation(int64_t step, const std::string& metric, double value) {
   if (next_ != nullptr) next_->OnEvaluation(step, metric, value);
+  ClosePoint(absl::Now());
   {
     absl::MutexLock lock(&mu_);
     pending_.set_evaluated(true);

@@ -4,6 +4,8 @@
 // batches from a thread of its own, so a slow or gone master never holds a step up.
 // A master that does not know the service (UNIMPLEMENTED) ends the reporting quietly;
 // other failures keep the points for the next try (bounded: the oldest go first).
+// OnEvaluation closes the window under way (a short job still draws a point) and sends
+// at once.
 //
 // Thread-safety: OnStep/OnEvaluation from the training thread; sending is internal.
 #ifndef PADDLE_LIKE_METRICS_PROGRESS_REPORTER_H_
@@ -34,6 +36,8 @@ class ProgressReporter final : public TrainingObserver {
 
  private:
   void Send();
+  // Turns the window's steps into a point (none when it has no step).
+  void ClosePoint(absl::Time now);
 
   const std::string trainer_;
   TrainingObserver* const next_;
@@ -42,7 +46,7 @@ class ProgressReporter final : public TrainingObserver {
   // The window being averaged (training thread only).
   absl::Time window_start_ = absl::Now();
   double loss_sum_ = 0, seconds_ = 0;
-  int64_t steps_ = 0, correct_ = 0, samples_ = 0;
+  int64_t steps_ = 0, correct_ = 0, samples_ = 0, last_step_ = 0;
   bool classifier_ = false;
 
   absl::Mutex mu_;

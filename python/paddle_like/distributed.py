@@ -168,6 +168,8 @@ class DistributedTrainer:
         for i, transport in enumerate(params.transports()):
             self._log(f"pserver {i}: dense traffic over {transport}")
         self.model.train()
+        # Points for the master's status page (a master without it: reporting stops).
+        reporter = _C.ProgressReporter(self.master, self.name)
         bar = ProgressBar(None, desc=self.name, disable=not self.progress, unit="step",
                           stream=sys.stdout, log_every_s=self.log_every_s)
         window = {"loss": 0.0, "steps": 0}
@@ -198,14 +200,17 @@ class DistributedTrainer:
                 params.push(len(idx))
                 t3 = time.perf_counter()
                 result.steps += 1
+                loss_value = loss.item()
+                correct = _C.count_correct(outputs, y) if self.kind == "image" else -1
+                reporter.on_step(result.steps, loss_value, correct, len(idx), t3 - t0)
                 if self.summary is not None:
-                    values = {"loss": loss.item(), "train/samples_per_sec": len(idx) / max(t3 - t0, 1e-9),
+                    values = {"loss": loss_value, "train/samples_per_sec": len(idx) / max(t3 - t0, 1e-9),
                               "time/compute_ms": (t2 - t1) * 1e3, "time/exchange_ms": (t1 - t0 + t3 - t2) * 1e3}
-                    if self.kind == "image":
-                        values["train/accuracy"] = _C.count_correct(outputs, y) / len(idx)
+                    if correct >= 0:
+                        values["train/accuracy"] = correct / len(idx)
                     self.summary.add_scalars(values, result.steps)
                 result.samples += len(idx)
-                window["loss"] += loss.item()
+                window["loss"] += loss_value
                 window["steps"] += 1
                 bar.update(1, task=task.id, loss=window["loss"] / window["steps"])
                 if window["steps"] >= 50:
@@ -229,6 +234,7 @@ class DistributedTrainer:
         if result.job_done and self.test:
             result.final_metric = self._evaluate(params)
             self._log(f"final test {self.metric}: {result.final_metric:.4f}")
+            reporter.on_evaluation(result.steps, self.metric, result.final_metric)
             if self.summary is not None:
                 self.summary.add_scalar(f"test/{self.metric}", result.final_metric, result.steps)
         elif result.job_done and self.save is not None:
@@ -238,6 +244,7 @@ class DistributedTrainer:
             from .serialization import save as save_file
             save_file(self.model, self.save)
             self._log(f"saved the job's final parameters to {self.save}")
+        reporter.close()
         if self.summary is not None:
             self.summary.close()
         try:

@@ -311,3 +311,35 @@ def test_status_page_draws_in_a_browser(launcher, fashion_dir, tmp_path):
     assert re.search(r"<td>trainer-0</td>", dom), dom[-3000:]
     assert "(running)" in dom
     assert 'class="ev-join"' in dom
+
+
+def test_progress_reporter_reaches_the_status_page(launcher, tmp_path):
+    """What paddle_like.distributed sends the master each second, read back from the
+    master's status.json (a real pl-master)."""
+    master_bin = os.path.join(os.path.dirname(launcher), "pl-master")
+    pl.data.write_records(tmp_path / "d.plrec", np.zeros(4, dtype=np.int64), images=np.zeros((4, 1, 2, 2), np.float32),
+                          records_per_chunk=2)
+    proc = subprocess.Popen([master_bin, "--host", "127.0.0.1", "--state_dir", str(tmp_path / "state"), "--data",
+                             str(tmp_path / "d.plrec"), "--port_file", str(tmp_path / "port"), "--http_port", "0",
+                             "--http_port_file", str(tmp_path / "http")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "port").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert (tmp_path / "port").exists(), proc.communicate(timeout=10)[0] if proc.poll() is not None else ""
+        grpc_port, http_port = int((tmp_path / "port").read_text()), int((tmp_path / "http").read_text())
+        reporter = pl._C.ProgressReporter(f"127.0.0.1:{grpc_port}", "trainer-py")
+        for step in (1, 2, 3):
+            reporter.on_step(step, 1.0 / step, 32, 64, 0.01)
+        reporter.on_evaluation(3, "accuracy", 0.8125)
+        reporter.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/status.json", timeout=5) as r:
+            curve = json.loads(r.read())["curves"]["trainer-py"]
+        assert [p[0] for p in curve["points"]] == [3]
+        assert curve["points"][0][2] == 0.5
+        assert curve["test_metric_name"] == "accuracy" and curve["test_metric"] == 0.8125
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
