@@ -43,10 +43,10 @@ bool InPath(const std::string& program) {
   return false;
 }
 
-// A port file holds the port in decimal. A writer that is not atomic may be caught
-// half-way, so the value is only trusted when two reads a moment apart agree.
 }  // namespace
 
+// A port file holds the port in decimal. A writer that is not atomic may be caught
+// half-way, so the value is only trusted when two reads a moment apart agree.
 int ReadPortFile(const std::string& path) {
   auto read_once = [&]() -> int {
     std::ifstream in(path);
