@@ -27,7 +27,7 @@ report="${REPORT:-$build/bench-report.txt}"
 tmp="$(mktemp -d /tmp/pl-bench-XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 
-for b in pl-bench-core pl-bench-ps pl-bench-dist pl-trainer pl-pserver pl-master pl-launch; do
+for b in pl-bench-core pl-bench-ps pl-bench-dist pl-bench-telemetry pl-trainer pl-pserver pl-master pl-launch; do
   if [ ! -x "$bin/$b" ]; then
     echo "run_all.sh: $bin/$b is not built (cmake --build $build)" >&2
     exit 2
@@ -75,6 +75,9 @@ section "distributed: end-to-end samples/s, recovery, joining"
 run "$bin/pl-bench-dist" --data "$data" $quick
 
 # Root only (network namespaces); the plot needs matplotlib (Debian: python3-matplotlib).
+section "telemetry: a step with and without TensorBoard events and /metrics, event file size, a whole job"
+run "$bin/pl-bench-telemetry" --data "$data" $quick
+
 section "scaling across hosts: trainers x pservers on the multi-host test bed, shaped links"
 if [ -x "$bin/pl-bench-scaling" ]; then
   rm -f "$build/bench-scaling.csv"  # never plot an older run's points

@@ -2,7 +2,8 @@
 //
 //   pl-master --port 0 --port_file PATH --state_dir DIR --data DIR_OR_FILE --passes N
 //             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
-//             [--host 0.0.0.0] [--num_nodes N]
+//             [--host 0.0.0.0] [--num_nodes N] [--logdir DIR] [--metrics_port P]
+//             [--http_port P --http_port_file PATH]
 //
 // Environment fallbacks (used when the flag is absent, read here only): PL_MASTER_PORT,
 // PL_STATE_DIR, PL_NUM_PSERVERS. If the state dir holds a job it is resumed (the data is
@@ -12,6 +13,7 @@
 // SIGTERM or SIGINT, then exits 0. On an error it prints one line and exits non-zero.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -19,10 +21,16 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "master/master_service.h"
+#include "master/status_page.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
 #include "paddle_like/io/atomic_file.h"
+#include "paddle_like/metrics/job_events.h"
+#include "paddle_like/metrics/job_sampler.h"
+#include "paddle_like/metrics/progress_board.h"
+#include "paddle_like/metrics/telemetry_flags.h"
+#include "paddle_like/metrics/ticker.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
 
@@ -39,6 +47,8 @@ ABSL_FLAG(int64_t, pserver_lease_ms, 1000,
 ABSL_FLAG(int, max_failures, 3, "times a task may fail before it is dropped (>= 1)");
 ABSL_FLAG(int, num_pservers, 1, "pservers the job waits for (>= 0)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the task order");
+ABSL_FLAG(int, http_port, -1, "serve the job's status page on this port (-1: off; 0: any free port)");
+ABSL_FLAG(std::string, http_port_file, "", "write the bound status page port here (atomically) once serving");
 ABSL_FLAG(int, num_nodes, 1, "machines the job runs on (pl-launch --nnodes; reported by JobStatus, >= 1)");
 
 namespace {
@@ -66,7 +76,8 @@ int main(int argc, char** argv) {
                                  pl::cli::CheckAtLeast<int64_t>("pserver_lease_ms", absl::GetFlag(FLAGS_pserver_lease_ms), 1),
                                    pl::cli::CheckAtLeast("max_failures", absl::GetFlag(FLAGS_max_failures), 1),
                                    pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0),
-                                   pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1)});
+                                   pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1),
+                                   pl::cli::CheckRange("http_port", absl::GetFlag(FLAGS_http_port), -1, 65535)});
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string host = absl::GetFlag(FLAGS_host);
   if (state_dir.empty()) {
@@ -81,6 +92,22 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // --logdir, --metrics_port: a bad one ends the process here, before it serves. After
+  // the mask: the /metrics thread must not take SIGTERM (its default action kills).
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", host);
+  // The status page's port is taken now too, so a port in use fails before the job is
+  // read; it answers 503 until the page exists.
+  std::atomic<const pl::StatusPage*> page{nullptr};
+  std::unique_ptr<pl::metrics::HttpServer> status_server;
+  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
+    auto started = pl::metrics::HttpServer::Start({host, http_port}, [&page](const std::string& path) {
+      const pl::StatusPage* p = page.load();
+      return p != nullptr ? p->Handle(path) : pl::metrics::HttpResponse{503, "text/plain", "starting\n"};
+    });
+    if (!started.ok()) Fail(absl::StrCat("--http_port: ", started.status().message()));
+    status_server = std::move(started).value();
+  }
+
   auto store = pl::LocalDirStore::Open(state_dir);
   if (!store.ok()) Fail(std::string(store.status().message()));
 
@@ -93,6 +120,12 @@ int main(int argc, char** argv) {
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   options.pserver_lease_ms = absl::GetFlag(FLAGS_pserver_lease_ms);
+  // The master's event lines, also kept for the status page and counted for /metrics.
+  pl::metrics::JobEventLog events;
+  options.log = [&events](const std::string& line) {
+    events.Add(line);
+    pl::log::Info(line);
+  };
   const std::string data = absl::GetFlag(FLAGS_data);
   auto chunks = [&data]() -> pl::StatusOr<std::vector<pl::ChunkInfo>> {
     if (data.empty()) return absl::InvalidArgumentError("no job to resume and no data: pass --data DIR_OR_FILE");
@@ -106,10 +139,24 @@ int main(int argc, char** argv) {
   if (!master.ok()) Fail(std::string(master.status().message()));
 
   pl::MasterService service(master->get());
+  pl::metrics::ProgressBoard board;  // trainers' curves, for the status page
+  pl::metrics::JobSampler sampler(telemetry.get(), &events);
+  auto sampling = std::make_unique<pl::metrics::Ticker>(absl::Seconds(1), [&sampler, m = master->get()] {
+    if (auto status = m->JobStatus({}); status.ok()) sampler.Record(*status);
+  });
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
   int bound_port = 0;
-  auto server = pl::rpc::StartServer(server_options, {&service}, &bound_port);
+  pl::StatusPage status_page(master->get(), &events, &board, options.lease_ms);
+  page.store(&status_page);
+  if (status_server) {
+    if (const std::string file = absl::GetFlag(FLAGS_http_port_file); !file.empty()) {
+      pl::Status st = pl::WriteFileAtomically(file, absl::StrCat(status_server->port(), "\n"));
+      if (!st.ok()) Fail(absl::StrCat("cannot write the status page's port file: ", st.message()));
+    }
+    pl::log::Info(absl::StrCat("status page: serving on ", host, ":", status_server->port()));
+  }
+  auto server = pl::rpc::StartServer(server_options, {&service, &board}, &bound_port);
   if (!server.ok()) Fail(std::string(server.status().message()));
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     pl::Status st = pl::WriteFileAtomically(port_file, absl::StrCat(bound_port, "\n"));
@@ -125,6 +172,8 @@ int main(int argc, char** argv) {
   // open, so the grace is short: every reply is already stored, and a cut call is retried.
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server->reset();
+  status_server.reset();
+  sampling.reset();  // it reads the master
   master->reset();
   return 0;
 }

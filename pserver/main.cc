@@ -22,6 +22,8 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/io/atomic_file.h"
+#include "paddle_like/metrics/pserver_sampler.h"
+#include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/rpc.h"
 #include "pserver/checkpoint.h"
 #include "paddle_like/core/log.h"
@@ -145,6 +147,8 @@ int Run(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
   pl::log::SetProcessName(absl::StrCat("pserver-", index));
+  // --logdir, --metrics_port: a bad one ends the process here, before it serves.
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "pserver", std::to_string(index), host);
 
   if (pipe(g_signal_pipe) != 0) return Fail("cannot create the signal pipe");
   struct sigaction action {};
@@ -177,6 +181,7 @@ int Run(int argc, char** argv) {
   pl::pserver::SharedRegionOptions shm;
   shm.enabled = absl::GetFlag(FLAGS_shm);
   pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from, shm);
+  pl::metrics::PserverSampler sampler(telemetry.get(), [&service] { return service.StatsNow(); });  // once a second
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", port);
   server_options.max_message_bytes = max_mb << 20;
@@ -258,6 +263,7 @@ int Run(int argc, char** argv) {
                                     trim_idle_ms, before / 1e6, pl::pserver::ResidentBytes() / 1e6));
     }
     service.DropIdleRegions();
+    sampler.Tick();
     // Only a primary writes the shard's checkpoints (its replicas share the directory).
     const bool may_checkpoint = !replicator || replicator->CheckPrimary().ok();
     if (checkpointer && may_checkpoint && every_s > 0 && absl::Now() >= next_checkpoint) {

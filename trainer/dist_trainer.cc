@@ -119,6 +119,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         break;
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
+      const double step_start = Now();
       step_error = exchange->BeforeStep(model.SparseInputs(batch.inputs));
       if (!step_error.ok()) break;
       const double compute_start = Now();
@@ -141,9 +142,15 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       } else {
         step_error = exchange->AfterStep(stats->samples, nullptr);
       }
-      exchange_s += Now() - exchange_start;
+      const double step_end = Now();
+      exchange_s += step_end - exchange_start;
       if (!step_error.ok()) break;
       ++result.steps;
+      if (o.observer != nullptr) {
+        o.observer->OnStep({result.steps, stats->loss,
+                            model.task() == TaskKind::kClassification ? stats->correct : -1, stats->samples,
+                            exchange_start - compute_start, step_end - exchange_start, step_end - step_start});
+      }
       result.samples += stats->samples;
       window_loss += stats->loss;
       window_correct += stats->correct;
@@ -193,6 +200,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, *test, 500));
     result.evaluated = true;
     result.final_metric = r.metric;
+    if (o.observer != nullptr) {
+      o.observer->OnEvaluation(result.steps, model.task() == TaskKind::kClassification ? "accuracy" : "auc", r.metric);
+    }
   } else if (job_done && !o.save_path.empty()) {
     PL_RETURN_IF_ERROR(exchange->PullForEvaluation({}));
   }

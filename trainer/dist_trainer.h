@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 
+#include "paddle_like/metrics/training_observer.h"
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/models.h"
 
@@ -35,6 +36,8 @@ struct DistTrainerOptions {
   bool pipeline = false;             // async dense models: overlap traffic and compute
   bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
   bool shared_memory = true;         // dense traffic to pservers on this host through shared memory
+  // Told of every step and of the final evaluation (TensorBoard, /metrics); may be null.
+  metrics::TrainingObserver* observer = nullptr;
 };
 
 struct DistResult {

@@ -42,10 +42,15 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
     for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
       const size_t end = std::min(order.size(), begin + o.batch_size);
       ExampleSet batch = batcher.Gather(order, begin, end);
+      const double step_start = Now();
       auto stats = backend->ComputeGradients(model, batch);
       if (!stats.ok()) return Annotate(stats.status(), absl::StrFormat("epoch %d step %d", epoch, report.steps));
       PL_RETURN_IF_ERROR(backend->ApplyOptimizer(*opt));
       ++report.steps;
+      if (o.observer != nullptr) {
+        const double step_s = Now() - step_start;  // all of it computing: no exchange here
+        o.observer->OnStep({report.steps, stats->loss, clicks ? -1 : stats->correct, stats->samples, step_s, 0, step_s});
+      }
       window_loss += stats->loss;
       window_correct += stats->correct;
       window_samples += stats->samples;
@@ -83,6 +88,7 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
   if (test.size() > 0) {
     PL_ASSIGN_OR_RETURN(EvalResult r, Evaluate(model, test, o.eval_batch_size));
     report.final_metric = r.metric;
+    if (o.observer != nullptr) o.observer->OnEvaluation(report.steps, clicks ? "auc" : "accuracy", r.metric);
   }
   return report;
 }

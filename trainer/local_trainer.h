@@ -7,6 +7,7 @@
 
 #include <ostream>
 
+#include "paddle_like/metrics/training_observer.h"
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/batching.h"
 #include "trainer/step_backend.h"
@@ -21,6 +22,8 @@ struct LocalTrainOptions {
   double log_every_s = 2.0;      // progress line period
   int64_t eval_batch_size = 500;
   int64_t eval_every_epoch_limit = 0;  // >0: evaluate that many test examples after each epoch
+  // Told of every step and of the final evaluation (TensorBoard, /metrics); may be null.
+  metrics::TrainingObserver* observer = nullptr;
 };
 
 struct TrainReport {

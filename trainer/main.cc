@@ -14,6 +14,9 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
+#include "paddle_like/metrics/progress_reporter.h"
+#include "paddle_like/metrics/telemetry_flags.h"
+#include "paddle_like/metrics/trainer_telemetry.h"
 #include "paddle_like/nn/module_file.h"
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/dist_trainer.h"
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
       "--model mlp|cnn|ctr --data DIR [flags]   (distributed: --master HOST:PORT [flags])",
       "Trains a built-in example model: in this process, or, given a master address, as one\n"
       "trainer of a distributed job (tasks from the master, parameters on the pservers).",
-      {{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}}};
+      pl::metrics::WithTelemetryEnv({{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}})};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
                                  pl::cli::CheckAtLeast<int64_t>("batch_size", absl::GetFlag(FLAGS_batch_size), 1),
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
 
   pl::log::SetProcessName("trainer");
   pl::log::LineStream log;
+  const std::string rank_or_zero = absl::GetFlag(FLAGS_rank).empty() ? "0" : absl::GetFlag(FLAGS_rank);
   if (!master.empty()) {
     pl::DistTrainerOptions d;
     d.master_address = master;
@@ -149,6 +153,12 @@ int main(int argc, char** argv) {
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);
+    // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
+    auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
+    pl::metrics::TrainerTelemetry observer(telemetry.get());
+    // Curves for the master's status page, then on to the event file and /metrics.
+    pl::metrics::ProgressReporter reporter(master, d.name, &observer);
+    d.observer = &reporter;
     pl::InstallStopSignalHandlers();
     auto result = pl::RunDistributedTrainer(d, **model, log);
     if (!result.ok()) return Fail(std::string(result.status().message()));
@@ -160,6 +170,9 @@ int main(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program,
                                 "--data is required in local mode (a directory with train.plrec and test.plrec)");
   }
+  // One process, same curves: --logdir writes DIR/trainer/, --metrics_port serves /metrics.
+  auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
+  pl::metrics::TrainerTelemetry observer(telemetry.get());
   auto train = pl::LoadExampleSet(data + "/train.plrec", task, absl::GetFlag(FLAGS_train_limit));
   if (!train.ok()) return Fail(std::string(train.status().message()));
   auto test = pl::LoadExampleSet(test_path, task, absl::GetFlag(FLAGS_test_limit));
@@ -173,6 +186,7 @@ int main(int argc, char** argv) {
   auto backend = pl::MakeStepBackend(device, **model, log);
   if (!backend.ok()) return Fail(std::string(backend.status().message()));
   pl::LocalTrainOptions lo;
+  lo.observer = &observer;
   lo.epochs = absl::GetFlag(FLAGS_epochs);
   lo.batch_size = absl::GetFlag(FLAGS_batch_size);
   lo.optimizer = opt;

@@ -5,6 +5,7 @@ script that runs unchanged under ``pl-launch`` / ``python -m paddle_like.launch`
     PL_MASTER_ADDR   host:port of the master (required)
     PL_TRAINER_RANK  this trainer's rank (for its name in logs)
     PL_SYNC          "1": synchronous updates (the pservers average each step)
+    PL_LOGDIR        TensorBoard event files go to PL_LOGDIR/<trainer name>/ (optional)
 
 and then, like the C++ trainer (trainer/dist_trainer.h): registers with the master
 (a heartbeat thread renews its lease), leases tasks (groups of record chunks), decodes
@@ -35,6 +36,7 @@ import numpy as np
 from . import _C, log
 from .data import load_records
 from .optim import Optimizer, spec as make_spec
+from .tensorboard import SummaryWriter
 from .utils import ProgressBar
 
 __all__ = ["is_available", "DistResult", "DistributedTrainer", "train"]
@@ -95,11 +97,16 @@ class DistributedTrainer:
     seed: must match across the job's trainers (the pservers initialise from it).
     save: a .safetensors path: at the job's end, the final parameters pulled from the
       pservers are written there (paddle_like.save); checked writable at construction.
+    logdir: TensorBoard event files under logdir/<name>/ (default $PL_LOGDIR, which
+      pl-launch --logdir sets): per step loss, train/accuracy (image), train/samples_per_sec,
+      time/compute_ms, time/exchange_ms; test/<metric> after the final evaluation, as
+      pl-trainer writes them. Checked writable at construction.
     """
 
     def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",
                  sparse_inputs=None, test=None, test_limit=None, metric=None, master=None, sync=None,
-                 seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None, save=None):
+                 seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None, save=None,
+                 logdir=None):
         self.model, self.loss_fn = model, loss_fn
         if model._cpp is None:
             raise ValueError(f"{type(model).__name__} has no parameters to train")
@@ -127,6 +134,9 @@ class DistributedTrainer:
                 raise ValueError(f"save: cannot write in {parent} (not a writable directory)")
         rank = os.environ.get("PL_TRAINER_RANK")
         self.name = name or (f"trainer-{rank}" if rank is not None else "trainer")
+        logdir = logdir if logdir is not None else os.environ.get("PL_LOGDIR") or None
+        # Opened now, so a directory that cannot be written fails before the job.
+        self.summary = SummaryWriter(os.path.join(os.fspath(logdir), self.name)) if logdir else None
 
     def _log(self, msg):
         log.set_process_name(self.name)
@@ -158,6 +168,8 @@ class DistributedTrainer:
         for i, transport in enumerate(params.transports()):
             self._log(f"pserver {i}: dense traffic over {transport}")
         self.model.train()
+        # Points for the master's status page (a master without it: reporting stops).
+        reporter = _C.ProgressReporter(self.master, self.name)
         bar = ProgressBar(None, desc=self.name, disable=not self.progress, unit="step",
                           stream=sys.stdout, log_every_s=self.log_every_s)
         window = {"loss": 0.0, "steps": 0}
@@ -178,13 +190,27 @@ class DistributedTrainer:
                     return ("interrupted", None)
                 idx = order[b:b + self.batch_size]
                 x, y = inputs[idx], labels[idx]
+                t0 = time.perf_counter()
                 params.pull(self.sparse_inputs(x))
-                loss = self.loss_fn(self.model(x), y)
+                t1 = time.perf_counter()
+                outputs = self.model(x)
+                loss = self.loss_fn(outputs, y)
                 loss.backward()
+                t2 = time.perf_counter()
                 params.push(len(idx))
+                t3 = time.perf_counter()
                 result.steps += 1
+                loss_value = loss.item()
+                correct = _C.count_correct(outputs, y) if self.kind == "image" else -1
+                reporter.on_step(result.steps, loss_value, correct, len(idx), t3 - t0)
+                if self.summary is not None:
+                    values = {"loss": loss_value, "train/samples_per_sec": len(idx) / max(t3 - t0, 1e-9),
+                              "time/compute_ms": (t2 - t1) * 1e3, "time/exchange_ms": (t1 - t0 + t3 - t2) * 1e3}
+                    if correct >= 0:
+                        values["train/accuracy"] = correct / len(idx)
+                    self.summary.add_scalars(values, result.steps)
                 result.samples += len(idx)
-                window["loss"] += loss.item()
+                window["loss"] += loss_value
                 window["steps"] += 1
                 bar.update(1, task=task.id, loss=window["loss"] / window["steps"])
                 if window["steps"] >= 50:
@@ -208,6 +234,9 @@ class DistributedTrainer:
         if result.job_done and self.test:
             result.final_metric = self._evaluate(params)
             self._log(f"final test {self.metric}: {result.final_metric:.4f}")
+            reporter.on_evaluation(result.steps, self.metric, result.final_metric)
+            if self.summary is not None:
+                self.summary.add_scalar(f"test/{self.metric}", result.final_metric, result.steps)
         elif result.job_done and self.save is not None:
             params.pull({})
         if result.job_done and self.save is not None:
@@ -215,6 +244,9 @@ class DistributedTrainer:
             from .serialization import save as save_file
             save_file(self.model, self.save)
             self._log(f"saved the job's final parameters to {self.save}")
+        reporter.close()
+        if self.summary is not None:
+            self.summary.close()
         try:
             master.leave()
         except RuntimeError as e:

@@ -12,6 +12,7 @@ void RegisterNN(pybind11::module_& m);
 void RegisterOptim(pybind11::module_& m);
 void RegisterData(pybind11::module_& m);
 void RegisterDistributed(pybind11::module_& m);
+void RegisterTelemetry(pybind11::module_& m);
 
 }  // namespace pl::python
 

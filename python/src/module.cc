@@ -17,6 +17,7 @@ PYBIND11_MODULE(_C, m) {
   pl::python::RegisterOptim(m);
   pl::python::RegisterData(m);
   pl::python::RegisterDistributed(m);
+  pl::python::RegisterTelemetry(m);
 
   // Small batches gain little from threads, and on an oversubscribed machine (other
   // trainers, pservers, builds) OpenMP threads cost far more than they bring.

@@ -81,6 +81,15 @@ def binary_contract():
     }
     env = {name: set(re.findall(r'"(PL_[A-Z0-9_]+)"', src))
            for name, src in (("pl-master", master), ("pl-pserver", pserver), ("pl-trainer", trainer))}
+    # --logdir, --metrics_port, --metrics_port_file: defined once for every main that
+    # includes telemetry_flags.h; their PL_* fallbacks apply where the main asks for
+    # them (WithTelemetryEnv).
+    telemetry = _source("paddle_like/metrics/telemetry_flags.cc")
+    for name, src in (("pl-master", master), ("pl-pserver", pserver), ("pl-trainer", trainer)):
+        if '"paddle_like/metrics/telemetry_flags.h"' in src:
+            flags[name] |= set(absl_flags.findall(telemetry))
+        if "WithTelemetryEnv(" in src:
+            env[name] |= set(re.findall(r'"(PL_[A-Z0-9_]+)"', telemetry))
     for name in flags:
         # A parser that finds nothing would make every later check vacuous.
         assert len(flags[name]) >= 5, f"parsed only {sorted(flags[name])} as the flags of {name}"
@@ -94,7 +103,9 @@ def test_source_parsing_finds_the_documented_flags():
     assert {"index", "num_pservers", "advertise_host", "checkpoint_dir", "host", "port"} <= c["pl-pserver"]["flags"]
     assert {"model", "master", "device", "threads", "test_data"} <= c["pl-trainer"]["flags"]
     assert "PL_ADVERTISE_HOST" in c["pl-pserver"]["env"] and "PL_MASTER_ADDR" in c["pl-pserver"]["env"]
-    assert {"PL_MASTER_ADDR", "PL_SYNC", "PL_TRAINER_RANK"} <= c["pl-trainer"]["env"]
+    assert {"PL_MASTER_ADDR", "PL_SYNC", "PL_TRAINER_RANK", "PL_LOGDIR"} <= c["pl-trainer"]["env"]
+    for name in ("pl-master", "pl-pserver", "pl-trainer"):
+        assert {"logdir", "metrics_port"} <= c[name]["flags"], name
 
 
 # ---------------------------------------------------------------- rendering
@@ -364,7 +375,9 @@ def test_services_reach_container_ports(target):
             assert p.get("targetPort", p["port"]) in ports, f"{where(svc)}: port {p} has no matching containerPort"
     for o, c in containers_of(objs):
         ports = _container_ports(o)
-        for probe in ("readinessProbe", "livenessProbe") if c.get("ports") else ():  # servers only
+        # Servers only: a port that only serves /metrics (a trainer's) is nobody's dependency.
+        serves = [p for p in c.get("ports", []) if p.get("name") != "metrics"]
+        for probe in ("readinessProbe", "livenessProbe") if serves else ():
             assert probe in c, f"{where(o, c)}: serves but has no {probe}"
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             if "tcpSocket" in c.get(probe, {}):

@@ -106,6 +106,30 @@ TEST(LaunchOptionsTest, RejectsBadInputNamingTheFlag) {
                 "unexpected argument 'pl-trainer' (the trainer command goes after '--')");
 }
 
+TEST(LaunchOptionsTest, TelemetryFlags) {
+  {
+    absl::FlagSaver saver;
+    auto o = ParseLaunchFlags({"--pservers", "1", "--trainers", "1", "--", "t"});
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->logdir, "");
+    EXPECT_EQ(o->metrics_port, -1);
+    EXPECT_EQ(o->http_port, -1);
+  }
+  {
+    absl::FlagSaver saver;
+    auto o = ParseLaunchFlags({"--pservers", "1", "--trainers", "1", "--logdir", "runs/a", "--metrics_port", "9100",
+                               "--http_port=0", "--", "t"});
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->logdir, "runs/a");
+    EXPECT_EQ(o->metrics_port, 9100);
+    EXPECT_EQ(o->http_port, 0);
+  }
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--metrics_port", "-2", "--", "t"},
+                "--metrics_port: -2 is not in [-1, 65535]");
+  ExpectInvalid({"--pservers", "1", "--trainers", "1", "--http_port", "70000", "--", "t"},
+                "--http_port: 70000 is not in [-1, 65535]");
+}
+
 TEST(LaunchOptionsTest, HelpIsAnsweredByTheCliHelper) {
   absl::FlagSaver saver;
   auto line = cli::Parse(LaunchProgram(), {"--help"}, nullptr);

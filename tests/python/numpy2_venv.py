@@ -1,8 +1,11 @@
 """Makes (once) the virtual environment in which ctest's python_pytest_numpy2 runs the
 Python tests under NumPy 2: what `pip install ./python` gets from PyPI, while the main
-entry runs them under Debian's NumPy 1.
+entry runs them under Debian's NumPy 1. With the profile `telemetry` it makes the venv of
+python_pytest_telemetry instead: the same plus `tensorboard` and `prometheus_client`,
+whose readers check our event files and /metrics (tensorboard needs a newer protobuf and
+grpcio than Debian's, hence a venv of its own).
 
-    /usr/bin/python3 tests/python/numpy2_venv.py <venv dir>
+    /usr/bin/python3 tests/python/numpy2_venv.py <venv dir> [numpy2|telemetry]
 
 The venv is made from the interpreter running this script (the one the extension is
 built for, so the same _C module loads), without --system-site-packages (Debian's
@@ -24,16 +27,25 @@ import sys
 import tempfile
 import time
 
-# What the venv holds. Changing this line re-creates existing venvs.
-REQUIREMENTS = ["numpy>=2,<3", "pytest"]
+# What each profile's venv holds. Changing a list re-creates existing venvs.
+PROFILES = {
+    "numpy2": ["numpy>=2,<3", "pytest"],
+    "telemetry": ["numpy>=2,<3", "pytest", "tensorboard", "prometheus_client"],
+}
+PROFILE = sys.argv[2] if len(sys.argv) > 2 else "numpy2"
+REQUIREMENTS = PROFILES.get(PROFILE, [])
 EXPECT_NUMPY_MAJOR = "2"
 STAMP = "pl-venv.json"
 
-# Run by the venv's python: fails unless numpy 2 (not Debian's) and pytest import.
+# Run by the venv's python: fails unless numpy 2 (not Debian's) and pytest import, and
+# the telemetry profile's readers.
 CHECK = f"""
 import sys, numpy, pytest
 assert numpy.__version__.split(".")[0] == {EXPECT_NUMPY_MAJOR!r}, numpy.__version__
 assert "/dist-packages/" not in numpy.__file__, numpy.__file__
+if {PROFILE == "telemetry"}:
+    import prometheus_client.parser
+    from tensorboard.backend.event_processing import event_accumulator
 print(numpy.__version__, pytest.__version__)
 """
 
@@ -90,8 +102,8 @@ def _make(venv):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: numpy2_venv.py <venv dir>")
+    if len(sys.argv) not in (2, 3) or PROFILE not in PROFILES:
+        sys.exit(f"usage: numpy2_venv.py <venv dir> [{'|'.join(PROFILES)}]")
     venv = os.path.abspath(sys.argv[1])
     os.makedirs(os.path.dirname(venv), exist_ok=True)
     with open(venv + ".lock", "w") as lock:

@@ -26,6 +26,12 @@ ABSL_FLAG(double, add_trainer_after_s, -1,
           "start one more trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
+ABSL_FLAG(std::string, logdir, "",
+          "every process writes TensorBoard event files under DIR/<process name>/ (empty: none)");
+ABSL_FLAG(int, metrics_port, -1,
+          "every process serves Prometheus /metrics: -1 off, 0 free ports, P: the master P, pserver i "
+          "P+1+i, trainer r P+1+pservers+r");
+ABSL_FLAG(int, http_port, -1, "the master serves the job's status page on this port (-1: off; 0: a free port)");
 ABSL_FLAG(int, nnodes, 1, "machines the job runs on, each running pl-launch (>= 1; 1: everything on 127.0.0.1)");
 ABSL_FLAG(int, node_rank, 0, "this machine's rank in [0, nnodes): node 0 runs the master");
 ABSL_FLAG(std::string, master_addr, "",
@@ -122,6 +128,9 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.add_trainer_after_s = absl::GetFlag(FLAGS_add_trainer_after_s);
   o.control_fifo = absl::GetFlag(FLAGS_control);
   o.progress_every_s = absl::GetFlag(FLAGS_progress_every_s);
+  o.logdir = absl::GetFlag(FLAGS_logdir);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
   o.num_nodes = absl::GetFlag(FLAGS_nnodes);
   o.node_rank = absl::GetFlag(FLAGS_node_rank);
   o.master_addr = absl::GetFlag(FLAGS_master_addr);
@@ -137,6 +146,8 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("checkpoint_every_s", o.checkpoint_every_s, 0));
   PL_RETURN_IF_ERROR(CheckTimer(line, "kill_trainer_after_s", o.kill_trainer_after_s));
   PL_RETURN_IF_ERROR(CheckTimer(line, "add_trainer_after_s", o.add_trainer_after_s));
+  PL_RETURN_IF_ERROR(cli::CheckRange("metrics_port", o.metrics_port, -1, 65535));
+  PL_RETURN_IF_ERROR(cli::CheckRange("http_port", o.http_port, -1, 65535));
   if (!(o.progress_every_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--progress_every_s: ", o.progress_every_s, " is not > 0"));
   }

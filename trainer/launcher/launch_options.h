@@ -5,6 +5,7 @@
 //             [--passes N] [--chunks_per_task K] [--lease_ms MS] [--seed S]
 //             [--checkpoint_every_s S] [--kill_trainer_after_s X]
 //             [--add_trainer_after_s Y] [--control FIFO] [--progress_every_s S]
+//             [--logdir DIR] [--metrics_port P] [--http_port P]
 //             [--nnodes N --node_rank R --master_addr HOST:PORT [--node_addr A]
 //              [--master_wait_s S]]
 //             -- <trainer command...>
@@ -48,6 +49,10 @@ struct LaunchOptions {
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
+  // Seeing the job (launcher_telemetry.cc).
+  std::string logdir;               // --logdir: each process writes DIR/<its name>/; empty: none
+  int metrics_port = -1;            // --metrics_port: -1 off, 0 free ports, P a base port
+  int http_port = -1;               // --http_port: the master's status page; -1 off
   // Several machines (see node_role.h). The defaults are the one-machine job.
   int num_nodes = 1;                // --nnodes, >= 1
   int node_rank = 0;                // --node_rank, in [0, num_nodes)

@@ -43,6 +43,8 @@ bool InPath(const std::string& program) {
   return false;
 }
 
+}  // namespace
+
 // A port file holds the port in decimal. A writer that is not atomic may be caught
 // half-way, so the value is only trusted when two reads a moment apart agree.
 int ReadPortFile(const std::string& path) {
@@ -60,6 +62,8 @@ int ReadPortFile(const std::string& path) {
   ::usleep(10000);
   return read_once() == first ? first : 0;
 }
+
+namespace {
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -189,6 +193,8 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
                            "--num_pservers", std::to_string(total_pservers()),
                            "--seed", std::to_string(options_.seed)});
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
+  const std::vector<std::string> telemetry = TelemetryArgs("master");
+  argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   return argv;
 }
 
@@ -204,6 +210,8 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
                                    "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s),
                                    "--replicas", std::to_string(options_.replicas)};
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
+  const std::vector<std::string> telemetry = TelemetryArgs(absl::StrCat("pserver-", index));
+  argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   return argv;
 }
 
@@ -211,6 +219,7 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
                                     const std::function<std::vector<std::string>(int)>& command) {
   const std::string port_file = PortFile(name);
   ::unlink(port_file.c_str());
+  WatchTelemetry(name);
   ProcessSpec spec;
   spec.name = name;
   spec.child.argv = command(0);
@@ -226,7 +235,9 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
     if (outcome_ == Outcome::kCancelled) return absl::CancelledError(cause_);
     if (outcome_ == Outcome::kFailed) return absl::UnavailableError(cause_);
     if (int port = ReadPortFile(port_file); port > 0) {
-      // Restarts bind the same port, so addresses handed out stay valid.
+      // Restarts bind the same port, so addresses handed out stay valid (and the same
+      // metrics and status ports: those files are written before the port file).
+      AnnounceTelemetry();
       PL_RETURN_IF_ERROR(supervisor_->SetCommand(name, command(port)));
       server_ports_[name] = port;
       PL_RETURN_IF_ERROR(supervisor_->SetRestartPolicy(name, RestartPolicy::kAlways));
@@ -252,6 +263,8 @@ Status Launcher::StartTrainer(const std::string& why) {
                     {"PL_TRAINER_RANK", std::to_string(rank)},
                     {"PL_NUM_PSERVERS", std::to_string(total_pservers())},
                     {"PL_SYNC", options_.sync ? "1" : "0"}};
+  for (auto& kv : TelemetryEnv(spec.name)) spec.child.env.push_back(std::move(kv));
+  WatchTelemetry(spec.name);
   spec.restart = RestartPolicy::kNever;
   Status s = supervisor_->Start(spec);
   if (!s.ok()) {
@@ -374,6 +387,7 @@ void Launcher::Step(milliseconds timeout) {
   for (int fd : ready) {
     if (fd == control_fd_) HandleControl();
   }
+  AnnounceTelemetry();
   if (outcome_ != Outcome::kRunning || next_rank_ == 0) return;  // still starting up
   CheckTimers();
   PollStatus();

@@ -59,6 +59,10 @@
 
 namespace pl {
 
+// The port in a port file written by a child (read twice, 10 ms apart, so a file being
+// written is not misread); 0 when absent or not yet complete.
+int ReadPortFile(const std::string& path);
+
 class Launcher {
  public:
   Launcher(LaunchOptions options, LineSink sink);
@@ -112,6 +116,18 @@ class Launcher {
   // Stops every process (trainers, pservers, master in that order).
   void StopEverything();
   std::vector<std::string> RunningTrainers() const;
+
+  // ---- seeing the job (launcher_telemetry.cc) ----
+  // The /metrics port `name` is told to use: -1 off, 0 free, or from --metrics_port's base.
+  int MetricsPortFor(const std::string& name) const;
+  std::string LogDir() const;  // --logdir, absolute
+  // Flags for the master and pservers; the environment for trainers.
+  std::vector<std::string> TelemetryArgs(const std::string& name) const;
+  std::vector<std::pair<std::string, std::string>> TelemetryEnv(const std::string& name) const;
+  // Before starting `name`: clears its old metrics port file and waits for the new one.
+  void WatchTelemetry(const std::string& name);
+  // Prints "metrics: http://HOST:PORT/metrics (NAME)" and "status page: ..." once known.
+  void AnnounceTelemetry();
 
   // ---- several machines (launcher_nodes.cc) ----
   bool multi_node() const { return options_.num_nodes > 1; }
@@ -190,6 +206,10 @@ class Launcher {
   Clock::time_point all_left_at_;        // job done and no trainer live (epoch: not yet)
   bool others_wait_logged_ = false;
   bool bad_input_ = false;               // Run() returns INVALID_ARGUMENT (exit 2)
+
+  std::map<std::string, int> metrics_ports_;  // announced /metrics ports by process
+  std::set<std::string> metrics_pending_;     // started, metrics port not read yet
+  int http_port_ = -1;                        // the master's status page, once read
 
   Outcome outcome_ = Outcome::kRunning;
   std::string cause_;

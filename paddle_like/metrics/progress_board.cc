@@ -1,0 +1,41 @@
+#include "paddle_like/metrics/progress_board.h"
+
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl::metrics {
+
+grpc::Status ProgressBoard::Report(grpc::ServerContext* context, const proto::ProgressReport* request,
+                                   proto::ProgressReply*) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (request->trainer().empty() || request->trainer().size() > 128) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ProgressReport.trainer: 1 to 128 characters");
+  }
+  Add(*request);
+  return grpc::Status::OK;
+}
+
+void ProgressBoard::Add(const proto::ProgressReport& report) {
+  absl::MutexLock lock(&mu_);
+  TrainerCurve& c = curves_[report.trainer()];
+  for (const proto::ProgressPoint& p : report.points()) {
+    c.points.push_back(p);
+    if (c.points.size() > max_points_) {
+      std::vector<proto::ProgressPoint> kept;
+      for (size_t i = 0; i < c.points.size(); i += 2) kept.push_back(c.points[i]);
+      if (kept.back().step() != c.points.back().step()) kept.push_back(c.points.back());
+      c.points = std::move(kept);
+    }
+  }
+  if (report.evaluated()) {
+    c.evaluated = true;
+    c.test_metric_name = report.test_metric_name();
+    c.test_metric = report.test_metric();
+  }
+}
+
+std::map<std::string, TrainerCurve> ProgressBoard::Curves() const {
+  absl::MutexLock lock(&mu_);
+  return curves_;
+}
+
+}  // namespace pl::metrics

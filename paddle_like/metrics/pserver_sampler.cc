@@ -1,0 +1,58 @@
+#include "paddle_like/metrics/pserver_sampler.h"
+
+#include "paddle_like/metrics/prometheus_util.h"
+
+namespace pl::metrics {
+
+PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsResponse()> stats,
+                               absl::Duration every)
+    : telemetry_(t),
+      stats_(std::move(stats)),
+      every_(every),
+      start_(absl::Now()),
+      pushes_(NewCounter(t, "pl_pserver_pushes_total", "pushes applied")),
+      rejected_(NewCounter(t, "pl_pserver_pushes_rejected_total", "pushes refused (bad shape, NaN, stale...)")),
+      rows_pulled_(NewCounter(t, "pl_pserver_sparse_rows_pulled_total", "sparse rows sent to trainers")),
+      rows_pushed_(NewCounter(t, "pl_pserver_sparse_rows_pushed_total", "sparse row gradients applied")),
+      version_(NewGauge(t, "pl_pserver_version", "updates applied to this shard (its version)")),
+      dense_bytes_(NewGauge(t, "pl_pserver_dense_bytes", "bytes of dense parameters this shard holds")),
+      sparse_rows_(NewGauge(t, "pl_pserver_sparse_rows", "sparse rows this shard holds")),
+      rss_(NewGauge(t, "pl_pserver_resident_bytes", "resident memory of the process")),
+      shm_regions_(NewGauge(t, "pl_pserver_shm_regions", "trainers attached through shared memory")),
+      shm_bytes_(NewGauge(t, "pl_pserver_shm_bytes", "bytes of their shared-memory regions")) {
+  if (stats_) Record(stats_(), absl::Now());
+}
+
+void PserverSampler::Tick() {
+  const absl::Time now = absl::Now();
+  if (now - last_ < every_ || !stats_) return;
+  Record(stats_(), now);
+}
+
+void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
+  AdvanceCounter(pushes_, s.pushes_applied());
+  AdvanceCounter(rejected_, s.pushes_rejected());
+  AdvanceCounter(rows_pulled_, s.sparse_rows_pulled());
+  AdvanceCounter(rows_pushed_, s.sparse_rows_pushed());
+  version_->Set(s.version());
+  dense_bytes_->Set(s.dense_elements() * 4.0);  // float32
+  sparse_rows_->Set(s.sparse_rows());
+  rss_->Set(s.rss_bytes());
+  shm_regions_->Set(s.shm_regions());
+  shm_bytes_->Set(s.shm_bytes());
+  if (EventFileWriter* events = telemetry_->events(); events != nullptr && last_ != absl::InfinitePast()) {
+    const double dt = std::max(1e-3, absl::ToDoubleSeconds(now - last_));
+    auto rate = [dt](int64_t now_total, int64_t before) { return std::max<int64_t>(0, now_total - before) / dt; };
+    (void)events->AddScalars(absl::ToInt64Seconds(now - start_),
+                             {{"pserver/pushes_per_sec", rate(s.pushes_applied(), previous_.pushes_applied())},
+                              {"pserver/rows_pulled_per_sec", rate(s.sparse_rows_pulled(), previous_.sparse_rows_pulled())},
+                              {"pserver/rows_pushed_per_sec", rate(s.sparse_rows_pushed(), previous_.sparse_rows_pushed())},
+                              {"pserver/dense_mb", s.dense_elements() * 4.0 / 1e6},
+                              {"pserver/sparse_rows", static_cast<double>(s.sparse_rows())},
+                              {"pserver/rss_mb", s.rss_bytes() / 1e6}});
+  }
+  previous_ = s;
+  last_ = now;
+}
+
+}  // namespace pl::metrics

@@ -1,0 +1,55 @@
+// PserverSampler: turns a pserver's own counters (proto::StatsResponse, what its Stats
+// RPC answers) into its telemetry, sampled from the pserver's main-loop timer so the
+// Push/Pull paths carry no instrumentation at all:
+//   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total,
+//   pl_pserver_sparse_rows_pulled_total, pl_pserver_sparse_rows_pushed_total  counters
+//   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
+//   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes   gauges
+// and TensorBoard scalars pserver/pushes_per_sec, pserver/rows_pulled_per_sec,
+// pserver/rows_pushed_per_sec, pserver/dense_mb, pserver/sparse_rows, pserver/rss_mb
+// (step = seconds since the sampler started).
+//
+// Thread-safety: one thread (the main loop) calls Tick.
+#ifndef PADDLE_LIKE_METRICS_PSERVER_SAMPLER_H_
+#define PADDLE_LIKE_METRICS_PSERVER_SAMPLER_H_
+
+#include <functional>
+
+#include "absl/time/time.h"
+#include "paddle_like/metrics/telemetry.h"
+#include "proto/pserver.pb.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+}  // namespace prometheus
+
+namespace pl::metrics {
+
+class PserverSampler {
+ public:
+  // `telemetry` must outlive the sampler; `stats` (PserverService::StatsNow) is called
+  // on the sampling thread. Records a first sample at once, so /metrics has values from
+  // the start.
+  PserverSampler(ProcessTelemetry* telemetry, std::function<proto::StatsResponse()> stats,
+                 absl::Duration every = absl::Seconds(1));
+
+  // Records a sample when `every` has passed since the last one.
+  void Tick();
+  // Records one sample now.
+  void Record(const proto::StatsResponse& s, absl::Time now);
+
+ private:
+  ProcessTelemetry* const telemetry_;
+  const std::function<proto::StatsResponse()> stats_;
+  const absl::Duration every_;
+  const absl::Time start_;
+  absl::Time last_ = absl::InfinitePast();
+  proto::StatsResponse previous_;
+  prometheus::Counter *pushes_, *rejected_, *rows_pulled_, *rows_pushed_;
+  prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_;
+};
+
+}  // namespace pl::metrics
+
+#endif  // PADDLE_LIKE_METRICS_PSERVER_SAMPLER_H_
