@@ -149,7 +149,8 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       if (o.observer != nullptr) {
         o.observer->OnStep({result.steps, stats->loss,
                             model.task() == TaskKind::kClassification ? stats->correct : -1, stats->samples,
-                            exchange_start - compute_start, step_end - exchange_start, step_end - step_start});
+                            exchange_start - compute_start, step_end - exchange_start, step_end - step_start,
+                            params.last_staleness()});
       }
       result.samples += stats->samples;
       window_loss += stats->loss;

@@ -73,7 +73,12 @@ Status ParameterClient::Resolve(int only) {
 
 Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>& attempt,
                                       const char* what) {
-  Backoff backoff(options_.give_up_after);
+  // Short waits: a replicated shard's backup takes over within a second, and the
+  // trainer should be back as soon as it has (a call to a dead address costs nothing).
+  BackoffOptions waits;
+  waits.initial = absl::Milliseconds(50);
+  waits.max = absl::Milliseconds(250);
+  Backoff backoff(options_.give_up_after, waits);
   Shard& shard = *shards_[i];
   bool reinitialised = false;
   while (true) {
@@ -210,12 +215,20 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
   return [this, response](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    if (!s.shm_ready) return rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
-    s.shm_push.header().set_shm_write_back(s.one_call);
-    Status st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
-    // The pserver forgot the region, so it applied nothing: the gradients go again over
-    // gRPC, from the region where they still are.
-    if (absl::IsAborted(st)) PushFromRegion(s);
+    Status st;
+    if (!s.shm_ready) {
+      st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
+    } else {
+      s.shm_push.header().set_shm_write_back(s.one_call);
+      st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
+      // The pserver forgot the region, so it applied nothing: the gradients go again
+      // over gRPC, from the region where they still are.
+      if (absl::IsAborted(st)) PushFromRegion(s);
+    }
+    // The push was built on the parameters of version `step`; the shard answers with
+    // its version after applying it, so the difference less this push is what others
+    // applied in between (a deferred push answers before it applies: a lower bound).
+    if (st.ok()) s.staleness = std::max<int64_t>(0, response->version() - s.push.header().step() - 1);
     return st;
   };
 }
@@ -419,6 +432,9 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
 }
 
 void ParameterClient::PushDone() {
+  double staleness = 0;
+  for (const auto& sh : shards_) staleness += options_.sync ? 0 : sh->staleness;
+  staleness_ = shards_.empty() ? 0 : staleness / shards_.size();
   for (auto& sh : shards_) {
     sh->wait_version = sh->push.header().step() + 1;
     sh->push.Clear();  // lets go of the gradient memory

@@ -113,6 +113,11 @@ class ParameterClient {
   Status FinishExchange();
   bool exchange_in_flight() const { return in_flight_.valid(); }
 
+  // Async: how many updates of other trainers the shards applied between the pull the
+  // last push's gradients were computed from and that push (mean over pservers); the
+  // staleness async training trades for speed. 0 in sync mode.
+  double last_staleness() const { return staleness_; }
+
   // The trainer id the master gave this trainer (sync barriers count by it).
   void set_trainer_id(int64_t id) { trainer_id_ = id; }
   // How each pserver's dense traffic travels: "shared memory (N MB)" or "gRPC (why)".
@@ -178,6 +183,7 @@ class ParameterClient {
   std::vector<std::string> addresses_;
   proto::InitRequest init_request_;
   TrafficCounters counters_;
+  double staleness_ = 0;
   std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
   std::atomic<int64_t> bound_parameters_{0};

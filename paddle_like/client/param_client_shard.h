@@ -28,6 +28,7 @@ struct ParameterClient::Shard {
   int64_t version = 0;        // last version seen
   int64_t pushes = 0;         // numbered pushes sent (PushRequest.push_id): a retry keeps its number
   int64_t wait_version = 0;   // sync: the version the next pull must see
+  int64_t staleness = 0;      // async: the last push's (see ParameterClient::last_staleness)
   proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
   PushFrame push;
   // Shared memory: the dense blocks in request order, the region once attached, or

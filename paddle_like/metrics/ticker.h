@@ -1,4 +1,5 @@
-// Ticker: runs a function at once, then every `period`, and a last time when destroyed,
+// Ticker: runs a function at once (or, with `at_once` false, first after a `period`),
+// then every `period`, and a last time when destroyed,
 // on a thread of its own, for the samplers of processes whose main thread only waits for
 // signals (pl-master): the first sample is there before anyone scrapes, and the last one
 // records the state the process stopped in.
@@ -18,11 +19,10 @@ namespace pl::metrics {
 
 class Ticker {
  public:
-  Ticker(absl::Duration period, std::function<void()> fn)
-      : thread_([this, period, fn = std::move(fn)] {
-          do {
-            fn();
-          } while (!stop_.WaitForNotificationWithTimeout(period));
+  Ticker(absl::Duration period, std::function<void()> fn, bool at_once = true)
+      : thread_([this, period, at_once, fn = std::move(fn)] {
+          if (at_once) fn();
+          while (!stop_.WaitForNotificationWithTimeout(period)) fn();
           fn();
         }) {}
   // Stops after one last call of `fn` (and the one under way, if any).

@@ -15,10 +15,15 @@ TrainerTelemetry::TrainerTelemetry(ProcessTelemetry* t, absl::Duration drain_eve
                                   "step records not recorded: the telemetry thread fell 4096 steps behind")),
       step_s_(NewHistogram(t, "pl_trainer_step_seconds", "wall time of one training step",
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5})),
+      staleness_(NewHistogram(t, "pl_trainer_staleness_updates",
+                              "updates other trainers applied between the pull a step's gradients came from and "
+                              "their application (async; mean over pservers)",
+                              {0, 1, 2, 4, 8, 16, 32, 64, 128})),
       loss_(NewGauge(t, "pl_trainer_loss", "mean loss of the last step's batch")),
       train_accuracy_(NewGauge(t, "pl_trainer_train_accuracy", "accuracy on the last step's batch")),
       test_accuracy_(NewGauge(t, "pl_trainer_test_accuracy", "the job's test accuracy, once evaluated")) {
-  drainer_ = std::make_unique<Ticker>(drain_every, [this] { Drain(); });
+  // Nothing to drain yet: the first drain is one period in.
+  drainer_ = std::make_unique<Ticker>(drain_every, [this] { Drain(); }, /*at_once=*/false);
 }
 
 TrainerTelemetry::~TrainerTelemetry() { drainer_.reset(); }
@@ -40,6 +45,7 @@ void TrainerTelemetry::Record(const StepRecord& r) {
   compute_s_->Increment(r.compute_s);
   exchange_s_->Increment(r.exchange_s);
   step_s_->Observe(r.step_s);
+  staleness_->Observe(r.staleness);
   loss_->Set(r.loss);
   const double accuracy = r.correct >= 0 && r.samples > 0 ? static_cast<double>(r.correct) / r.samples : -1;
   if (accuracy >= 0) train_accuracy_->Set(accuracy);
@@ -48,7 +54,8 @@ void TrainerTelemetry::Record(const StepRecord& r) {
   std::vector<Scalar> scalars = {{"loss", r.loss},
                                  {"train/samples_per_sec", r.step_s > 0 ? r.samples / r.step_s : 0},
                                  {"time/compute_ms", r.compute_s * 1e3},
-                                 {"time/exchange_ms", r.exchange_s * 1e3}};
+                                 {"time/exchange_ms", r.exchange_s * 1e3},
+                                 {"train/staleness", r.staleness}};
   if (accuracy >= 0) scalars.push_back({"train/accuracy", accuracy});
   if (Status s = events->AddScalars(r.step, scalars); !s.ok()) {
     // Training goes on without its curves: a full disk must not stop the job.

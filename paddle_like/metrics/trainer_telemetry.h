@@ -1,9 +1,10 @@
 // TrainerTelemetry: a TrainingObserver that records each step of a trainer in its
 // process's telemetry: one TensorBoard Event per step (loss, train/accuracy,
-// train/samples_per_sec, time/compute_ms, time/exchange_ms, one frame for all five),
+// train/samples_per_sec, time/compute_ms, time/exchange_ms, train/staleness, one frame
+// for all six),
 // and the Prometheus instruments
 //   pl_trainer_steps_total, pl_trainer_samples_total        counters
-//   pl_trainer_step_seconds                                  histogram
+//   pl_trainer_step_seconds, pl_trainer_staleness_updates   histograms
 //   pl_trainer_compute_seconds_total, ..._exchange_seconds_total  counters
 //   pl_trainer_loss, pl_trainer_train_accuracy, pl_trainer_test_accuracy  gauges
 //   pl_trainer_records_dropped_total                         counter (see below)
@@ -62,6 +63,7 @@ class TrainerTelemetry final : public TrainingObserver {
   prometheus::Counter* exchange_s_;
   prometheus::Counter* dropped_counter_;
   prometheus::Histogram* step_s_;
+  prometheus::Histogram* staleness_;
   prometheus::Gauge* loss_;
   prometheus::Gauge* train_accuracy_;
   prometheus::Gauge* test_accuracy_;

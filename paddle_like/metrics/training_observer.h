@@ -19,6 +19,10 @@ struct StepRecord {
   double compute_s = 0;      // forward + backward
   double exchange_s = 0;     // push + pull (or handing them to the pipeline)
   double step_s = 0;         // the whole step, wall clock
+  // Async: updates other trainers applied between the pull this step's gradients were
+  // computed from and the push's application (mean over the pservers); 0 in sync mode
+  // and in one process.
+  double staleness = 0;
 };
 
 class TrainingObserver {

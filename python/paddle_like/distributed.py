@@ -202,10 +202,12 @@ class DistributedTrainer:
                 result.steps += 1
                 loss_value = loss.item()
                 correct = _C.count_correct(outputs, y) if self.kind == "image" else -1
-                reporter.on_step(result.steps, loss_value, correct, len(idx), t3 - t0)
+                staleness = params.last_staleness()
+                reporter.on_step(result.steps, loss_value, correct, len(idx), t3 - t0, staleness)
                 if self.summary is not None:
                     values = {"loss": loss_value, "train/samples_per_sec": len(idx) / max(t3 - t0, 1e-9),
-                              "time/compute_ms": (t2 - t1) * 1e3, "time/exchange_ms": (t1 - t0 + t3 - t2) * 1e3}
+                              "time/compute_ms": (t2 - t1) * 1e3, "time/exchange_ms": (t1 - t0 + t3 - t2) * 1e3,
+                              "train/staleness": staleness}
                     if correct >= 0:
                         values["train/accuracy"] = correct / len(idx)
                     self.summary.add_scalars(values, result.steps)

@@ -247,6 +247,7 @@ class PyParameterClient {
   }
   void Push(int64_t num_samples) { NoGilStatus([&] { return client_->Push(num_samples); }); }
   void SetTrainerId(int64_t id) { client_->set_trainer_id(id); }
+  double LastStaleness() const { return client_->last_staleness(); }
   py::dict Counters() const {
     TrafficCounters c = client_->counters();
     py::dict d;
@@ -321,6 +322,9 @@ void RegisterDistributed(py::module_& m) {
       .def("push", &PyParameterClient::Push, "num_samples"_a)
       .def("set_trainer_id", &PyParameterClient::SetTrainerId)
       .def("counters", &PyParameterClient::Counters)
+      .def("last_staleness", &PyParameterClient::LastStaleness,
+           "Async: updates of other trainers the pservers applied between the last push's pull and the push "
+           "(mean over pservers); 0 in sync mode.")
       .def("transports", &PyParameterClient::Transports,
            "How each pserver's dense traffic travels: 'shared memory (N MB)' or 'gRPC (why)'.");
 }

@@ -67,10 +67,12 @@ void RegisterTelemetry(py::module_& m) {
            }),
            py::arg("master"), py::arg("trainer"))
       .def("on_step",
-           [](PyProgressReporter& r, int64_t step, double loss, int64_t correct, int64_t samples, double step_s) {
-             if (r.reporter) r.reporter->OnStep({step, loss, correct, samples, step_s, 0, step_s});
+           [](PyProgressReporter& r, int64_t step, double loss, int64_t correct, int64_t samples, double step_s,
+              double staleness) {
+             if (r.reporter) r.reporter->OnStep({step, loss, correct, samples, step_s, 0, step_s, staleness});
            },
            py::arg("step"), py::arg("loss"), py::arg("correct"), py::arg("samples"), py::arg("step_s"),
+           py::arg("staleness") = 0.0,
            "correct < 0: not a classifier")
       .def("on_evaluation",
            [](PyProgressReporter& r, int64_t step, const std::string& metric, double value) {

@@ -53,6 +53,28 @@ TEST_F(TwoPservers, PushAndPullAppliesThePushAndInstallsTheNextRows) {
   EXPECT_FLOAT_EQ(m.emb->table()->rows().Find(5)[0], r0 - 0.5f * 1.0f);
 }
 
+// Async staleness: a's gradients were computed on what it pulled before b pushed
+// twice, so a's push lands two updates later than its parameters; b, pulling right
+// before each push, saw none.
+TEST_F(TwoPservers, StalenessCountsOtherTrainersUpdatesBetweenAPullAndItsPush) {
+  DenseModel a, b;
+  auto ca = Client(&a, 1), cb = Client(&b, 2);
+  ASSERT_TRUE(ca->Connect().ok());
+  ASSERT_TRUE(cb->Connect().ok());
+  ASSERT_TRUE(ca->Pull({}).ok());
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(cb->Pull({}).ok());
+    b.fc->weight().MutableGrad().f32()[0] = 1.0f;
+    ASSERT_TRUE(cb->Push(1).ok());
+    EXPECT_EQ(cb->last_staleness(), 0.0) << "push " << k;
+  }
+  a.fc->weight().MutableGrad().f32()[0] = 1.0f;
+  ASSERT_TRUE(ca->Push(1).ok());
+  EXPECT_EQ(ca->last_staleness(), 2.0);
+  ASSERT_TRUE(ca->Pull({}).ok());
+  ASSERT_TRUE(ca->Push(1).ok());
+  EXPECT_EQ(ca->last_staleness(), 0.0);
+}
 
 // The pipelined exchange: the model's parameters change only at Submit/Drain, its
 // gradients leave at Submit (the next step may write new ones at once), and the

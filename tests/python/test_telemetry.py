@@ -215,6 +215,7 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
         t = scraped[f"trainer-{r}"]
         assert t["pl_trainer_steps_total"].labels == {"role": "trainer", "index": str(r)}
         assert "pl_trainer_step_seconds_count" in t
+        assert "pl_trainer_staleness_updates_count" in t
         stepped += t["pl_trainer_steps_total"].value > 0
     assert stepped >= 1, "no trainer was scraped after its first step"
 
@@ -223,8 +224,11 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
         acc = _accumulate(ea, logdir / f"trainer-{r}")
         tags = set(acc.Tags()["scalars"])
         assert {"loss", "train/accuracy", "train/samples_per_sec", "time/compute_ms", "time/exchange_ms",
-                "test/accuracy"} <= tags, tags
+                "train/staleness", "test/accuracy"} <= tags, tags
         steps = int(re.search(rf"trainer-{r}: job done after \d+ tasks, (\d+) steps", out).group(1))
+        # One point per step, counted updates (exact counts: tests/client/param_client_test.cc).
+        assert [e.step for e in acc.Scalars("train/staleness")] == list(range(1, steps + 1))
+        assert all(np.isfinite(e.value) and e.value >= 0 for e in acc.Scalars("train/staleness"))
         loss = acc.Scalars("loss")
         assert [e.step for e in loss] == list(range(1, steps + 1))
         assert all(np.isfinite(e.value) for e in loss)
@@ -256,7 +260,9 @@ def test_python_trainer_writes_event_files(ea, launcher, fashion, tmp_path):
     assert job.proc.returncode == 0, out[-4000:]
     acc = _accumulate(ea, logdir / "trainer-0")
     assert {"loss", "train/accuracy", "train/samples_per_sec", "time/compute_ms", "time/exchange_ms",
-            "test/accuracy"} <= set(acc.Tags()["scalars"])
+            "train/staleness", "test/accuracy"} <= set(acc.Tags()["scalars"])
+    # One trainer: nobody else updates between its pull and its push.
+    assert all(e.value == 0 for e in acc.Scalars("train/staleness"))
     # 8 tasks of 250 records, 4 steps of batch 64 each.
     assert [e.step for e in acc.Scalars("loss")] == list(range(1, 8 * 4 + 1))
     accuracy = float(re.search(r"final test accuracy: ([0-9.]+)", out).group(1))
@@ -276,9 +282,9 @@ def test_local_trainer_writes_event_files(ea, launcher, fashion_dir, tmp_path):
 
 
 def test_status_page_draws_in_a_browser(launcher, fashion_dir, tmp_path):
-    """The page's script, run by headless Chromium (Debian's `chromium`, not in the
-    Makefile's packages: 290 MB for one optional check), draws the job from status.json:
-    a curve per reporting trainer, the trainers' table, the events."""
+    """The page's script, run by headless Chromium (Debian's `chromium`, one of the
+    Makefile's packages), draws the job from status.json: a curve per reporting
+    trainer, the trainers' table, the events."""
     if os.environ.get("PL_REQUIRE_TELEMETRY") != "1":
         pytest.skip("runs in ctest's python_pytest_telemetry only (one browser job per test run)")
     chromium = next((c for c in ("chromium", "chromium-browser") if subprocess.run(
