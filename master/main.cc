@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
 ABSL_FLAG(int64_t, lease_ms, 3000, "a task's lease: a trainer silent this long loses it (>= 1)");
-ABSL_FLAG(int64_t, pserver_lease_ms, 1000,
+ABSL_FLAG(int64_t, pserver_lease_ms, 800,
           "replicated shards: a replica silent this long leaves its shard, a lost primary's backup takes over (>= 1)");
 ABSL_FLAG(int, max_failures, 3, "times a task may fail before it is dropped (>= 1)");
 ABSL_FLAG(int, num_pservers, 1, "pservers the job waits for (>= 0)");

@@ -57,7 +57,7 @@ struct MasterOptions {
   int64_t lease_ms = 3000;   // trainer and task leases; heartbeats every lease_ms / 3
   // Replicated shards: a replica silent this long leaves the shard's map (a primary's
   // backup is promoted at once); replicas heartbeat every few hundred ms.
-  int64_t pserver_lease_ms = 1000;
+  int64_t pserver_lease_ms = 800;
   // Unix milliseconds; default: the system clock.
   std::function<int64_t()> now_ms;
   // Period of the lease-expiry thread; 0: no thread (calls still expire what is due).

@@ -28,7 +28,7 @@ namespace pl {
 struct MembershipOptions {
   int64_t lease_ms = 3000;   // > 0
   int32_t num_pservers = 1;  // >= 0
-  int64_t pserver_lease_ms = 1000;  // replicated shards: a member silent this long leaves the map (> 0)
+  int64_t pserver_lease_ms = 800;  // replicated shards: a member silent this long leaves the map (> 0)
 };
 
 class Membership {

@@ -46,7 +46,7 @@ void ShardReplicas::Promote(int32_t index, Shard& shard, const std::string& why,
     for (uint64_t id : orphans) Remove(shard, id);
     log(absl::StrCat("shard ", index, ": ", why, "; no backup in sync is left",
                      orphans.empty() ? "" : absl::StrCat(" (", orphans.size(), " joining replica(s) removed)"),
-                     ": the next replica to register restores the shard's checkpoint"));
+                     ": the replicas that come back restore the newest checkpoint among them"));
     return;
   }
   Member promoted = *backup;
@@ -70,11 +70,26 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
     m.address = req.address();
     m.deadline_ms = now + lease_ms_;
     m.version = req.version();
-    if (!HasPrimary(shard) && shard.members.empty()) {
+    m.checkpoint_version = req.checkpoint_version();
+    const bool candidates = !shard.members.empty() && shard.members.front().role == proto::ReplicaInfo::CANDIDATE;
+    if (shard.epoch == 0 && shard.members.empty()) {
+      // A new shard: nothing to restore, no one to wait for.
       m.role = proto::ReplicaInfo::PRIMARY;
       ++shard.epoch;
       shard.members.insert(shard.members.begin(), m);
       log(absl::StrCat("shard ", index, ": ", Who(m.id, m.address), " is the primary (epoch ", shard.epoch, ")"));
+    } else if (shard.members.empty() || candidates) {
+      // The shard lost every replica: gather the ones that come back.
+      m.role = proto::ReplicaInfo::CANDIDATE;
+      shard.members.push_back(m);
+      if (shard.restore_until_ms == 0) shard.restore_until_ms = now + restore_wait_ms_;
+      log(absl::StrCat("shard ", index, ": ", Who(m.id, m.address), " is back with ",
+                       m.checkpoint_version < 0 ? std::string("no checkpoint")
+                                                : absl::StrCat("a checkpoint of version ", m.checkpoint_version),
+                       "; ", shard.members.size(),
+                       shard.peak_members > 0 ? absl::StrCat(" of the shard's ", shard.peak_members) : std::string(),
+                       " replica(s) back (waiting up to ", std::max<int64_t>(0, shard.restore_until_ms - now),
+                       " ms for the others)"));
     } else {
       m.role = proto::ReplicaInfo::JOINING;
       shard.members.push_back(m);
@@ -82,6 +97,11 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
     }
     me = Find(shard, req.replica_id());
   }
+  MaybeRestore(index, shard, log);
+  if (shard.members.empty() || shard.members.front().role != proto::ReplicaInfo::CANDIDATE) {
+    shard.peak_members = std::max(shard.peak_members, shard.members.size());
+  }
+  me = Find(shard, req.replica_id());
   if (me != nullptr) {
     me->deadline_ms = now + lease_ms_;
     me->address = req.address();
@@ -131,7 +151,38 @@ void ShardReplicas::Expire(const Log& log) {
     }
     for (uint64_t id : gone) Remove(shard, id);
     if (primary_lost) Promote(index, shard, "its primary lost its lease", log);
+    MaybeRestore(index, shard, log);
   }
+}
+
+void ShardReplicas::MaybeRestore(int32_t index, Shard& shard, const Log& log) {
+  if (shard.members.empty() || shard.members.front().role != proto::ReplicaInfo::CANDIDATE) {
+    shard.restore_until_ms = 0;
+    return;
+  }
+  const int64_t now = now_ms_();
+  if (shard.restore_until_ms == 0) shard.restore_until_ms = now + restore_wait_ms_;  // a map read back
+  // Not knowing how many it had (a map read back with none), it waits the whole time.
+  const bool all_back = shard.peak_members > 0 && shard.members.size() >= shard.peak_members;
+  if (!all_back && now < shard.restore_until_ms) return;
+  // The newest checkpoint wins; among equals, the first back.
+  auto best = shard.members.begin();
+  for (auto it = shard.members.begin(); it != shard.members.end(); ++it) {
+    if (it->checkpoint_version > best->checkpoint_version) best = it;
+  }
+  Member primary = *best;
+  shard.members.erase(best);
+  primary.role = proto::ReplicaInfo::PRIMARY;
+  for (Member& m : shard.members) m.role = proto::ReplicaInfo::JOINING;
+  shard.members.insert(shard.members.begin(), primary);
+  shard.restore_until_ms = 0;
+  ++shard.epoch;
+  log(absl::StrCat("shard ", index, ": ", Who(primary.id, primary.address), " restores ",
+                   primary.checkpoint_version < 0
+                       ? std::string("no checkpoint (none of the replicas back has one)")
+                       : absl::StrCat("its checkpoint of version ", primary.checkpoint_version),
+                   " as the primary (epoch ", shard.epoch, "); ", shard.members.size() - 1,
+                   " other replica(s) join it"));
 }
 
 void ShardReplicas::ExtendLeases(int64_t until_ms) {
@@ -148,7 +199,7 @@ std::optional<proto::PserverInfo> ShardReplicas::Primary(int32_t index) const {
   info.set_address(it->second.members.front().address);
   info.set_generation(it->second.epoch);
   for (const Member& m : it->second.members) {
-    if (m.role == proto::ReplicaInfo::JOINING) {
+    if (m.role == proto::ReplicaInfo::JOINING || m.role == proto::ReplicaInfo::CANDIDATE) {
       info.set_joining_replicas(info.joining_replicas() + 1);
     } else {
       info.set_live_replicas(info.live_replicas() + 1);
@@ -197,6 +248,8 @@ StatusOr<ShardReplicas> ShardReplicas::Deserialize(const proto::MembershipState&
         return absl::DataLossError(absl::StrCat("membership state: shard ", s.index(),
                                                 " has a replica with id 0 or a primary that is not first"));
       }
+      // Candidates register again with their checkpoint's version, which the state lacks.
+      if (info.role() == proto::ReplicaInfo::CANDIDATE) continue;
       Member m;
       m.id = info.replica_id();
       m.address = info.address();
@@ -204,6 +257,7 @@ StatusOr<ShardReplicas> ShardReplicas::Deserialize(const proto::MembershipState&
       m.deadline_ms = until;
       shard.members.push_back(m);
     }
+    shard.peak_members = shard.members.size();
   }
   return r;
 }

@@ -7,8 +7,11 @@
 // it knows), and trainers see it as the shard's generation. Members heartbeat through
 // RegisterPserver; one whose lease runs out leaves the map, and when it was the
 // primary the first backup in sync is promoted at once. With no backup left a shard
-// has no primary until a process registers at an empty shard: it becomes the primary
-// and restores the shard's newest checkpoint itself. A joining replica that lost its
+// has no primary until its processes come back: each registers as a CANDIDATE with
+// the version of the newest checkpoint it holds (copies on separate machines hold
+// different ones), and once as many have come back as the shard ever had members, or
+// the restore wait is over, the one with the newest becomes primary and restores it;
+// the others join it. A brand-new shard's first process is primary at once. A joining replica that lost its
 // source, or any member taken out, is told REMOVED and exits (its supervisor restarts
 // it, and it joins afresh).
 //
@@ -38,13 +41,18 @@ class ShardReplicas {
   using Clock = std::function<int64_t()>;
   using Log = std::function<void(const std::string&)>;
 
-  ShardReplicas(int64_t lease_ms, Clock now_ms) : lease_ms_(lease_ms), now_ms_(std::move(now_ms)) {}
+  // `restore_wait_ms`: how long a shard that lost every replica waits for them to come
+  // back before the best candidate so far restores it (default: 4 leases).
+  ShardReplicas(int64_t lease_ms, Clock now_ms, int64_t restore_wait_ms = -1)
+      : lease_ms_(lease_ms), restore_wait_ms_(restore_wait_ms >= 0 ? restore_wait_ms : 4 * lease_ms),
+        now_ms_(std::move(now_ms)) {}
 
   // A replica's registration or heartbeat (request.replica_id() != 0); the caller has
   // checked the index. Fills the map's part of the response. Changes are logged.
   void Heartbeat(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
                  const Log& log);
-  // Drops members whose lease ran out, promoting a backup where the primary went.
+  // Drops members whose lease ran out, promoting a backup where the primary went, and
+  // ends the restore waits that are over.
   void Expire(const Log& log);
   // Gives every member a lease until at least `until_ms` (after a master restart).
   void ExtendLeases(int64_t until_ms);
@@ -67,12 +75,15 @@ class ShardReplicas {
     proto::ReplicaInfo::Role role = proto::ReplicaInfo::JOINING;
     int64_t deadline_ms = 0;
     int64_t version = 0;
+    int64_t checkpoint_version = -1;  // a candidate's newest checkpoint
   };
   struct Shard {
     int64_t epoch = 0;
     std::vector<Member> members;  // the primary, if any, first
     std::set<uint64_t> removed;   // ids taken out: told REMOVED if they call again
     int64_t last_version = 0;     // the highest version a primary reported
+    size_t peak_members = 0;      // the most members it had at once, candidates aside
+    int64_t restore_until_ms = 0; // candidates gathering: when the best of them restores
   };
   static Member* Find(Shard& shard, uint64_t id);
   static bool HasPrimary(const Shard& shard);
@@ -81,8 +92,12 @@ class ShardReplicas {
   // After the primary left: the first backup becomes primary (epoch + 1); without one,
   // the joining replicas lose their source and are removed.
   void Promote(int32_t index, Shard& shard, const std::string& why, const Log& log);
+  // Candidates gathered: makes the one with the newest checkpoint primary once all the
+  // shard's members are back or the wait is over.
+  void MaybeRestore(int32_t index, Shard& shard, const Log& log);
 
   int64_t lease_ms_;
+  int64_t restore_wait_ms_;
   Clock now_ms_;
   std::map<int32_t, Shard> shards_;
 };

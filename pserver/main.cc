@@ -52,6 +52,10 @@ ABSL_FLAG(int, replicas, 1,
           "copies of this shard the job keeps, each in its own pl-pserver with the same --index (>= 1; > 1 needs "
           "--master): a primary serves trainers and streams every update to the others, a backup takes over when "
           "it dies; start one process per copy");
+ABSL_FLAG(bool, replica_checkpoints, false,
+          "every replica, backups too, checkpoints into its own --checkpoint_dir (replicas that do not share the "
+          "directory, as Pods with claims of their own; a copy that outlives the others then restores its own "
+          "newest state); default: only the primary writes, for replicas sharing one directory (pl-launch)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -72,19 +76,22 @@ int Fail(const std::string& why) {
   return 1;
 }
 
-// A replica's start: register with the master, then, as the shard's primary, restore
-// its newest checkpoint (saying how many versions that loses against what the last
-// primary reported), or, as a joining replica, wait empty for the primary's snapshot.
+// A replica's start: register with the master (telling it how new a checkpoint it
+// holds), then, as the shard's primary, restore that checkpoint (saying how many
+// versions that loses against what the last primary reported), or, as a joining
+// replica, wait empty for the primary's snapshot.
 pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::ParameterShard* shard,
                              pl::pserver::Checkpointer* checkpointer, std::string* restored_from) {
-  PL_ASSIGN_OR_RETURN(auto role, replicator->Join(absl::Seconds(60)));
+  pl::pserver::Checkpointer::Restored restored;
+  if (checkpointer != nullptr) {
+    PL_ASSIGN_OR_RETURN(restored, checkpointer->RestoreLatest(shard->num_shards()));
+  }
+  const int64_t checkpoint_version = restored.shard ? restored.shard->version() : -1;
+  PL_ASSIGN_OR_RETURN(auto role, replicator->Join(absl::Seconds(60), checkpoint_version));
   if (role == pl::proto::ReplicaInfo::PRIMARY) {
-    if (checkpointer != nullptr) {
-      PL_ASSIGN_OR_RETURN(auto restored, checkpointer->RestoreLatest(shard->num_shards()));
-      if (restored.shard) {
-        PL_RETURN_IF_ERROR(pl::pserver::Checkpointer::Load(restored.path, shard));
-        *restored_from = restored.path;
-      }
+    if (restored.shard) {
+      PL_RETURN_IF_ERROR(pl::pserver::Checkpointer::Load(restored.path, shard));
+      *restored_from = restored.path;
     }
     const int64_t known = replicator->last_known_version();
     if (!restored_from->empty()) {
@@ -143,6 +150,7 @@ int Run(int argc, char** argv) {
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   const bool replicated = absl::GetFlag(FLAGS_replicas) > 1;
+  const bool own_checkpoints = absl::GetFlag(FLAGS_replica_checkpoints);
   if (replicated && master.empty()) {
     pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
@@ -264,8 +272,8 @@ int Run(int argc, char** argv) {
     }
     service.DropIdleRegions();
     sampler.Tick();
-    // Only a primary writes the shard's checkpoints (its replicas share the directory).
-    const bool may_checkpoint = !replicator || replicator->CheckPrimary().ok();
+    // Replicas sharing a directory leave the checkpoints to the primary.
+    const bool may_checkpoint = !replicator || own_checkpoints || replicator->CheckPrimary().ok();
     if (checkpointer && may_checkpoint && every_s > 0 && absl::Now() >= next_checkpoint) {
       next_checkpoint = absl::Now() + every;
       // Nothing new since the last file: skip writing an identical one.
@@ -277,11 +285,11 @@ int Run(int argc, char** argv) {
   const int signal_number = g_signal;
   pl::log::Info(absl::StrCat(strsignal(signal_number), " received; shutting down"));
   if (watcher) watcher->Stop();
-  const bool primary = !replicator || replicator->CheckPrimary().ok();
+  const bool may_checkpoint = !replicator || own_checkpoints || replicator->CheckPrimary().ok();
   if (replicator) replicator->Stop();
   shard->Shutdown();  // wakes pulls waiting for a version
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  if (checkpointer && primary && shard->initialized() && shard->version() != service.checkpointed_version()) {
+  if (checkpointer && may_checkpoint && shard->initialized() && shard->version() != service.checkpointed_version()) {
     if (!service.CheckpointNow().ok()) return 1;
   }
   pl::log::Info("stopped");

@@ -51,8 +51,9 @@ struct ReplicatorOptions {
   absl::Duration heartbeat_every = absl::Milliseconds(150);
   absl::Duration rpc_timeout = absl::Seconds(1);
   // Tests only: as primary, SIGKILL this process right after the backups acknowledged
-  // the n-th update, before the caller is answered, the first time (of all processes
-  // sharing `die_once_file`, which this creates). <= 0: never.
+  // the n-th update counted while the master lists a backup in sync (one would take
+  // over), before the caller is answered, the first time (of all processes sharing
+  // `die_once_file`, which this creates). <= 0: never.
   int64_t test_die_after_acked = 0;
   std::string test_die_once_file;
 };
@@ -66,8 +67,11 @@ class Replicator : public ReplicationHook {
   uint64_t replica_id() const { return replica_id_; }
   // Registers until the master answers (UNAVAILABLE after `timeout`) and starts the
   // heartbeat; returns the role it was given: PRIMARY (restore the shard's checkpoint)
-  // or JOINING (start empty and wait for the snapshot).
-  StatusOr<Role> Join(absl::Duration timeout);
+  // or JOINING (start empty and wait for the snapshot). A shard that lost every
+  // replica first makes this one a CANDIDATE: Join waits (up to `timeout` more) while
+  // the master gathers the others and picks the newest of `checkpoint_version`s (the
+  // newest checkpoint this replica holds, -1: none).
+  StatusOr<Role> Join(absl::Duration timeout, int64_t checkpoint_version = -1);
   // The shard this replica serves, once it exists (the heartbeat runs before it does).
   void Attach(ParameterShard* shard);
   void Stop();
@@ -117,6 +121,7 @@ class Replicator : public ReplicationHook {
   Role role_ ABSL_GUARDED_BY(mu_) = proto::ReplicaInfo::UNKNOWN;
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_known_version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checkpoint_version_ ABSL_GUARDED_BY(mu_) = -1;  // told the master while not in the map
   absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last applied
   // Primary: the streams, by replica id; `required_` are waited for before an ack.
@@ -129,6 +134,8 @@ class Replicator : public ReplicationHook {
   std::optional<std::string> fatal_ ABSL_GUARDED_BY(mu_);
   absl::CondVar progress_;  // with mu_: an ack, a failure, a new map
   int64_t acked_updates_ ABSL_GUARDED_BY(mu_) = 0;  // for test_die_after_acked
+  bool backup_in_sync_ ABSL_GUARDED_BY(mu_) = false;  // the master's last map lists one besides this
+  bool acked_as_primary_ ABSL_GUARDED_BY(mu_) = false;  // logged the epoch's first acknowledged update
 
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -141,7 +141,9 @@ Status Launcher::PrepareWorkdir() {
   std::error_code ec;
   std::vector<std::string> dirs = {workdir_ + "/ports"};
   if (runs_master()) dirs.push_back(workdir_ + "/master");
-  for (int i : LocalPservers()) dirs.push_back(absl::StrCat(workdir_, "/pservers/", i));
+  for (int i : LocalPservers()) {
+    for (const std::string& name : PserverNames(i)) dirs.push_back(CheckpointDir(name));
+  }
   for (const std::string& d : dirs) {
     fs::create_directories(d, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", d, ": ", ec.message()));
@@ -206,9 +208,12 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
                                    "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
                                    "--port", std::to_string(port),
                                    "--port_file", PortFile(name),
-                                   "--checkpoint_dir", absl::StrCat(workdir_, "/pservers/", index),
+                                   "--checkpoint_dir", CheckpointDir(name),
                                    "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s),
                                    "--replicas", std::to_string(options_.replicas)};
+  // Each replica checkpoints into a directory of its own, as on separate machines: the
+  // copy that outlives the others restores its own newest state.
+  if (options_.replicas > 1) argv.push_back("--replica_checkpoints");
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
   const std::vector<std::string> telemetry = TelemetryArgs(absl::StrCat("pserver-", index));
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());

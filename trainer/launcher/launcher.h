@@ -3,7 +3,7 @@
 // the same job as Pods.
 //
 // Run() starts the master (state in WORKDIR/master) and waits for its port file, then
-// the pservers (checkpoints in WORKDIR/pservers/<index>) and waits for theirs, then the
+// the pservers (checkpoints in WORKDIR/pservers/<index>[.<replica>]) and waits for theirs, then the
 // trainers (the user's command with PL_MASTER_ADDR, PL_ROLE=trainer, PL_TRAINER_RANK,
 // PL_NUM_PSERVERS, PL_SYNC). Every child's output is streamed, line by line, prefixed
 // with its name; a progress line from the master's JobStatus is printed every few
@@ -139,6 +139,8 @@ class Launcher {
   // The processes of pserver index i: "pserver-<i>", or with --replicas R > 1
   // "pserver-<i>.<r>" for r in [0, R).
   std::vector<std::string> PserverNames(int index) const;
+  // WORKDIR/pservers/<index> (or <index>.<replica>): where that process checkpoints.
+  std::string CheckpointDir(const std::string& pserver_name) const;
   // The process that serves shard `index` now: its only one, or with replicas the
   // primary the master names (empty when it names none this node runs).
   std::string PserverServing(int index);

@@ -25,6 +25,10 @@ std::vector<std::string> Launcher::PserverNames(int index) const {
   return names;
 }
 
+std::string Launcher::CheckpointDir(const std::string& pserver_name) const {
+  return absl::StrCat(workdir_, "/pservers/", pserver_name.substr(std::string("pserver-").size()));
+}
+
 std::vector<int> Launcher::LocalPservers() const {
   std::vector<int> out;
   for (int k = 0; k < options_.num_pservers; ++k) out.push_back(options_.node_rank * options_.num_pservers + k);

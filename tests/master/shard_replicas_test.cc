@@ -1,0 +1,141 @@
+// ShardReplicas, the master's map of replicated shards, on a clock the test turns:
+// promotion on lease loss, fencing by epoch, and the restore of a shard that lost
+// every replica by the one that comes back with the newest checkpoint.
+#include "master/shard_replicas.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace pl {
+namespace {
+
+constexpr int64_t kLeaseMs = 800;
+constexpr int64_t kRestoreWaitMs = 3000;
+
+class ShardReplicasTest : public ::testing::Test {
+ protected:
+  ShardReplicasTest() : map_(kLeaseMs, [this] { return now_ms_; }, kRestoreWaitMs) {}
+
+  // One heartbeat of replica `id` of shard 0; returns the role it is given.
+  proto::ReplicaInfo::Role Beat(uint64_t id, int64_t checkpoint_version = -1, int64_t version = 0) {
+    proto::RegisterPserverRequest req;
+    req.set_index(0);
+    req.set_address(absl::StrCat("10.0.0.", id, ":7100"));
+    req.set_replica_id(id);
+    req.set_version(version);
+    req.set_checkpoint_version(checkpoint_version);
+    proto::RegisterPserverResponse resp;
+    map_.Heartbeat(req, &resp, [this](const std::string& line) { log_.push_back(line); });
+    epoch_ = resp.epoch();
+    return resp.role();
+  }
+  // Reports `joiner` caught up, from primary `primary`.
+  void CaughtUp(uint64_t primary, uint64_t joiner) {
+    proto::RegisterPserverRequest req;
+    req.set_index(0);
+    req.set_address(absl::StrCat("10.0.0.", primary, ":7100"));
+    req.set_replica_id(primary);
+    req.set_epoch(epoch_);
+    req.add_caught_up(joiner);
+    proto::RegisterPserverResponse resp;
+    map_.Heartbeat(req, &resp, [this](const std::string& line) { log_.push_back(line); });
+  }
+  void Advance(int64_t ms) {
+    now_ms_ += ms;
+    map_.Expire([this](const std::string& line) { log_.push_back(line); });
+  }
+  std::string Log() const { return absl::StrJoin(log_, "\n"); }
+
+  int64_t now_ms_ = 1000;
+  int64_t epoch_ = 0;
+  ShardReplicas map_;
+  std::vector<std::string> log_;
+};
+
+using Role = proto::ReplicaInfo::Role;
+
+TEST_F(ShardReplicasTest, ANewShardsFirstReplicaIsPrimaryAtOnceAndTheNextJoins) {
+  EXPECT_EQ(Beat(1), proto::ReplicaInfo::PRIMARY);
+  EXPECT_EQ(epoch_, 1);
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::JOINING);
+  CaughtUp(1, 2);
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::BACKUP);
+  EXPECT_EQ(map_.Primary(0)->live_replicas(), 2);
+}
+
+TEST_F(ShardReplicasTest, APrimaryThatLosesItsLeaseIsReplacedByItsBackupInAHigherEpoch) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  Advance(kLeaseMs / 2);
+  Beat(2);  // only the backup keeps heartbeating
+  Advance(kLeaseMs / 2 + 1);
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_EQ(epoch_, 2);
+  EXPECT_EQ(Beat(1), proto::ReplicaInfo::REMOVED) << "the old primary is fenced out";
+}
+
+// Both replicas lost. They come back one after the other, each with the newest
+// checkpoint of its own disk; the one with the newer becomes primary, not the first.
+TEST_F(ShardReplicasTest, AShardThatLostEveryReplicaIsRestoredByTheNewestCheckpointThatComesBack) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  Advance(kLeaseMs + 1);  // both silent: gone
+  ASSERT_FALSE(map_.Primary(0).has_value()) << Log();
+  EXPECT_EQ(Beat(3, /*checkpoint_version=*/100), proto::ReplicaInfo::CANDIDATE) << Log();
+  EXPECT_FALSE(map_.Primary(0).has_value()) << "no primary while candidates gather";
+  Advance(100);
+  EXPECT_EQ(Beat(3, 100), proto::ReplicaInfo::CANDIDATE);
+  // The second is back: as many as the shard had, so the master decides now.
+  EXPECT_EQ(Beat(4, /*checkpoint_version=*/250), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_EQ(Beat(3, 100), proto::ReplicaInfo::JOINING);
+  EXPECT_EQ(map_.Primary(0)->address(), "10.0.0.4:7100");
+  EXPECT_EQ(epoch_, 2);
+  EXPECT_NE(Log().find("restores its checkpoint of version 250"), std::string::npos) << Log();
+}
+
+TEST_F(ShardReplicasTest, WhenTheOthersDoNotComeBackTheBestCandidateRestoresAfterTheWait) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(Beat(3, -1), proto::ReplicaInfo::CANDIDATE);
+  for (int64_t waited = 0; waited + 200 < kRestoreWaitMs; waited += 200) {
+    Advance(200);
+    ASSERT_EQ(Beat(3, -1), proto::ReplicaInfo::CANDIDATE) << "after " << waited + 200 << " ms";
+  }
+  Advance(400);
+  EXPECT_EQ(Beat(3, -1), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_NE(Log().find("restores no checkpoint"), std::string::npos) << Log();
+}
+
+TEST_F(ShardReplicasTest, CandidatesAreNotKeptInTheSavedMapAndRegisterAgainAfterAMasterRestart) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  Advance(kLeaseMs + 1);
+  Beat(3, 7);
+  proto::MembershipState state;
+  state.set_num_pservers(1);
+  map_.Serialize(&state);
+  auto restored = ShardReplicas::Deserialize(state, kLeaseMs, [this] { return now_ms_; });
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_FALSE(restored->Primary(0).has_value());
+  proto::RegisterPserverRequest req;
+  req.set_index(0);
+  req.set_replica_id(3);
+  req.set_address("10.0.0.3:7100");
+  req.set_checkpoint_version(7);
+  proto::RegisterPserverResponse resp;
+  restored->Heartbeat(req, &resp, [](const std::string&) {});
+  EXPECT_EQ(resp.role(), proto::ReplicaInfo::CANDIDATE);
+}
+
+}  // namespace
+}  // namespace pl
