@@ -78,6 +78,13 @@ run "$bin/pl-bench-dist" --data "$data" $quick
 section "telemetry: a step with and without TensorBoard events and /metrics, event file size, a whole job"
 run "$bin/pl-bench-telemetry" --data "$data" $quick
 
+section "replicated shards: exchange R=2 vs R=1, failover time, catch-up, memory"
+if [ -n "$quick" ]; then
+  run /usr/bin/python3 "$here/bench_replication.py" --build "$build" --kills 3 --reps 1 --parts exchange,failover
+else
+  run /usr/bin/python3 "$here/bench_replication.py" --build "$build"
+fi
+
 section "scaling across hosts: trainers x pservers on the multi-host test bed, shaped links"
 if [ -x "$bin/pl-bench-scaling" ]; then
   rm -f "$build/bench-scaling.csv"  # never plot an older run's points

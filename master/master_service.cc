@@ -1,5 +1,6 @@
 #include "master/master_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,22 @@ Status Master::ExpireNow() {
 }
 
 void Master::ExpireLocked() {
+  // Leases are judged every expire_interval_ms. A much longer gap means the master
+  // itself did not run (stopped, starved, its VM paused): nobody could renew a lease
+  // with it meanwhile, so each gets a full term from now instead of every pserver and
+  // trainer being dropped at once. Safe for fencing: a primary acts only within its
+  // lease from its last answered heartbeat, so a later deadline here never lets two act.
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t gap_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_expiry_).count();
+  last_expiry_ = now;
+  const int64_t stalled_ms = std::max<int64_t>(4 * options_.expire_interval_ms, options_.pserver_lease_ms / 2);
+  if (options_.expire_interval_ms > 0 && gap_ms > stalled_ms) {
+    const int64_t now_ms = options_.now_ms();
+    membership_.ExtendLeases(now_ms + membership_.lease_ms(), now_ms + options_.pserver_lease_ms);
+    queue_.ExtendLeases(now_ms + membership_.lease_ms());
+    Log(absl::StrCat("the master did not run for ", gap_ms, " ms (stopped or starved): every lease gets a full "
+                     "term from now rather than expiring"));
+  }
   for (int64_t id : membership_.ExpireTrainers()) {
     int n = queue_.ReleaseTrainer(id, /*count_failure=*/true);
     Log(absl::StrCat("trainer ", id, " dropped: its lease expired", n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : ""));

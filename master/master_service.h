@@ -12,7 +12,9 @@
 //
 // A background thread expires trainer and task leases every `expire_interval_ms`;
 // every call also expires what is due first, so behaviour does not depend on the
-// thread's timing (tests use a fake clock and no thread).
+// thread's timing (tests use a fake clock and no thread). With the thread, a gap much
+// longer than its interval means the master itself did not run: every lease then gets
+// a full term instead of all expiring at once.
 //
 // Calls from trainers: an unknown or expired trainer id gets NOT_FOUND from GetTask
 // ("register again") and known=false from Heartbeat. TaskFinished / TaskFailed for a
@@ -24,6 +26,7 @@
 #ifndef PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
 #define PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -117,6 +120,8 @@ class Master {
   TaskQueue queue_;            // guarded by mu_
   Membership membership_;      // guarded by mu_
   std::string stored_bytes_;   // guarded by mu_: the state last written to the store
+  // guarded by mu_: when leases were last judged (real time, whatever now_ms says)
+  std::chrono::steady_clock::time_point last_expiry_ = std::chrono::steady_clock::now();
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -43,9 +43,9 @@ bool Membership::Heartbeat(int64_t trainer_id) {
   return true;
 }
 
-void Membership::ExtendLeases(int64_t until_ms) {
+void Membership::ExtendLeases(int64_t until_ms, int64_t replicas_until_ms) {
   for (auto& [id, t] : trainers_) t.deadline_ms = std::max(t.deadline_ms, until_ms);
-  replicas_.ExtendLeases(until_ms);
+  replicas_.ExtendLeases(replicas_until_ms >= 0 ? replicas_until_ms : until_ms);
 }
 
 bool Membership::Leave(int64_t trainer_id) { return trainers_.erase(trainer_id) > 0; }

@@ -64,7 +64,8 @@ class Membership {
   const ShardReplicas& replicas() const { return replicas_; }
   // Extends every live-looking trainer lease to at least `until_ms`: after a master
   // restart no trainer could heartbeat while it was down, so none is judged by that gap.
-  void ExtendLeases(int64_t until_ms);
+  // Replicas' leases to `replicas_until_ms` (default: the same).
+  void ExtendLeases(int64_t until_ms, int64_t replicas_until_ms = -1);
   // The generation of pserver `index`, 0 when it never registered.
   int64_t pserver_generation(int32_t index) const;
 

@@ -107,6 +107,7 @@ Status ReplicaStream::SendSnapshot() {
     chunk.set_offset(offset);
     chunk.set_data(snapshot_.data() + offset, n);
     chunk.set_last(offset + n == total);
+    chunk.set_total(total);
     chunk.set_replica_id(options_.replica_id);
     proto::SnapshotAck ack;
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));

@@ -60,6 +60,12 @@ Replicator::~Replicator() { Stop(); }
 void Replicator::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (heartbeat_.joinable()) heartbeat_.join();
+  std::vector<std::thread> snapshotters;
+  {
+    absl::MutexLock l(&mu_);
+    snapshotters.swap(snapshot_threads_);
+  }
+  for (std::thread& t : snapshotters) t.join();  // no lock held: they take mu_ when done
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams;
   {
     absl::MutexLock l(&mu_);
@@ -273,6 +279,15 @@ void Replicator::StartStreams(const proto::RegisterPserverResponse& resp) {
     }
   }
   for (const proto::ReplicaInfo& r : joiners) {
+    // Not on this (the heartbeat's) thread: copying a large shard takes seconds, and
+    // a primary that stops heartbeating for a lease is taken out of the shard.
+    absl::MutexLock l(&mu_);
+    snapshot_threads_.emplace_back([this, shard, r] { TakeSnapshotFor(shard, r); });
+  }
+}
+
+void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo& r) {
+  {
     // Called under the shard's order lock at a point of the stream: the joiner's
     // stream starts right after it.
     shard->RequestSnapshot([this, r](StatusOr<std::string> bytes, int64_t position) {
@@ -521,7 +536,11 @@ StatusOr<int64_t> Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk)
     SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
     return absl::FailedPreconditionError("snapshot already installed");
   }
-  if (chunk.offset() == 0) snapshot_.clear();
+  if (chunk.offset() == 0) {
+    snapshot_.clear();
+    // One allocation for the whole: growing by doubling would copy it again and again.
+    if (chunk.total() > 0 && chunk.total() < (int64_t{1} << 40)) snapshot_.reserve(chunk.total());
+  }
   if (chunk.offset() != static_cast<int64_t>(snapshot_.size())) {
     return absl::FailedPreconditionError(absl::StrCat("snapshot piece at ", chunk.offset(), ", expected ", snapshot_.size()));
   }

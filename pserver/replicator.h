@@ -48,7 +48,9 @@ struct ReplicatorOptions {
   int index = 0;
   std::string master_address;
   std::string address;  // what other replicas and trainers dial
-  absl::Duration heartbeat_every = absl::Milliseconds(150);
+  // A backup promoted by the master acts on it from its next heartbeat: part of every
+  // failover's time.
+  absl::Duration heartbeat_every = absl::Milliseconds(100);
   absl::Duration rpc_timeout = absl::Seconds(1);
   // Tests only: as primary, SIGKILL this process right after the backups acknowledged
   // the n-th update counted while the master lists a backup in sync (one would take
@@ -106,6 +108,8 @@ class Replicator : public ReplicationHook {
   void Apply(const proto::RegisterPserverResponse& resp, absl::Time sent) ABSL_LOCKS_EXCLUDED(mu_);
   // Primary: start streams for members without one (joiners get a snapshot).
   void StartStreams(const proto::RegisterPserverResponse& resp) ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshots the shard (at a point of its stream) and starts the joiner's stream from it.
+  void TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo& joiner) ABSL_LOCKS_EXCLUDED(mu_);
   Status CheckPrimaryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   StatusOr<int64_t> Append(StreamEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
   bool AckedLocked(int64_t position) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -134,6 +138,7 @@ class Replicator : public ReplicationHook {
   std::optional<std::string> fatal_ ABSL_GUARDED_BY(mu_);
   absl::CondVar progress_;  // with mu_: an ack, a failure, a new map
   int64_t acked_updates_ ABSL_GUARDED_BY(mu_) = 0;  // for test_die_after_acked
+  std::vector<std::thread> snapshot_threads_ ABSL_GUARDED_BY(mu_);  // one per joiner served (joined by Stop)
   bool backup_in_sync_ ABSL_GUARDED_BY(mu_) = false;  // the master's last map lists one besides this
   bool acked_as_primary_ ABSL_GUARDED_BY(mu_) = false;  // logged the epoch's first acknowledged update
 

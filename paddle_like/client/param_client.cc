@@ -74,10 +74,12 @@ Status ParameterClient::Resolve(int only) {
 Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>& attempt,
                                       const char* what) {
   // Short waits: a replicated shard's backup takes over within a second, and the
-  // trainer should be back as soon as it has (a call to a dead address costs nothing).
+  // trainer should be back as soon as it has (a call to a dead address costs nothing;
+  // each retry asks the master for the shard's primary). Doubling to seconds would
+  // add up to a wait's length to every failover.
   BackoffOptions waits;
-  waits.initial = absl::Milliseconds(50);
-  waits.max = absl::Milliseconds(250);
+  waits.initial = absl::Milliseconds(25);
+  waits.max = absl::Milliseconds(100);
   Backoff backoff(options_.give_up_after, waits);
   Shard& shard = *shards_[i];
   bool reinitialised = false;

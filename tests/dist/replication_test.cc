@@ -7,6 +7,7 @@
 //  - async, two trainers: a primary dies between the backups' acknowledgement and its
 //    answer to the trainer (a test hook), then its replacement's primary is killed
 //    too: every shard applied exactly as many pushes as the trainers sent;
+//  - the master stopped for three pserver leases: no replica is dropped for it;
 //  - both replicas of a shard lost: the copy with the newest checkpoint (each copy
 //    writes its own) restores it, whichever came back first; the log says how many
 //    versions were lost, and the job finishes.
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -191,6 +193,34 @@ TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
     EXPECT_EQ(version, sent) << "shard " << index << " applied " << version << " pushes of " << sent << " sent";
   }
   EXPECT_GE(LastNumberAfter(Output(), "final test accuracy: ").value_or(0), 0.70);
+}
+
+// The master stopped (SIGSTOP) for 2.5 s, three pserver leases: nobody could renew a
+// lease meanwhile, so when it runs again it must not drop every replica (which would
+// leave each shard with no backup and lose it to its checkpoint). It gives every lease a
+// full term instead, the primaries renew theirs, and no push is lost or applied twice.
+TEST_F(ReplicationTest, AMasterThatStoppedRunningDropsNoReplica) {
+  Launch("pause", {"--trainers", "1", "--passes", "10", "--checkpoint_every_s", "0"}, {});
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  std::smatch m;
+  std::string text = Output();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(started master \(pid (\d+))"))) << text;
+  const pid_t master = std::stoi(m[1]);
+  ASSERT_TRUE(testing::KillPid(master, SIGSTOP).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ASSERT_THAT(Output(), ::testing::Not(HasSubstr("job done"))) << "the job ended before the pause";
+  ASSERT_TRUE(testing::KillPid(master, SIGCONT).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  text = Output();
+  EXPECT_THAT(text, HasSubstr("the master did not run for"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("lost its lease")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("versions of updates are lost")));
+  const int64_t sent = PushesSent();
+  const std::map<int, int64_t> versions = FinalVersions();
+  ASSERT_EQ(versions.size(), 2u) << text;
+  for (const auto& [index, version] : versions) {
+    EXPECT_EQ(version, sent) << "shard " << index << " applied " << version << " pushes of " << sent << " sent";
+  }
 }
 
 // Both processes of shard 1 SIGKILLed at once: no replica is left to take over, so the

@@ -1,0 +1,237 @@
+"""What replicated shards cost and how fast they recover, with real pl-launch jobs.
+
+  1. Exchange time per step, --replicas 2 against --replicas 1 in the same run: the
+     mlp job (async, 2 pservers, 1 trainer, batch 64, --threads 1) over shared memory,
+     then over gRPC (pl-trainer --shm=false). From the trainer's closing line "per
+     step: C ms computing, E ms exchanging parameters"; the best of --reps runs each.
+  2. Failover: `kill-pserver 0` (SIGKILL of shard 0's primary) --kills times in one
+     async job, each once the replacement has caught up. Per kill: SIGKILL -> the
+     master's promotion, and SIGKILL -> the new primary's first acknowledged update
+     (the line it logs once per epoch; log timestamps, ms). Median and max.
+  3. Catch-up: the snapshot size and time of each replacement (the primary's "caught
+     up ... snapshot of X MB in T" lines), as MB/s against raw loopback TCP measured in
+     the same run (a 200 MB socket copy through 127.0.0.1). Then a 205 MB shard
+     (replication_catchup_trainer.py: one Linear(7168, 7168) with SGD, trained on all
+     the while): its primary killed, the restarted process copies the whole shard.
+  4. Memory: each pserver process's resident set (VmRSS), R x the shard.
+
+    /usr/bin/python3 benchmarks/bench_replication.py [--build build] [--passes N] [--kills N] [--reps N]
+        [--parts exchange,failover,catchup] [--catchup_dim D]
+"""
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import datetime
+
+
+def ts(line):
+    m = re.search(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", line)
+    return datetime.fromisoformat(m.group(1)).timestamp() if m else None
+
+
+def launch(build, work, replicas, passes, trainer_flags=(), control=None, trainers=1):
+    data = os.path.join(build, "data", "fashion-mnist")
+    argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", os.path.join(data, "train.plrec"),
+            "--pservers", "2", "--replicas", str(replicas), "--trainers", str(trainers), "--passes", str(passes),
+            "--checkpoint_every_s", "0", "--progress_every_s", "1"]
+    if control:
+        argv += ["--control", control]
+    argv += ["--", os.path.join(build, "bin", "pl-trainer"), "--model", "mlp", "--threads", "1",
+             "--test_data", os.path.join(data, "test.plrec"), "--test_limit", "1000", "--log_every_s", "0.5"]
+    argv += list(trainer_flags)
+    log = open(os.path.join(work + ".log"), "w")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), work + ".log"
+
+
+def exchange_ms(build, tmp, replicas, passes, shm, reps):
+    best = None
+    for r in range(reps):
+        work = os.path.join(tmp, f"x-r{replicas}-{'shm' if shm else 'grpc'}-{r}")
+        proc, log = launch(build, work, replicas, passes, () if shm else ("--shm=false",))
+        proc.wait(timeout=600)
+        text = open(log).read()
+        m = re.search(r"per step: ([\d.]+) ms computing, ([\d.]+) ms exchanging", text)
+        if proc.returncode != 0 or not m:
+            raise SystemExit(f"job failed: {log}")
+        e = float(m.group(2))
+        best = e if best is None else min(best, e)
+    return best
+
+
+def loopback_mb_s(total=200 << 20):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def sink():
+        conn, _ = srv.accept()
+        while conn.recv(1 << 20):
+            pass
+        conn.close()
+
+    t = threading.Thread(target=sink)
+    t.start()
+    c = socket.create_connection(("127.0.0.1", port))
+    buf = b"\0" * (4 << 20)
+    start = time.perf_counter()
+    sent = 0
+    while sent < total:
+        c.sendall(buf)
+        sent += len(buf)
+    c.close()
+    t.join()
+    return total / 1e6 / (time.perf_counter() - start)
+
+
+def failover(build, tmp, passes, kills):
+    work = os.path.join(tmp, "failover")
+    control = work + ".ctl"
+    os.mkfifo(control)
+    proc, log = launch(build, work, 2, passes, control=control, trainers=2)
+    text = lambda: open(log).read()
+    deadline = time.time() + 120
+    while text().count("now a backup in sync") < 2:
+        if time.time() > deadline or proc.poll() is not None:
+            raise SystemExit("no replicated shards came up: " + log)
+        time.sleep(0.05)
+    promotions, first_push = [], []
+    for k in range(kills):
+        if "job done" in text():
+            break
+        in_sync = text().count("now a backup in sync")
+        promoted = text().count("promoted to primary")
+        kills_before = text().count("': SIGKILL pserver")
+        with open(control, "w") as f:
+            f.write("kill-pserver 0\n")
+        deadline = time.time() + 30
+        while text().count("': SIGKILL pserver") == kills_before and time.time() < deadline:
+            time.sleep(0.002)
+        kill_time = ts([l for l in text().splitlines() if "': SIGKILL pserver" in l][-1])
+        while text().count("promoted to primary") == promoted and time.time() < deadline:
+            time.sleep(0.002)
+        lines = [l for l in text().splitlines() if "promoted to primary" in l]
+        if len(lines) <= promoted:
+            break
+        promotions.append(ts(lines[-1]) - kill_time)
+        # The new primary's first acknowledged update (it logs that line once per epoch).
+        while time.time() < deadline:
+            acked = [l for l in text().splitlines() if "first update acknowledged as primary" in l]
+            if len(acked) > k + 2:  # two shards' first primaries, then one per failover
+                first_push.append(ts(acked[-1]) - kill_time)
+                break
+            time.sleep(0.01)
+        while text().count("now a backup in sync") <= in_sync and time.time() < deadline + 30:
+            time.sleep(0.05)
+    proc.wait(timeout=600)
+    snaps = [(float(a), b) for a, b in re.findall(r"snapshot of ([\d.]+) MB in ([^)]+)\)", text())]
+    rss = [float(x) for x in re.findall(r"rss [\d.]+ MB -> ([\d.]+) MB", text())]
+    return promotions, first_push, snaps, rss
+
+
+def rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
+    except (OSError, AttributeError):
+        return None
+
+
+def big_catchup(build, tmp, dim):
+    """The 205 MB shard: (snapshot MB, seconds, RSS of each pserver process in MB)."""
+    work = os.path.join(tmp, "catchup")
+    control = work + ".ctl"
+    os.mkfifo(control)
+    data = os.path.join(build, "data", "fashion-mnist", "train.plrec")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replication_catchup_trainer.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"), BENCH_CATCHUP_DIM=str(dim), OMP_NUM_THREADS="1")
+    argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", data, "--pservers", "1",
+            "--replicas", "2", "--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0",
+            "--progress_every_s", "5", "--control", control, "--", "/usr/bin/python3", script]
+    log = work + ".log"
+    proc = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+    text = lambda: open(log).read()
+    try:
+        deadline = time.time() + 300
+        while text().count("catch-up trainer: ") < 2 or "now a backup in sync" not in text():
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit("the catch-up job did not start training: " + log)
+            time.sleep(0.2)
+        pids = [int(p) for p in re.findall(r"started pserver-0\.\d \(pid (\d+)", text())]
+        rss = [rss_mb(p) for p in pids]
+        with open(control, "w") as f:
+            f.write("kill-pserver 0\n")
+        while True:
+            m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^)]+)\)", text())
+            big = [(float(mb), duration_s(t)) for mb, t in m if float(mb) > 100]
+            if big:
+                return big[0][0], big[0][1], rss
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit("the restarted pserver did not catch up: " + log)
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+
+
+def duration_s(text):
+    m = re.match(r"([\d.]+)(ms|s|us)", text)
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1.0, "us": 1e-6}[m.group(2)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--passes", type=int, default=2)
+    p.add_argument("--kills", type=int, default=10)
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--parts", default="exchange,failover,catchup",
+                   help="which measurements, comma-separated: exchange, failover, catchup")
+    p.add_argument("--catchup_dim", type=int, default=7168, help="the catch-up shard: Linear(D, D), 4 D^2 bytes")
+    a = p.parse_args()
+    build = os.path.abspath(a.build)
+    parts = set(a.parts.split(","))
+    with tempfile.TemporaryDirectory(prefix="pl-bench-repl-") as tmp:
+        print(f"load average at start: {os.getloadavg()[0]:.2f}")
+        if "exchange" in parts:
+            print("\n== exchange time per step, mlp, 2 pservers, 1 trainer (best of %d) ==" % a.reps)
+            for shm in (True, False):
+                r1 = exchange_ms(build, tmp, 1, a.passes, shm, a.reps)
+                r2 = exchange_ms(build, tmp, 2, a.passes, shm, a.reps)
+                print(f"{'shared memory' if shm else 'gRPC':14s} R=1 {r1:6.2f} ms  R=2 {r2:6.2f} ms  ratio {r2 / r1:4.2f}")
+        loop = loopback_mb_s()
+        if "failover" in parts:
+            print(f"\n== failover: SIGKILL of shard 0's primary, {a.kills} times in one job (2 trainers) ==")
+            promotions, first_push, snaps, rss = failover(build, tmp, max(a.passes, 6), a.kills)
+            if promotions:
+                print(f"SIGKILL -> promotion:            median {statistics.median(promotions) * 1e3:6.0f} ms, "
+                      f"max {max(promotions) * 1e3:6.0f} ms ({len(promotions)} kills)")
+            if first_push:
+                print(f"SIGKILL -> first push applied:   median {statistics.median(first_push) * 1e3:6.0f} ms, "
+                      f"max {max(first_push) * 1e3:6.0f} ms")
+            rates = [mb / max(duration_s(t), 1e-6) for mb, t in snaps if mb > 1]
+            if rates:
+                print(f"\n== catch-up of the mlp's shard: {len(rates)} snapshots of {max(mb for mb, _ in snaps):.1f} MB ==")
+                print(f"median {statistics.median(rates):7.0f} MB/s; raw loopback TCP {loop:7.0f} MB/s; "
+                      f"ratio {statistics.median(rates) / loop:4.2f}")
+            if rss:
+                print(f"\n== memory: pserver processes' RSS when idle: {', '.join(f'{x:.1f}' for x in rss[-4:])} MB "
+                      "(4 processes: 2 shards x 2 replicas) ==")
+        if "catchup" in parts:
+            mb, seconds, big_rss = big_catchup(build, tmp, a.catchup_dim)
+            print(f"\n== catch-up of a {mb:.0f} MB shard while training (1 trainer pushing and pulling all of it) ==")
+            print(f"{mb / seconds:7.0f} MB/s ({seconds:.2f} s); raw loopback TCP {loop:7.0f} MB/s; "
+                  f"ratio {mb / seconds / loop:4.2f}")
+            print(f"RSS of its two pserver processes before the kill: {', '.join(f'{x:.0f}' for x in big_rss if x)} MB "
+                  f"(R = 2 copies of the {mb:.0f} MB shard)")
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
