@@ -53,9 +53,16 @@ std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch
 Replicator::Replicator(ReplicatorOptions options)
     : options_(std::move(options)),
       replica_id_(NewReplicaId()),
-      master_(proto::Master::NewStub(rpc::MakeChannel(options_.master_address))) {}
+      master_(proto::Master::NewStub(rpc::MakeChannel(options_.master_address))) {
+  applier_ = std::make_unique<StreamApplier>(
+      [this](StreamApplier::Update& update) { return ApplyFollowed(update); },
+      [this](const Status& s) { SetFatal(absl::StrCat("cannot apply the primary's stream: ", s.message())); });
+}
 
-Replicator::~Replicator() { Stop(); }
+Replicator::~Replicator() {
+  Stop();
+  applier_.reset();  // after the server stopped: nothing enqueues any more
+}
 
 void Replicator::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
@@ -66,6 +73,7 @@ void Replicator::Stop() {
     snapshotters.swap(snapshot_threads_);
   }
   for (std::thread& t : snapshotters) t.join();  // no lock held: they take mu_ when done
+  applier_->Drain();  // a backup's final checkpoint holds every update it acknowledged
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams;
   {
     absl::MutexLock l(&mu_);
@@ -223,7 +231,10 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
         acked_as_primary_ = false;
         log::Info(absl::StrCat("shard ", options_.index, ": this replica is now the primary (epoch ", epoch_,
                                ", stream position ", position_, ")"));
-        if (old == proto::ReplicaInfo::BACKUP) promote = shard_;
+        if (old == proto::ReplicaInfo::BACKUP) {
+          promote = shard_;
+          draining_ = true;  // serves only once everything it acknowledged is applied
+        }
         // Other backups may have seen more or less of the old primary's stream than
         // this one: they rejoin from a snapshot rather than risk diverging.
         for (const auto& [id, role] : roles) {
@@ -260,7 +271,12 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
     progress_.SignalAll();
   }
   gone.clear();
-  if (promote != nullptr) promote->Promote();
+  if (promote != nullptr) {
+    applier_->Drain();
+    promote->Promote();
+    absl::MutexLock l(&mu_);
+    draining_ = false;
+  }
   if (primary) StartStreams(resp);
 }
 
@@ -326,6 +342,10 @@ Status Replicator::CheckPrimaryLocked() const {
   if (role_ != proto::ReplicaInfo::PRIMARY) {
     return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index, ": this replica is ", RoleName(role_),
                                                ", not the primary: ask the master for the primary"));
+  }
+  if (draining_) {
+    return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index,
+                                               ": taking over, applying the last updates it held as a backup"));
   }
   if (absl::Now() >= lease_until_) {
     return absl::UnavailableError(absl::StrCat("pserver shard ", options_.index,
@@ -478,20 +498,29 @@ StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return shard->version();
-  StatusOr<int64_t> version = shard->version();
-  if (const int c = frame.header().complete_step_contributors(); c > 0) {
-    shard->FollowStepComplete(c);
-    version = shard->version();
-  } else {
-    version = shard->FollowPush(std::move(frame));
-  }
-  if (!version.ok()) {
-    SetFatal(absl::StrCat("cannot apply the primary's stream: ", version.status().message()));
-    return version.status();
-  }
+  // Held in order is acknowledged: the applier's thread applies it while the next
+  // update travels (stream_applier.h).
+  StreamApplier::Update update;
+  update.position = position;
+  update.push = std::make_unique<PushFrame>(std::move(frame));
+  applier_->Enqueue(std::move(update));
   absl::MutexLock l(&mu_);
   position_ = position;
-  return version;
+  return shard->version();
+}
+
+Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = shard_;
+  }
+  if (update.init) return shard->FollowInit(*update.init);
+  if (const int c = update.push->header().complete_step_contributors(); c > 0) {
+    shard->FollowStepComplete(c);
+    return absl::OkStatus();
+  }
+  return shard->FollowPush(std::move(*update.push)).status();
 }
 
 Status Replicator::OnInit(const proto::InitRequest& request) {
@@ -505,10 +534,10 @@ Status Replicator::OnInit(const proto::InitRequest& request) {
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return absl::OkStatus();
-  if (Status s = shard->FollowInit(request); !s.ok()) {
-    SetFatal(absl::StrCat("cannot apply the primary's Init: ", s.message()));
-    return s;
-  }
+  StreamApplier::Update update;
+  update.position = request.replica_seq();
+  update.init = std::make_unique<proto::InitRequest>(request);
+  applier_->Enqueue(std::move(update));
   absl::MutexLock l(&mu_);
   position_ = request.replica_seq();
   return absl::OkStatus();

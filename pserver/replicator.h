@@ -11,17 +11,19 @@
 //            once it has acknowledged everything the primary vouches for it
 //            (caught_up) and waits for it from then on. A stream that fails is
 //            reported (dropped), and waited for until the master confirms the drop.
-//   backup   applies the primary's stream in order (OnPush, OnInit) and refuses
-//            trainers; an entry from an older epoch is refused (fencing), a gap in
-//            the stream is refused (the primary then drops this replica).
+//   backup   holds the primary's stream in order (OnPush, OnInit), acknowledging an
+//            entry once held, and applies it on its StreamApplier's thread; it
+//            refuses trainers; an entry from an older epoch is refused (fencing), a
+//            gap in the stream is refused (the primary then drops this replica).
 //   joining  installs the snapshot (OnSnapshotChunk), then follows as a backup.
-// A backup promoted to primary takes over the stream where it had applied it. The
+// A backup promoted to primary first applies everything it held (refusing pushes
+// meanwhile), then takes over the stream from there. The
 // master's REMOVED, or anything that leaves this replica's state untrustworthy, sets
 // fatal(): the process exits and its supervisor restarts it, to join afresh.
 //
 // Thread-safety: thread-safe. Lock order: the shard's order lock, then mu_, then a
-// stream's; follow_mu_ serialises a backup's application of the stream and is taken
-// before the shard's locks.
+// stream's; follow_mu_ serialises a backup's receipt of the stream and is taken
+// before the shard's locks and the applier's.
 #ifndef PSERVER_REPLICATOR_H_
 #define PSERVER_REPLICATOR_H_
 
@@ -39,6 +41,7 @@
 #include "absl/time/time.h"
 #include "proto/master.grpc.pb.h"
 #include "pserver/replica_stream.h"
+#include "pserver/stream_applier.h"
 #include "pserver/replication_hook.h"
 #include "pserver/shard.h"
 
@@ -114,6 +117,8 @@ class Replicator : public ReplicationHook {
   StatusOr<int64_t> Append(StreamEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
   bool AckedLocked(int64_t position) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status CheckEntry(int64_t epoch, int64_t position, bool* duplicate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
+  // A backup's application of one update of the stream (on the applier's thread).
+  Status ApplyFollowed(StreamApplier::Update& update) ABSL_LOCKS_EXCLUDED(mu_);
   void SetFatal(const std::string& why);
 
   const ReplicatorOptions options_;
@@ -127,7 +132,8 @@ class Replicator : public ReplicationHook {
   int64_t last_known_version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_version_ ABSL_GUARDED_BY(mu_) = -1;  // told the master while not in the map
   absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last applied
+  int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last held (applied or queued)
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // promoted, still applying what it held as a backup
   // Primary: the streams, by replica id; `required_` are waited for before an ack.
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);
@@ -145,6 +151,7 @@ class Replicator : public ReplicationHook {
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::string snapshot_ ABSL_GUARDED_BY(follow_mu_);
+  std::unique_ptr<StreamApplier> applier_;  // set at construction, reset by the destructor
   bool snapshot_installed_ ABSL_GUARDED_BY(follow_mu_) = false;
 
   absl::Notification stop_;
