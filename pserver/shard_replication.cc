@@ -124,21 +124,31 @@ void ParameterShard::RequestSnapshot(SnapshotTaker take) {
 }
 
 StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
-  std::string state;
-  if (store_.initialized()) {
-    PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&state](const void* data, size_t n) {
-      state.append(static_cast<const char*>(data), n);
-      return absl::OkStatus();
-    }));
-  }
   std::string ledger;
   {
     absl::MutexLock l(&ledger_mu_);
     ledger = ledger_.Serialize();
   }
-  std::string out(kSnapshotMagic, 4);
-  AppendU64(&out, state.size());
-  out += state;
+  // Taken under the order lock, so pushes wait for it: one pass to size it, one copy
+  // into a buffer allocated once (appending would copy a large shard again and again).
+  size_t state_len = 0;
+  if (store_.initialized()) {
+    PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&state_len](const void*, size_t n) {
+      state_len += n;
+      return absl::OkStatus();
+    }));
+  }
+  std::string out;
+  out.reserve(4 + 8 + state_len + 16 + ledger.size());
+  out.append(kSnapshotMagic, 4);
+  AppendU64(&out, state_len);
+  if (store_.initialized()) {
+    PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&out](const void* data, size_t n) {
+      out.append(static_cast<const char*>(data), n);
+      return absl::OkStatus();
+    }));
+  }
+  if (out.size() != 12 + state_len) return absl::InternalError("shard snapshot: the state changed while copied");
   AppendU64(&out, static_cast<uint64_t>(version));
   AppendU64(&out, ledger.size());
   out += ledger;
