@@ -47,7 +47,8 @@ std::string StatusPage::Json() const {
     }
     for (const proto::PserverInfo& p : members->pservers()) {
       pservers.push_back(absl::StrCat("{\"index\":", p.index(), ",\"address\":", JsonQuote(p.address()),
-                                      ",\"generation\":", p.generation(), "}"));
+                                      ",\"generation\":", p.generation(), ",\"replicas\":", p.live_replicas(),
+                                      ",\"joining\":", p.joining_replicas(), "}"));
     }
   }
   absl::StrAppend(&out, ",\"trainers\":[", absl::StrJoin(trainers, ","), "],\"pservers\":[",
@@ -103,7 +104,13 @@ std::string StatusPage::Text() const {
     }
     absl::StrAppend(&out, "pservers (", members->pservers_size(), " of ", members->num_pservers(), "):\n");
     for (const proto::PserverInfo& p : members->pservers()) {
-      absl::StrAppend(&out, absl::StrFormat("  %-3d %-22s generation %d\n", p.index(), p.address(), p.generation()));
+      absl::StrAppend(&out, absl::StrFormat("  %-3d %-22s generation %d", p.index(), p.address(), p.generation()));
+      // Replicated shards (live_replicas counts the primary and its backups in sync).
+      if (p.live_replicas() > 0) {
+        absl::StrAppend(&out, absl::StrFormat("  replicas %d in sync", p.live_replicas()));
+        if (p.joining_replicas() > 0) absl::StrAppend(&out, absl::StrFormat(", %d catching up", p.joining_replicas()));
+      }
+      absl::StrAppend(&out, "\n");
     }
   }
   for (const auto& [name, c] : curves) {

@@ -13,7 +13,7 @@ h1{font-size:20px;margin:0 0 8px} h2{font-size:16px;margin:18px 0 6px}
 table{border-collapse:collapse} td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}
 .bar{display:inline-block;height:12px;vertical-align:middle}
 .charts{display:flex;flex-wrap:wrap;gap:16px} svg{background:#fafafa;border:1px solid #ddd}
-.ev-join{color:#2a7} .ev-leave{color:#777} .ev-lease_expired{color:#c60} .ev-failure{color:#c00}
+.ev-join{color:#2a7} .ev-leave{color:#777} .ev-lease_expired{color:#c60} .ev-failure{color:#c00} .ev-failover{color:#a0a}
 #err{color:#c00}
 </style></head><body>
 <h1>paddle_like job <span id="state"></span></h1><div id="err"></div>
@@ -66,8 +66,9 @@ function draw(st){
   document.getElementById("trainers").innerHTML=row(["name","id","task","last heartbeat","step","loss"],"th")+
     st.trainers.map(t=>{const c=(st.curves[t.name]||{points:[]}).points,p=c[c.length-1];
       return row([esc(t.name),t.id,t.task||"-",t.heartbeat_s_ago.toFixed(1)+" s ago",p?p[0]:"",p?p[1].toFixed(4):""]);}).join("");
-  document.getElementById("pservers").innerHTML=row(["index","address","generation"],"th")+
-    st.pservers.map(p=>row([p.index,esc(p.address),p.generation])).join("");
+  document.getElementById("pservers").innerHTML=row(["index","address","generation","replicas"],"th")+
+    st.pservers.map(p=>row([p.index,esc(p.address),p.generation,
+      p.replicas?p.replicas+" in sync"+(p.joining?", "+p.joining+" catching up":""):"-"])).join("");
   document.getElementById("events").innerHTML=st.events.slice().reverse().map(e=>
     '<tr class="ev-'+e.kind+'"><td>'+new Date(e.time*1000).toISOString().substr(11,8)+"</td><td>"+e.kind+"</td><td>"+esc(e.text)+"</td></tr>").join("");
 }

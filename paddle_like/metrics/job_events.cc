@@ -12,6 +12,7 @@ const char* JobEventKindName(JobEventKind kind) {
     case JobEventKind::kLeave: return "leave";
     case JobEventKind::kLeaseExpired: return "lease_expired";
     case JobEventKind::kFailure: return "failure";
+    case JobEventKind::kFailover: return "failover";
     case JobEventKind::kOther: break;
   }
   return "other";
@@ -21,7 +22,15 @@ JobEvent ClassifyMasterLine(absl::string_view line) {
   // The wording of master/master_service.cc's Log calls.
   JobEvent e;
   e.text = std::string(line);
-  if (absl::StartsWith(line, "trainer ") && absl::StrContains(line, "lease expired")) {
+  const bool shard = absl::StartsWith(line, "shard ");  // master/shard_replicas.cc's lines
+  if (shard && (absl::StrContains(line, "promoted to primary") || absl::StrContains(line, "no backup in sync") ||
+                absl::StrContains(line, " as the primary (epoch "))) {
+    e.kind = JobEventKind::kFailover;
+  } else if (shard && absl::StrContains(line, "lost its lease")) {
+    e.kind = JobEventKind::kLeaseExpired;
+  } else if (shard && (absl::StrContains(line, " joins; ") || absl::StrContains(line, "now a backup in sync"))) {
+    e.kind = JobEventKind::kJoin;
+  } else if (absl::StartsWith(line, "trainer ") && absl::StrContains(line, "lease expired")) {
     e.kind = JobEventKind::kLeaseExpired;
   } else if (absl::EndsWith(line, "task lease(s) expired")) {
     e.kind = JobEventKind::kLeaseExpired;

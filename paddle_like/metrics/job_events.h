@@ -22,9 +22,9 @@
 
 namespace pl::metrics {
 
-enum class JobEventKind { kJoin, kLeave, kLeaseExpired, kFailure, kOther };
+enum class JobEventKind { kJoin, kLeave, kLeaseExpired, kFailure, kFailover, kOther };
 
-// "join", "leave", "lease_expired", "failure", "other".
+// "join", "leave", "lease_expired", "failure", "failover", "other".
 const char* JobEventKindName(JobEventKind kind);
 
 struct JobEvent {
@@ -52,7 +52,7 @@ class JobEventLog {
   const size_t capacity_;
   mutable absl::Mutex mu_;
   std::deque<JobEvent> events_ ABSL_GUARDED_BY(mu_);
-  int64_t totals_[5] ABSL_GUARDED_BY(mu_) = {0, 0, 0, 0, 0};
+  int64_t totals_[6] ABSL_GUARDED_BY(mu_) = {0, 0, 0, 0, 0, 0};
 };
 
 }  // namespace pl::metrics

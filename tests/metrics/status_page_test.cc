@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "paddle_like/io/json_lite.h"
 #include "paddle_like/store/local_dir_store.h"
 #include "tests/master/test_util.h"
@@ -91,6 +92,60 @@ TEST_F(StatusPageTest, JsonHoldsJobMembersEventsAndCurves) {
   EXPECT_EQ(curve->Find("points")->array[1].array[0].integer, 20);
   EXPECT_NEAR(curve->Find("points")->array[1].array[1].number, 0.1, 1e-6);
   EXPECT_NEAR(curve->Find("test_metric")->number, 0.875, 1e-6);
+}
+
+// A replicated shard: the page says how many replicas are in sync and catching up,
+// and the primary's loss shows as a lease expiry and a failover among the events.
+TEST(StatusPageReplicasTest, ShowsReplicasInSyncAndCatchingUpAndFailoversAsEvents) {
+  testing::ScratchDir dir;
+  testing::FakeClock clock;
+  metrics::JobEventLog events;
+  metrics::ProgressBoard board;
+  MasterOptions o;
+  o.num_pservers = 1;
+  o.now_ms = clock.fn();
+  o.expire_interval_ms = 0;
+  o.log = [&events](const std::string& line) { events.Add(line); };
+  auto store = LocalDirStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  auto master = Master::Open(o, store->get(), [] { return StatusOr<std::vector<ChunkInfo>>(testing::MakeChunks(2)); });
+  ASSERT_TRUE(master.ok()) << master.status();
+  auto beat = [&](uint64_t id, std::vector<uint64_t> caught_up = {}) {
+    proto::RegisterPserverRequest r;
+    r.set_index(0);
+    r.set_replica_id(id);
+    r.set_address(absl::StrCat("10.0.0.", id, ":7100"));
+    r.set_epoch(1);
+    for (uint64_t c : caught_up) r.add_caught_up(c);
+    auto resp = (*master)->RegisterPserver(r);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+  };
+  beat(1);       // primary
+  beat(2);       // joins
+  beat(1, {2});  // ... and is in sync
+  beat(3);       // joins
+  StatusPage page(master->get(), &events, &board, 3000);
+  auto json = ParseJson(page.Handle("/status.json").body);
+  ASSERT_TRUE(json.ok()) << json.status();
+  const JsonValue& shard = json->Find("pservers")->array.at(0);
+  EXPECT_EQ(shard.Find("replicas")->integer, 2);
+  EXPECT_EQ(shard.Find("joining")->integer, 1);
+  EXPECT_THAT(page.Handle("/status.txt").body, HasSubstr("replicas 2 in sync, 1 catching up"));
+
+  clock.now += 500;
+  beat(2);
+  beat(3);
+  clock.now += 400;  // the primary's lease (800 ms) ran out, not the others'
+  ASSERT_TRUE((*master)->ExpireNow().ok());
+  EXPECT_EQ(events.Total(metrics::JobEventKind::kFailover), 1);
+  EXPECT_GE(events.Total(metrics::JobEventKind::kLeaseExpired), 1);
+  EXPECT_EQ(events.Total(metrics::JobEventKind::kJoin), 3);  // two joins, one caught up
+  json = ParseJson(page.Handle("/status.json").body);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->Find("pservers")->array.at(0).Find("address")->string, "10.0.0.2:7100");
+  std::vector<std::string> kinds;
+  for (const JsonValue& e : json->Find("events")->array) kinds.push_back(e.Find("kind")->string);
+  EXPECT_THAT(kinds, ::testing::Contains("failover"));
 }
 
 TEST_F(StatusPageTest, TextIsWhatPlStatusPrints) {
