@@ -11,8 +11,8 @@
   3. Catch-up: the snapshot size and time of each replacement (the primary's "caught
      up ... snapshot of X MB in T" lines), as MB/s against raw loopback TCP measured in
      the same run (a 200 MB socket copy through 127.0.0.1). Then a 205 MB shard
-     (replication_catchup_trainer.py: one Linear(7168, 7168) with SGD, trained on all
-     the while): its primary killed, the restarted process copies the whole shard.
+     (pl-bench-catchup-trainer: one Linear(7168, 7168) with SGD, pulled and pushed whole
+     all the while): its primary killed, the restarted process copies the whole shard.
   4. Memory: each pserver process's resident set (VmRSS), R x the shard.
 
     /usr/bin/python3 benchmarks/bench_replication.py [--build build] [--passes N] [--kills N] [--reps N]
@@ -149,11 +149,10 @@ def big_catchup(build, tmp, dim):
     control = work + ".ctl"
     os.mkfifo(control)
     data = os.path.join(build, "data", "fashion-mnist", "train.plrec")
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "replication_catchup_trainer.py")
-    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"), BENCH_CATCHUP_DIM=str(dim), OMP_NUM_THREADS="1")
+    env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim))
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", data, "--pservers", "1",
             "--replicas", "2", "--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0",
-            "--progress_every_s", "5", "--control", control, "--", "/usr/bin/python3", script]
+            "--progress_every_s", "5", "--control", control, "--", os.path.join(build, "bin", "pl-bench-catchup-trainer")]
     log = work + ".log"
     proc = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
     text = lambda: open(log).read()

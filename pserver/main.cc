@@ -219,6 +219,10 @@ int Run(int argc, char** argv) {
       const char* once = std::getenv("PL_TEST_DIE_ONCE_FILE");
       ro.test_die_once_file = once != nullptr ? once : "";
     }
+    // Tests of a snapshot in many pieces (tests/dist/replication_test.cc) make them small.
+    if (const char* n = std::getenv("PL_TEST_SNAPSHOT_PIECE_BYTES"); n != nullptr && std::atoll(n) > 0) {
+      ro.snapshot_piece_bytes = std::atoll(n);
+    }
     replicator = std::make_unique<pl::pserver::Replicator>(ro);
     shard->SetReplicationHook(replicator.get());
     service.SetReplicator(replicator.get());

@@ -1,7 +1,10 @@
 #include "pserver/replica_stream.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/rpc.h"
@@ -95,26 +98,50 @@ Status ReplicaStream::SendSnapshot() {
     absl::MutexLock l(&mu_);
     start = acked_;
   }
-  for (int64_t offset = 0; offset < total;) {
-    {
-      absl::MutexLock l(&mu_);
-      if (stop_) return absl::CancelledError("stream stopped");
+  const int64_t piece = std::max<int64_t>(1, options_.snapshot_piece_bytes);
+  const int64_t pieces = (total + piece - 1) / piece;
+  // The receiver places each piece at its offset, so they may arrive in any order.
+  std::atomic<int64_t> next{0};
+  absl::Mutex error_mu;
+  Status error;
+  auto send_pieces = [&] {
+    for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
+      {
+        absl::MutexLock l(&mu_);
+        if (stop_) {
+          absl::MutexLock e(&error_mu);
+          if (error.ok()) error = absl::CancelledError("stream stopped");
+          return;
+        }
+      }
+      const int64_t offset = i * piece;
+      const int64_t n = std::min(piece, total - offset);
+      proto::SnapshotChunk chunk;
+      chunk.set_replica_epoch(epoch_);
+      chunk.set_seq(start);
+      chunk.set_offset(offset);
+      chunk.set_data(snapshot_.data() + offset, n);
+      chunk.set_last(offset + n == total);
+      chunk.set_total(total);
+      chunk.set_replica_id(options_.replica_id);
+      proto::SnapshotAck ack;
+      auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+      Status s = Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), chunk, &ack)), "snapshot");
+      if (!s.ok()) {
+        next = pieces;  // the others stop after their piece
+        absl::MutexLock e(&error_mu);
+        if (error.ok()) error = s;
+        return;
+      }
     }
-    const int64_t n = std::min(options_.snapshot_piece_bytes, total - offset);
-    proto::SnapshotChunk chunk;
-    chunk.set_replica_epoch(epoch_);
-    chunk.set_seq(start);
-    chunk.set_offset(offset);
-    chunk.set_data(snapshot_.data() + offset, n);
-    chunk.set_last(offset + n == total);
-    chunk.set_total(total);
-    chunk.set_replica_id(options_.replica_id);
-    proto::SnapshotAck ack;
-    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), chunk, &ack)), "snapshot"));
-    offset += n;
-  }
-  return absl::OkStatus();
+  };
+  const int helpers = static_cast<int>(std::min<int64_t>(std::max(options_.snapshot_calls_in_flight, 1), pieces)) - 1;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < helpers; ++t) threads.emplace_back(send_pieces);
+  send_pieces();
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock e(&error_mu);
+  return error;
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry) {

@@ -43,6 +43,9 @@ class ReplicaStream {
     std::string address;
     absl::Duration call_timeout = absl::Seconds(5);
     int64_t snapshot_piece_bytes = 8 << 20;
+    // Pieces in flight at once: each call's copies (into the message, onto the wire,
+    // out of it) then run side by side on both ends.
+    int snapshot_calls_in_flight = 4;
     std::function<void()> on_progress;
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream

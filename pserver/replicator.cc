@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -318,6 +319,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.index = options_.index;
       so.replica_id = r.replica_id();
       so.address = r.address();
+      so.snapshot_piece_bytes = options_.snapshot_piece_bytes;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();
@@ -565,22 +567,35 @@ StatusOr<int64_t> Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk)
     SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
     return absl::FailedPreconditionError("snapshot already installed");
   }
-  if (chunk.offset() == 0) {
-    snapshot_.clear();
-    // One allocation for the whole: growing by doubling would copy it again and again.
-    if (chunk.total() > 0 && chunk.total() < (int64_t{1} << 40)) snapshot_.reserve(chunk.total());
+  // Pieces come several at a time, in any order: each lands at its offset in a buffer
+  // of the announced size, and the snapshot is installed once all its bytes are in.
+  const int64_t total = chunk.total();
+  if (snapshot_total_ == 0) {
+    if (total <= 0 || total >= (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrCat("a snapshot piece announces a size of ", total, " bytes"));
+    }
+    snapshot_buffer_.reset(new char[total]);  // not zeroed: every byte is written once
+    snapshot_total_ = total;
+    snapshot_received_ = 0;
+    snapshot_offsets_.clear();
   }
-  if (chunk.offset() != static_cast<int64_t>(snapshot_.size())) {
-    return absl::FailedPreconditionError(absl::StrCat("snapshot piece at ", chunk.offset(), ", expected ", snapshot_.size()));
+  const int64_t n = static_cast<int64_t>(chunk.data().size());
+  if (total != snapshot_total_ || chunk.offset() < 0 || n > total - chunk.offset() ||
+      !snapshot_offsets_.insert(chunk.offset()).second) {
+    return absl::FailedPreconditionError(absl::StrCat("a snapshot piece of ", n, " bytes at ", chunk.offset(),
+                                                      " does not fit the snapshot of ", snapshot_total_,
+                                                      " bytes under way (or came twice)"));
   }
-  snapshot_ += chunk.data();
-  const int64_t received = static_cast<int64_t>(snapshot_.size());
-  if (!chunk.last()) return received;
-  if (Status s = shard->LoadSnapshot(snapshot_); !s.ok()) {
+  std::memcpy(snapshot_buffer_.get() + chunk.offset(), chunk.data().data(), n);
+  snapshot_received_ += n;
+  const int64_t received = snapshot_received_;
+  if (received < snapshot_total_) return received;
+  if (Status s = shard->LoadSnapshot(std::string_view(snapshot_buffer_.get(), snapshot_total_)); !s.ok()) {
     SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
     return s;
   }
-  std::string().swap(snapshot_);
+  snapshot_buffer_.reset();
+  snapshot_total_ = 0;
   snapshot_installed_ = true;
   {
     absl::MutexLock l(&mu_);

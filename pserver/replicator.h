@@ -61,6 +61,8 @@ struct ReplicatorOptions {
   // `die_once_file`, which this creates). <= 0: never.
   int64_t test_die_after_acked = 0;
   std::string test_die_once_file;
+  // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
+  int64_t snapshot_piece_bytes = 8 << 20;
 };
 
 class Replicator : public ReplicationHook {
@@ -150,7 +152,11 @@ class Replicator : public ReplicationHook {
 
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::string snapshot_ ABSL_GUARDED_BY(follow_mu_);
+  // A joining replica's snapshot as its pieces arrive.
+  std::unique_ptr<char[]> snapshot_buffer_ ABSL_GUARDED_BY(follow_mu_);
+  int64_t snapshot_total_ ABSL_GUARDED_BY(follow_mu_) = 0;  // 0: none under way
+  int64_t snapshot_received_ ABSL_GUARDED_BY(follow_mu_) = 0;
+  std::set<int64_t> snapshot_offsets_ ABSL_GUARDED_BY(follow_mu_);
   std::unique_ptr<StreamApplier> applier_;  // set at construction, reset by the destructor
   bool snapshot_installed_ ABSL_GUARDED_BY(follow_mu_) = false;
 

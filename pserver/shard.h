@@ -37,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -134,7 +135,7 @@ class ParameterShard {
   using SnapshotTaker = std::function<void(StatusOr<std::string> bytes, int64_t position)>;
   void RequestSnapshot(SnapshotTaker take);
   // A joining replica installs what RequestSnapshot made (on a fresh shard).
-  Status LoadSnapshot(const std::string& bytes);
+  Status LoadSnapshot(std::string_view bytes);
   int64_t ledger_clients() const;
 
   bool initialized() const { return store_.initialized(); }

@@ -155,7 +155,7 @@ StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
   return out;
 }
 
-Status ParameterShard::LoadSnapshot(const std::string& bytes) {
+Status ParameterShard::LoadSnapshot(std::string_view bytes) {
   auto bad = [](const std::string& why) { return absl::DataLossError("shard snapshot: " + why); };
   if (bytes.size() < 4 + 8 || std::memcmp(bytes.data(), kSnapshotMagic, 4) != 0) return bad("no PLSN header");
   uint64_t state_len = 0, version = 0, ledger_len = 0;
@@ -166,7 +166,7 @@ Status ParameterShard::LoadSnapshot(const std::string& bytes) {
   std::memcpy(&ledger_len, bytes.data() + after_state + 8, 8);
   if (bytes.size() != after_state + 16 + ledger_len) return bad("truncated ledger");
   PL_ASSIGN_OR_RETURN(PushLedger ledger,
-                      PushLedger::Parse(std::string_view(bytes).substr(after_state + 16, ledger_len)));
+                      PushLedger::Parse(bytes.substr(after_state + 16, ledger_len)));
   if (state_len > 0) {
     size_t at = 12;
     PL_RETURN_IF_ERROR(LoadState([&](void* data, size_t n) -> Status {

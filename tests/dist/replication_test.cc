@@ -171,7 +171,9 @@ TEST_F(ReplicationTest, SyncJobWithKilledPrimariesEndsWithTheFaultFreeParameters
 TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
   const std::string died = dir_.path() + "/died";
   Launch("async", {"--trainers", "2", "--passes", "6", "--checkpoint_every_s", "0"}, {},
-         {{"PL_TEST_DIE_AFTER_ACKED_UPDATES", "40"}, {"PL_TEST_DIE_ONCE_FILE", died}});
+         {{"PL_TEST_DIE_AFTER_ACKED_UPDATES", "40"}, {"PL_TEST_DIE_ONCE_FILE", died},
+          // Snapshots in 64 KB pieces, several in flight: they arrive out of order.
+          {"PL_TEST_SNAPSHOT_PIECE_BYTES", "65536"}});
   ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
   ASSERT_TRUE(WaitForOutput("test hook: dying after acknowledged update", std::chrono::seconds(90))) << Output();
   std::smatch m;
