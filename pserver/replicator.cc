@@ -505,6 +505,7 @@ StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
   StreamApplier::Update update;
   update.position = position;
   update.push = std::make_unique<PushFrame>(std::move(frame));
+  for (const DenseFramePayload& d : update.push->dense()) update.bytes += d.values.num_bytes();
   applier_->Enqueue(std::move(update));
   absl::MutexLock l(&mu_);
   position_ = position;

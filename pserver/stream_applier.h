@@ -32,15 +32,17 @@ class StreamApplier {
   // One update: a push (or the end of a sync step) or an Init.
   struct Update {
     int64_t position = 0;
+    int64_t bytes = 0;  // what it holds in memory (its gradients), for the bound below
     std::unique_ptr<PushFrame> push;
     std::unique_ptr<proto::InitRequest> init;
   };
   using ApplyFn = std::function<Status(Update&)>;
   using FailureFn = std::function<void(const Status&)>;
 
-  // Holds at most `max_held` updates not yet applied: Enqueue waits for room, which
-  // holds back the primary's stream rather than the backup's memory growing.
-  StreamApplier(ApplyFn apply, FailureFn on_failure, size_t max_held = 32);
+  // Holds at most `max_held` updates and `max_held_bytes` of them not yet applied (but
+  // always one): Enqueue waits for room, which holds back the primary's stream rather
+  // than the backup's memory growing.
+  StreamApplier(ApplyFn apply, FailureFn on_failure, size_t max_held = 32, int64_t max_held_bytes = 256 << 20);
   ~StreamApplier();  // applies what it holds (unless an update failed), then stops
   StreamApplier(const StreamApplier&) = delete;
   StreamApplier& operator=(const StreamApplier&) = delete;
@@ -57,6 +59,8 @@ class StreamApplier {
   const ApplyFn apply_;
   const FailureFn on_failure_;
   const size_t max_held_;
+  const int64_t max_held_bytes_;
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex mu_;
   std::deque<Update> held_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;      // the thread is applying one it took

@@ -1,5 +1,6 @@
 // StreamApplier: a backup's updates applied in stream order off the receiving thread,
-// Drain waiting for all of them, room for only max_held, and a failure stopping it.
+// Drain waiting for all of them, room for only max_held updates and bytes, and a
+// failure stopping it.
 #include "pserver/stream_applier.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,35 @@ TEST(StreamApplierTest, EnqueueWaitsForRoomWhenMaxHeldAreWaiting) {
   producer.join();
   applier.Drain();
   EXPECT_EQ(applier.applied(), 4);
+}
+
+TEST(StreamApplierTest, EnqueueWaitsWhenTheHeldBytesWouldPassTheBound) {
+  absl::Notification release;
+  StreamApplier applier(
+      [&](StreamApplier::Update&) {
+        release.WaitForNotification();
+        return absl::OkStatus();
+      },
+      [](const Status&) {}, /*max_held=*/100, /*max_held_bytes=*/1000);
+  auto big = [](int64_t position) {
+    StreamApplier::Update u = At(position);
+    u.bytes = 600;
+    return u;
+  };
+  applier.Enqueue(big(1));  // taken by the thread, blocked in apply
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  applier.Enqueue(big(2));  // held: 600 bytes
+  std::atomic<bool> third_in{false};
+  std::thread producer([&] {
+    applier.Enqueue(big(3));  // 1200 > 1000: waits until update 2 is taken
+    third_in = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(third_in) << "held 1200 bytes past a bound of 1000";
+  release.Notify();
+  producer.join();
+  applier.Drain();
+  EXPECT_EQ(applier.applied(), 3);
 }
 
 TEST(StreamApplierTest, AFailedUpdateIsReportedOnceAndNothingAfterItIsApplied) {
