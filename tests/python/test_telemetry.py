@@ -283,8 +283,8 @@ def test_local_trainer_writes_event_files(ea, launcher, fashion_dir, tmp_path):
 
 def test_status_page_draws_in_a_browser(launcher, fashion_dir, tmp_path):
     """The page's script, run by headless Chromium (Debian's `chromium`, one of the
-    Makefile's packages), draws the job from status.json: a curve per reporting
-    trainer, the trainers' table, the events."""
+    Makefile's packages), draws the job from status.json with nothing on the console:
+    a curve per reporting trainer, the trainers' table, the events."""
     if os.environ.get("PL_REQUIRE_TELEMETRY") != "1":
         pytest.skip("runs in ctest's python_pytest_telemetry only (one browser job per test run)")
     chromium = next((c for c in ("chromium", "chromium-browser") if subprocess.run(
@@ -309,10 +309,16 @@ def test_status_page_draws_in_a_browser(launcher, fashion_dir, tmp_path):
                 if any(len(c["points"]) >= 2 for c in json.loads(r.read())["curves"].values()):
                     break
             time.sleep(0.2)
-        dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                              "--dump-dom", url], capture_output=True, text=True, timeout=60).stdout
+        # --enable-logging=stderr: the page's console messages and uncaught errors come
+        # out as ":CONSOLE" lines (a page that throws, or logs an error, shows there).
+        browser = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                                  "--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                                 capture_output=True, text=True, timeout=60)
+        dom = browser.stdout
     finally:
         job.kill()
+    console = [line for line in browser.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, "the page wrote to the console:\n" + "\n".join(console)
     assert "<polyline" in dom, dom[-3000:]
     assert re.search(r"<td>trainer-0</td>", dom), dom[-3000:]
     assert "(running)" in dom
