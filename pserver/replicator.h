@@ -47,6 +47,9 @@
 
 namespace pl::pserver {
 
+// "primary", "backup", ... (the generated enum names, lower case), for logs.
+std::string ReplicaRoleName(proto::ReplicaInfo::Role role);
+
 struct ReplicatorOptions {
   int index = 0;
   std::string master_address;

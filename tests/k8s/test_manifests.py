@@ -11,9 +11,8 @@ with `kubectl kustomize` when a recent kubectl is installed), and then:
     trainer/main.cc) and PL_* variables their mains read; every $(VAR) is defined;
     Service ports reach container ports; StatefulSets name a headless Service; the
     pserver index derived in the shell equals the Pod ordinal; the pserver count
-    agrees with num_pservers; every shard has --replicas copies, one per StatefulSet,
-    identical but for their label, kept off each other's nodes by anti-affinity;
-    volumes, claims and ConfigMap keys referenced exist.
+    agrees with num_pservers; volumes, claims and ConfigMap keys referenced exist.
+The pservers' replicas are checked in test_pserver_replicas.py.
 
 Run by ctest (tests/k8s/CMakeLists.txt) as `/usr/bin/python3 -m pytest -q tests/k8s`.
 Needs the Debian packages python3-kubernetes, python3-yaml, python3-pytest, yamllint.
@@ -468,54 +467,6 @@ def test_state_lives_on_per_pod_claims(target):
         mounts = [m for m in c["volumeMounts"] if m["name"] in claims]
         assert any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/") for m in mounts), (
             f"{where(sts, c)}: --{flag}={path} is not on a volumeClaimTemplates volume")
-
-
-REPLICA_LABEL = "paddle-like.dev/replica"
-
-
-def _anti_affinity_terms(sts):
-    anti = sts["spec"]["template"]["spec"].get("affinity", {}).get("podAntiAffinity", {})
-    return anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
-
-
-def _without_replica_identity(sts):
-    """The Pod template less what tells the copies apart: their label and anti-affinity."""
-    template = json.loads(json.dumps(sts["spec"]["template"]))
-    template["metadata"]["labels"].pop(REPLICA_LABEL, None)
-    template["spec"].pop("affinity", None)
-    return template
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_every_shard_has_replicas_that_never_share_a_node(target):
-    objs = objects(target)
-    sets = containers_running(objs, "pl-pserver")
-    replicas = {flag_values(resolved_args(o, c, objs)).get("replicas") for o, c in sets}
-    assert len(replicas) == 1, f"k8s/{target}: the pserver sets disagree on --replicas: {replicas}"
-    declared = int(replicas.pop() or 1)
-    assert declared == len(sets), (
-        f"k8s/{target}: --replicas={declared} but {len(sets)} pserver StatefulSets run the copies")
-    assert declared >= 2, f"k8s/{target}: a shard needs a second copy to survive its Pod's loss"
-    counts = {o["spec"]["replicas"] for o, _ in sets}
-    assert len(counts) == 1, f"k8s/{target}: the pserver sets have different replica counts {counts}"
-    reference = _without_replica_identity(sets[0][0])
-    for o, c in sets:
-        assert _without_replica_identity(o) == reference, (
-            f"k8s/{target}: {where(o)} runs a different pserver than {where(sets[0][0])}")
-        # Each copy has its own claim: backups must write checkpoints too.
-        assert flag_values(resolved_args(o, c, objs)).get("replica_checkpoints") == "true", where(o, c)
-    for o, _ in sets:
-        own = o["spec"]["template"]["metadata"]["labels"]
-        others = [x for x, _ in sets if x is not o]
-        assert not any(_selects(o["spec"]["selector"]["matchLabels"], x["spec"]["template"]["metadata"]["labels"])
-                       for x in others), f"{where(o)}'s selector would adopt another set's Pods"
-        terms = [t for t in _anti_affinity_terms(o) if t.get("topologyKey") == "kubernetes.io/hostname"]
-        for x in others:
-            labels = x["spec"]["template"]["metadata"]["labels"]
-            assert any(_selects(t["labelSelector"]["matchLabels"], labels) for t in terms), (
-                f"{where(o)} may share a node with {where(x)}: no required podAntiAffinity on the hostname")
-        assert not any(_selects(t["labelSelector"]["matchLabels"], own) for t in terms), (
-            f"{where(o)} repels its own Pods: P shards would need P nodes per copy")
 
 
 # ---------------------------------------------------------------- trainers
