@@ -98,9 +98,6 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
     me = Find(shard, req.replica_id());
   }
   MaybeRestore(index, shard, log);
-  if (shard.members.empty() || shard.members.front().role != proto::ReplicaInfo::CANDIDATE) {
-    shard.peak_members = std::max(shard.peak_members, shard.members.size());
-  }
   me = Find(shard, req.replica_id());
   if (me != nullptr) {
     me->deadline_ms = now + lease_ms_;
@@ -125,6 +122,12 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
       }
     }
   }
+  // How many copies the shard holds at its fullest: the primary and backups in sync
+  // (joiners may be restarts of members not yet expired, and would count twice).
+  const size_t in_sync = std::count_if(shard.members.begin(), shard.members.end(), [](const Member& m) {
+    return m.role == proto::ReplicaInfo::PRIMARY || m.role == proto::ReplicaInfo::BACKUP;
+  });
+  shard.peak_members = std::max(shard.peak_members, in_sync);
   resp->set_epoch(shard.epoch);
   resp->set_lease_ms(lease_ms_);
   resp->set_last_known_version(shard.last_version);
@@ -257,7 +260,9 @@ StatusOr<ShardReplicas> ShardReplicas::Deserialize(const proto::MembershipState&
       m.deadline_ms = until;
       shard.members.push_back(m);
     }
-    shard.peak_members = shard.members.size();
+    shard.peak_members = std::count_if(shard.members.begin(), shard.members.end(), [](const Member& m) {
+      return m.role == proto::ReplicaInfo::PRIMARY || m.role == proto::ReplicaInfo::BACKUP;
+    });
   }
   return r;
 }

@@ -82,7 +82,7 @@ class ShardReplicas {
     std::vector<Member> members;  // the primary, if any, first
     std::set<uint64_t> removed;   // ids taken out: told REMOVED if they call again
     int64_t last_version = 0;     // the highest version a primary reported
-    size_t peak_members = 0;      // the most members it had at once, candidates aside
+    size_t peak_members = 0;      // the most members in sync (primary + backups) it had at once
     int64_t restore_until_ms = 0; // candidates gathering: when the best of them restores
   };
   static Member* Find(Shard& shard, uint64_t id);

@@ -82,7 +82,11 @@ Status FromGrpc(const grpc::Status& status) {
 }
 
 bool IsRetryable(const Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status);
+  // CANCELLED: a server shutting down cancels the calls it holds (a pserver that leaves
+  // its shard exits mid-call); the project's clients never cancel their own calls, they
+  // stop between them.
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status) ||
+         absl::IsCancelled(status);
 }
 
 }  // namespace pl::rpc

@@ -64,7 +64,8 @@ grpc::Status CheckProtocol(const grpc::ServerContextBase* context);
 // Conversions between pl::Status and grpc::Status (canonical codes are shared).
 grpc::Status ToGrpc(const Status& status);
 Status FromGrpc(const grpc::Status& status);
-// True for codes a caller should retry with backoff (peer down or restarting).
+// True for codes a caller should retry with backoff (peer down, restarting or shutting
+// down with the call in hand).
 bool IsRetryable(const Status& status);
 
 }  // namespace pl::rpc

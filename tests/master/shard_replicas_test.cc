@@ -100,6 +100,20 @@ TEST_F(ShardReplicasTest, AShardThatLostEveryReplicaIsRestoredByTheNewestCheckpo
   EXPECT_NE(Log().find("restores its checkpoint of version 250"), std::string::npos) << Log();
 }
 
+// Restarted processes that registered (as joiners) before the dead ones' leases ran
+// out are not more copies of the shard: two back of two is all of them.
+TEST_F(ShardReplicasTest, RestartsThatJoinedBeforeTheDeadExpiredDoNotInflateTheCountToWaitFor) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  EXPECT_EQ(Beat(3), proto::ReplicaInfo::JOINING);  // restarts of 1 and 2, too early
+  EXPECT_EQ(Beat(4), proto::ReplicaInfo::JOINING);
+  Advance(kLeaseMs + 1);  // 1 and 2 expire; 3 and 4 lose their source and are taken out
+  EXPECT_EQ(Beat(3), proto::ReplicaInfo::REMOVED);
+  EXPECT_EQ(Beat(5, 10), proto::ReplicaInfo::CANDIDATE) << Log();
+  EXPECT_EQ(Beat(6, 20), proto::ReplicaInfo::PRIMARY) << Log();
+}
+
 TEST_F(ShardReplicasTest, WhenTheOthersDoNotComeBackTheBestCandidateRestoresAfterTheWait) {
   Beat(1);
   Beat(2);
