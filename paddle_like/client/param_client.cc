@@ -27,6 +27,7 @@ ParameterClient::ParameterClient(Module* module, ParameterClientOptions options,
   // Each pserver's dense blocks, in the order BuildPull and BuildPush list them.
   for (const NamedParameter& np : module_->NamedParameters()) {
     if (np.param->kind != ParamKind::kDense) continue;
+    ++num_dense_;
     const int64_t numel = np.param->var.value().numel();
     for (int64_t b = 0; b < NumBlocks(numel, kDefaultBlockSize); ++b) {
       Shard& sh = *shards_[ShardOfDenseBlock(np.name, b, options_.num_pservers)];
@@ -267,10 +268,12 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
 void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull) {
   for (auto& sh : shards_) TryAttach(*sh);
   BuildPush(num_samples, own_copies);
+  // A region's layout holds every dense block: a push of some goes over gRPC.
+  const bool every_block = only_dense_ == nullptr || static_cast<int>(only_dense_->size()) == num_dense_;
   for (auto& sh : shards_) {
     Shard& s = *sh;
-    s.shm_ready = s.region && BuildShmPush(s);
-    if (s.region && !s.shm_ready) {
+    s.shm_ready = s.region && every_block && BuildShmPush(s);
+    if (s.region && every_block && !s.shm_ready) {
       // Cannot happen while the slots follow BuildPush's order; if it did, gRPC is right.
       s.region.reset();
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
@@ -316,6 +319,35 @@ Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_spar
   PushDone();
   ZeroSentGradients();
   return InstallPull(pulled);
+}
+
+Status ParameterClient::WithDenseKeys(const std::vector<std::string>& dense, const std::function<Status()>& call) {
+  PL_RETURN_IF_ERROR(Wait());  // an exchange in flight moves every dense parameter
+  absl::flat_hash_set<std::string> keys;
+  for (const std::string& name : dense) {
+    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(name));
+    if (p->kind != ParamKind::kDense) {
+      return absl::InvalidArgumentError("'" + name + "' is a sparse table: its rows travel by id, not by name");
+    }
+    keys.insert(name);
+  }
+  only_dense_ = &keys;
+  Status s = call();
+  only_dense_ = nullptr;
+  return s;
+}
+
+Status ParameterClient::PullKeys(const std::vector<std::string>& dense, const SparseIds& sparse_ids) {
+  return WithDenseKeys(dense, [&] { return Pull(sparse_ids); });
+}
+
+Status ParameterClient::PushKeys(const std::vector<std::string>& dense, int64_t num_samples) {
+  return WithDenseKeys(dense, [&] { return Push(num_samples); });
+}
+
+Status ParameterClient::PushThenPullKeys(const std::vector<std::string>& dense, int64_t num_samples,
+                                         const SparseIds& next_sparse_ids) {
+  return WithDenseKeys(dense, [&] { return PushThenPull(num_samples, next_sparse_ids); });
 }
 
 Status ParameterClient::StartExchange(int64_t num_samples) {
@@ -364,7 +396,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   }
   // Dense: every block of every dense parameter, each to its owner.
   for (const NamedParameter& np : params) {
-    if (np.param->kind != ParamKind::kDense) continue;
+    if (np.param->kind != ParamKind::kDense || !Selected(np.name)) continue;
     const int64_t blocks = NumBlocks(np.param->var.value().numel(), kDefaultBlockSize);
     for (int64_t b = 0; b < blocks; ++b) {
       proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)]->pull.add_dense();
@@ -450,7 +482,9 @@ void ParameterClient::ZeroSentGradients() {
   // Frames that sent the gradients in place are done with them: only now may they change.
   if (!options_.zero_gradients_after_push) return;
   for (const NamedParameter& np : module_->NamedParameters()) {
-    if (np.param->kind == ParamKind::kDense && np.param->var.grad().defined()) np.param->var.grad().SetZero();
+    if (np.param->kind == ParamKind::kDense && Selected(np.name) && np.param->var.grad().defined()) {
+      np.param->var.grad().SetZero();
+    }
   }
 }
 
@@ -464,6 +498,7 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
   }
   for (const NamedParameter& np : module_->NamedParameters()) {
     Parameter* p = np.param;
+    if (p->kind == ParamKind::kDense && !Selected(np.name)) continue;
     if (p->kind == ParamKind::kDense) {
       const Tensor& g = p->var.grad();
       const Tensor& v = p->var.value();

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
@@ -113,6 +114,14 @@ class ParameterClient {
   Status FinishExchange();
   bool exchange_in_flight() const { return in_flight_.valid(); }
 
+  // Pull, Push and PushThenPull over the dense parameters named in `dense` only (the
+  // others neither travel nor change), for the key API (kv_worker.h); sparse tables as
+  // above. Such a push goes over gRPC: a region's layout holds every dense block.
+  Status PullKeys(const std::vector<std::string>& dense, const SparseIds& sparse_ids);
+  Status PushKeys(const std::vector<std::string>& dense, int64_t num_samples);
+  Status PushThenPullKeys(const std::vector<std::string>& dense, int64_t num_samples,
+                          const SparseIds& next_sparse_ids);
+
   // Async: how many updates of other trainers the shards applied between the pull the
   // last push's gradients were computed from and that push (mean over pservers); the
   // staleness async training trades for speed. 0 in sync mode.
@@ -134,6 +143,11 @@ class ParameterClient {
   struct Shard;
   // Runs fn(i) for every pserver in parallel, each with retries; first error wins.
   Status ForEachShard(const std::function<Status(int)>& fn, const char* what);
+  // Runs `call` with only the dense parameters in `dense` selected (Selected()).
+  Status WithDenseKeys(const std::vector<std::string>& dense, const std::function<Status()>& call);
+  bool Selected(const std::string& dense_name) const {
+    return only_dense_ == nullptr || only_dense_->contains(dense_name);
+  }
   Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
   // Updates the address and stub of shard `only` (-1: all) from the master.
   Status Resolve(int only = -1);
@@ -180,6 +194,9 @@ class ParameterClient {
   Resolver resolve_;
   const std::atomic<bool>* stop_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
+  const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
+  int num_dense_ = 0;
   std::vector<std::string> addresses_;
   proto::InitRequest init_request_;
   TrafficCounters counters_;

@@ -31,6 +31,7 @@ from . import metrics
 from . import utils
 from . import training
 from . import distributed
+from . import kv
 from . import tensorboard
 from .serialization import save, load, save_tensors, load_tensors
 

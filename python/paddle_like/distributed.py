@@ -39,7 +39,11 @@ from .optim import Optimizer, spec as make_spec
 from .tensorboard import SummaryWriter
 from .utils import ProgressBar
 
-__all__ = ["is_available", "DistResult", "DistributedTrainer", "train"]
+__all__ = ["is_available", "DistResult", "DistributedTrainer", "train", "MasterClient"]
+
+# The master's client for scripts with a task loop of their own (python/examples/
+# kv_softmax.py): register(), run_task_loop(train_task), leave().
+MasterClient = _C.MasterClient
 
 
 def is_available():

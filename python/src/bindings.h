@@ -5,6 +5,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+
+namespace pl {
+struct TrafficCounters;
+}  // namespace pl
+
 namespace pl::python {
 
 void RegisterTensor(pybind11::module_& m);
@@ -13,6 +19,13 @@ void RegisterOptim(pybind11::module_& m);
 void RegisterData(pybind11::module_& m);
 void RegisterDistributed(pybind11::module_& m);
 void RegisterTelemetry(pybind11::module_& m);
+void RegisterKVWorker(pybind11::module_& m);
+
+// The flag SIGTERM/SIGINT set once install_stop_handlers() ran (dist_bindings.cc);
+// the clients' retry loops watch it.
+const std::atomic<bool>* StopFlag();
+// A pserver client's traffic counters as {name: count} (dist_bindings.cc).
+pybind11::dict TrafficCountersToDict(const TrafficCounters& counters);
 
 }  // namespace pl::python
 

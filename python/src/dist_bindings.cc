@@ -248,19 +248,7 @@ class PyParameterClient {
   void Push(int64_t num_samples) { NoGilStatus([&] { return client_->Push(num_samples); }); }
   void SetTrainerId(int64_t id) { client_->set_trainer_id(id); }
   double LastStaleness() const { return client_->last_staleness(); }
-  py::dict Counters() const {
-    TrafficCounters c = client_->counters();
-    py::dict d;
-    d["pulls"] = c.pulls;
-    d["pushes"] = c.pushes;
-    d["sparse_rows_pulled"] = c.sparse_rows_pulled;
-    d["sparse_rows_pushed"] = c.sparse_rows_pushed;
-    d["bytes_pulled"] = c.bytes_pulled;
-    d["bytes_pushed"] = c.bytes_pushed;
-    d["retries"] = c.retries;
-    d["shm_attaches"] = c.shm_attaches;
-    return d;
-  }
+  py::dict Counters() const { return TrafficCountersToDict(client_->counters()); }
   std::vector<std::string> Transports() const { return client_->Transports(); }
 
  private:
@@ -270,6 +258,21 @@ class PyParameterClient {
 };
 
 }  // namespace
+
+const std::atomic<bool>* StopFlag() { return &g_stop; }
+
+py::dict TrafficCountersToDict(const TrafficCounters& c) {
+  py::dict d;
+  d["pulls"] = c.pulls;
+  d["pushes"] = c.pushes;
+  d["sparse_rows_pulled"] = c.sparse_rows_pulled;
+  d["sparse_rows_pushed"] = c.sparse_rows_pushed;
+  d["bytes_pulled"] = c.bytes_pulled;
+  d["bytes_pushed"] = c.bytes_pushed;
+  d["retries"] = c.retries;
+  d["shm_attaches"] = c.shm_attaches;
+  return d;
+}
 
 void RegisterDistributed(py::module_& m) {
   m.def("install_stop_handlers", &InstallStopHandlers,

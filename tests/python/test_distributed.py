@@ -169,3 +169,32 @@ def test_save_to_an_unwritable_place_fails_before_the_job(tmp_path):
     with pytest.raises(ValueError, match="save: cannot write in .*missing"):
         pl.distributed.DistributedTrainer(model, nn.CrossEntropyLoss(), master="127.0.0.1:1",
                                           save=str(tmp_path / "missing" / "final.safetensors"))
+
+
+_KV_EXAMPLE = os.path.join(_REPO, "python", "examples", "kv_softmax.py")
+
+
+def test_a_numpy_model_trains_through_the_key_value_api(launcher, subset, tmp_path):
+    """Softmax regression in NumPy, two keys, no Module: 2 trainers push_pull through
+    pl.kv.KVWorker against 2 pservers and reach the accuracy such a model reaches."""
+    proc = _start(["--pservers", "2", "--trainers", "2", "--data", str(subset / "train.plrec"), "--passes", "2",
+                   _KV_EXAMPLE, "--test", str(subset / "test.plrec")], tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count("job done after") == 2, out[-4000:]
+    accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
+    # Both trainers pull the same final keys; chance is 0.1, this model about 0.75 here.
+    assert len(accuracies) == 2 and accuracies[0] == accuracies[1] and accuracies[0] > 0.65, out[-4000:]
+
+
+def test_key_value_api_refuses_bad_keys_by_name(launcher):
+    with pytest.raises(ValueError, match="a dense key is"):
+        pl.kv.KVWorker([("w", (3,), 4)], master="127.0.0.1:1")
+    with pytest.raises(ValueError, match="unknown kind 'gauss'"):
+        pl.kv.KVWorker([("w", (3,), ("gauss", 1.0))], master="127.0.0.1:1")
+    kv = pl.kv.KVWorker([("w", (3,)), ("w", (2,))], master="127.0.0.1:1")
+    with pytest.raises(ValueError, match="'w' is declared twice"):
+        kv.connect()
