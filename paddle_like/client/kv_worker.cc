@@ -9,51 +9,19 @@
 
 namespace pl {
 
-// The keys as a Module's parameters: what ParameterClient moves.
-class KVWorker::KeyModule : public Module {
- public:
-  explicit KeyModule(const std::vector<KeySpec>& specs) : Module("KeyModule") {
-    for (const KeySpec& k : specs) {
-      if (k.kind == ParamKind::kDense) {
-        RegisterDense(k.name, k.shape, k.init);
-      } else {
-        RegisterSparse(k.name, k.dim, k.num_rows, k.init);
-      }
-    }
-  }
-};
-
-namespace {
-
-Status CheckSpecs(const std::vector<KeySpec>& specs) {
-  std::set<std::string> seen;
-  for (const KeySpec& k : specs) {
-    if (k.name.empty()) return absl::InvalidArgumentError("a key has no name");
-    if (!seen.insert(k.name).second) return absl::InvalidArgumentError("key '" + k.name + "' is declared twice");
-    if (k.floats() <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "key '", k.name, "' has ",
-          k.kind == ParamKind::kDense ? "shape [" + absl::StrJoin(k.shape, ", ") + "]" : absl::StrCat("dim ", k.dim),
-          ": it must hold at least one float"));
-    }
-    if (k.num_rows < 0) return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has num_rows ", k.num_rows));
-  }
-  if (specs.empty()) return absl::InvalidArgumentError("no keys declared");
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 KVWorker::KVWorker(std::vector<KeySpec> keys, ParameterClientOptions options, ParameterClient::Resolver resolve,
                    const std::atomic<bool>* stop)
-    : specs_(std::move(keys)), bad_keys_(CheckSpecs(specs_)) {
-  if (!bad_keys_.ok()) return;
+    : specs_(std::move(keys)) {
+  StatusOr<std::unique_ptr<KeyStore>> store = KeyStore::Declare(specs_);
+  if (!store.ok()) {
+    bad_keys_ = store.status();
+    return;
+  }
   for (size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = i;
-  module_ = std::make_unique<KeyModule>(specs_);
   // The worker writes every gradient it sends afresh; a sent one must not linger.
   options.zero_gradients_after_push = true;
   options.bind_parameters_to_shared_memory = false;
-  client_ = std::make_unique<ParameterClient>(module_.get(), std::move(options), std::move(resolve), stop);
+  client_ = std::make_unique<ParameterClient>(*std::move(store), std::move(options), std::move(resolve), stop);
 }
 
 KVWorker::~KVWorker() = default;
@@ -174,7 +142,7 @@ void KVWorker::SplitKeys(const std::vector<KeyValues>& requests, std::vector<std
 Status KVWorker::RunPush(const std::vector<KeyValues>& gradients, int64_t num_samples,
                          const std::vector<KeyValues>* pull, std::vector<KeyValues>* out) {
   for (const KeyValues& kv : gradients) {
-    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(kv.key));
+    PL_ASSIGN_OR_RETURN(Parameter * p, client_->keys().Find(kv.key));
     if (p->kind == ParamKind::kDense) {
       std::memcpy(p->var.MutableGrad().f32(), kv.values.data(), kv.values.size() * sizeof(float));
     } else {
@@ -202,7 +170,7 @@ Status KVWorker::CopyOut(const std::vector<KeyValues>& requests, std::vector<Key
   out->clear();
   out->reserve(requests.size());
   for (const KeyValues& r : requests) {
-    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(r.key));
+    PL_ASSIGN_OR_RETURN(Parameter * p, client_->keys().Find(r.key));
     KeyValues kv{r.key, r.ids, {}};
     if (p->kind == ParamKind::kDense) {
       const Tensor& v = p->var.value();

@@ -11,9 +11,9 @@
 //   PL_ASSIGN_OR_RETURN(KVWorker::Handle pulled, kv.Pull({{"w"}, {"emb", {3, 9}}}, &w));
 //   PL_RETURN_IF_ERROR(kv.Wait(pulled));   // w[0].values: 1024 floats; w[1]: 2 rows
 //
-// Keys are the same names a Module's parameters travel under (ParameterClient binds a
-// Module to the same servers), so a key API client and a model can share a job. It
-// is a face of the same engine: the keys live in a Module of their own, the calls are
+// It is the same engine a model trains through: ParameterClient moves named keys
+// (key_store.h); a Module is bound to it by viewing its parameters as keys, and this
+// worker by declaring keys of its own, so both share a job's keys by name. Calls are
 // ParameterClient's *Keys calls, with its retries, failover and exactly-once pushes.
 // A dense key travels whole; a sparse key travels as the rows named.
 //
@@ -32,34 +32,11 @@
 #include <string>
 #include <vector>
 
+#include "paddle_like/client/key_store.h"
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/client/task_thread.h"
-#include "paddle_like/nn/module.h"
 
 namespace pl {
-
-struct KeySpec {
-  std::string name;
-  ParamKind kind = ParamKind::kDense;
-  Shape shape;           // dense: the key's shape (its floats travel flat)
-  int64_t dim = 0;       // sparse: a row's floats
-  int64_t num_rows = 0;  // sparse: ids must lie below it (0: any non-negative id)
-  InitSpec init;
-
-  static KeySpec Dense(std::string name, Shape shape, InitSpec init = InitSpec::Zeros()) {
-    return {std::move(name), ParamKind::kDense, std::move(shape), 0, 0, init};
-  }
-  static KeySpec Sparse(std::string name, int64_t dim, int64_t num_rows = 0, InitSpec init = InitSpec::Zeros()) {
-    return {std::move(name), ParamKind::kSparse, {}, dim, num_rows, init};
-  }
-  // Dense: the key's floats; sparse: a row's.
-  int64_t floats() const {
-    if (kind == ParamKind::kSparse) return dim;
-    int64_t n = shape.empty() ? 0 : 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-};
 
 // One key's floats in a call. Dense: `values` holds the whole key, `ids` is empty.
 // Sparse: `ids` names rows and `values` holds ids.size() x dim floats, row after row.
@@ -103,7 +80,6 @@ class KVWorker {
   const std::vector<KeySpec>& keys() const { return specs_; }
 
  private:
-  class KeyModule;
   // The key a call names, checked against its spec; `values`: whether it carries floats.
   StatusOr<const KeySpec*> Check(const KeyValues& kv, bool values, const char* call) const;
   StatusOr<Handle> Submit(std::function<Status()> work);
@@ -117,7 +93,6 @@ class KVWorker {
   std::vector<KeySpec> specs_;
   std::map<std::string, size_t> index_;  // name -> specs_ position
   Status bad_keys_;                      // why the declared keys are unusable, if they are
-  std::unique_ptr<KeyModule> module_;
   std::unique_ptr<ParameterClient> client_;
   std::mutex mu_;  // next_, pending_
   Handle next_ = 0;

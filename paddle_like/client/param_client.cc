@@ -17,15 +17,15 @@
 
 namespace pl {
 
-ParameterClient::ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
+ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClientOptions options, Resolver resolve,
                                  const std::atomic<bool>* stop)
-    : module_(module), options_(std::move(options)), resolve_(std::move(resolve)), stop_(stop) {
+    : keys_(std::move(keys)), options_(std::move(options)), resolve_(std::move(resolve)), stop_(stop) {
   for (int i = 0; i < options_.num_pservers; ++i) {
     shards_.push_back(std::make_unique<Shard>());
     shards_.back()->index = i;
   }
   // Each pserver's dense blocks, in the order BuildPull and BuildPush list them.
-  for (const NamedParameter& np : module_->NamedParameters()) {
+  for (const NamedParameter& np : keys_->keys()) {
     if (np.param->kind != ParamKind::kDense) continue;
     ++num_dense_;
     const int64_t numel = np.param->var.value().numel();
@@ -41,7 +41,7 @@ ParameterClient::ParameterClient(Module* module, ParameterClientOptions options,
   }
   for (int i = 1; i < options_.num_pservers; ++i) shard_threads_.push_back(std::make_unique<TaskThread>());
   client_id_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  for (const proto::ParamSpec& spec : ParamSpecsOf(*module_)) *init_request_.add_params() = spec;
+  for (const proto::ParamSpec& spec : ParamSpecsOf(keys_->keys())) *init_request_.add_params() = spec;
   *init_request_.mutable_optimizer() = OptimizerToProto(options_.optimizer);
   init_request_.set_seed(options_.seed);
   init_request_.set_sync(options_.sync);
@@ -325,7 +325,7 @@ Status ParameterClient::WithDenseKeys(const std::vector<std::string>& dense, con
   PL_RETURN_IF_ERROR(Wait());  // an exchange in flight moves every dense parameter
   absl::flat_hash_set<std::string> keys;
   for (const std::string& name : dense) {
-    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(name));
+    PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(name));
     if (p->kind != ParamKind::kDense) {
       return absl::InvalidArgumentError("'" + name + "' is a sparse table: its rows travel by id, not by name");
     }
@@ -388,7 +388,7 @@ Status ParameterClient::Wait() {
 
 Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   const int P = options_.num_pservers;
-  auto params = module_->NamedParameters();
+  const std::vector<NamedParameter>& params = keys_->keys();
   for (auto& sh : shards_) {
     sh->pull.Clear();
     sh->pull.set_trainer_id(trainer_id_);
@@ -406,7 +406,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   }
   // Sparse: only the requested rows.
   for (const auto& [name, ids] : sparse_ids) {
-    PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(name));
+    PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(name));
     if (p->kind != ParamKind::kSparse) return absl::InvalidArgumentError("'" + name + "' is not a sparse table");
     std::vector<proto::SparseRowsMsg*> per_shard(P, nullptr);
     for (int64_t id : ids) {
@@ -427,7 +427,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
   // The tables hold exactly the rows pulled for this step.
   for (const auto& sh : shards_) {
     for (const proto::SparseRowsMsg& rows : sh->pull.sparse()) {
-      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(rows.table()));
+      PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
       p->table->rows().Clear();
     }
   }
@@ -435,7 +435,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
     const proto::PullResponse& r = responses[i].header();
     shards_[i]->version = r.version();
     for (const DenseFramePayload& blk : responses[i].dense()) {
-      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(blk.param));
+      PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(blk.param));
       const Tensor& v = p->var.value();
       const int64_t offset = static_cast<int64_t>(blk.block) * kDefaultBlockSize;
       const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
@@ -449,7 +449,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       counters_.bytes_pulled += n * 4;
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
-      PL_ASSIGN_OR_RETURN(Parameter * p, module_->FindParameter(rows.table()));
+      PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
       const int64_t dim = p->table->dim();
       if (static_cast<int64_t>(rows.values().size()) != rows.ids_size() * dim * 4) {
         return absl::DataLossError(absl::StrCat("pull: pserver ", i, " sent a malformed row set for '",
@@ -481,7 +481,7 @@ void ParameterClient::PushDone() {
 void ParameterClient::ZeroSentGradients() {
   // Frames that sent the gradients in place are done with them: only now may they change.
   if (!options_.zero_gradients_after_push) return;
-  for (const NamedParameter& np : module_->NamedParameters()) {
+  for (const NamedParameter& np : keys_->keys()) {
     if (np.param->kind == ParamKind::kDense && Selected(np.name) && np.param->var.grad().defined()) {
       np.param->var.grad().SetZero();
     }
@@ -496,7 +496,7 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
     sh->push.header().set_num_samples(num_samples);
     sh->push.header().set_defer_apply(options_.defer_apply && !options_.sync);
   }
-  for (const NamedParameter& np : module_->NamedParameters()) {
+  for (const NamedParameter& np : keys_->keys()) {
     Parameter* p = np.param;
     if (p->kind == ParamKind::kDense && !Selected(np.name)) continue;
     if (p->kind == ParamKind::kDense) {

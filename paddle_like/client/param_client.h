@@ -1,5 +1,6 @@
-// ParameterClient: the trainer's side of the parameter servers. It maps a module's
-// parameters onto the P pservers (paddle_like/dist/sharding.h), and each Pull or
+// ParameterClient: the trainer's side of the parameter servers. It maps named keys
+// (key_store.h: a Module's parameters, or keys declared for the key-value API,
+// kv_worker.h) onto the P pservers (paddle_like/dist/sharding.h), and each Pull or
 // Push sends exactly one request to each pserver, all in parallel.
 //
 // Dense parameters travel whole (every block, every step) as DenseFrames: a push
@@ -37,6 +38,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "paddle_like/client/key_store.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/dense_frame.h"
@@ -85,8 +87,13 @@ class ParameterClient {
   // wait for pservers to register.
   using Resolver = std::function<StatusOr<std::vector<std::string>>()>;
 
-  ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
+  ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClientOptions options, Resolver resolve,
                   const std::atomic<bool>* stop = nullptr);
+  // The Module binding: the module's parameters are the keys (KeyStore::Of); the
+  // module must outlive the client.
+  ParameterClient(Module* module, ParameterClientOptions options, Resolver resolve,
+                  const std::atomic<bool>* stop = nullptr)
+      : ParameterClient(KeyStore::Of(*module), std::move(options), std::move(resolve), stop) {}
   ~ParameterClient();
 
   // Resolves addresses and initialises every pserver (idempotent across trainers).
@@ -126,6 +133,7 @@ class ParameterClient {
   // last push's gradients were computed from and that push (mean over pservers); the
   // staleness async training trades for speed. 0 in sync mode.
   double last_staleness() const { return staleness_; }
+  const KeyStore& keys() const { return *keys_; }
 
   // The trainer id the master gave this trainer (sync barriers count by it).
   void set_trainer_id(int64_t id) { trainer_id_ = id; }
@@ -189,7 +197,7 @@ class ParameterClient {
   // false when the push does not match the region's layout.
   bool BuildShmPush(Shard& shard);
 
-  Module* module_;
+  std::unique_ptr<KeyStore> keys_;
   ParameterClientOptions options_;
   Resolver resolve_;
   const std::atomic<bool>* stop_;

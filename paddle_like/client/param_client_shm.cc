@@ -59,7 +59,7 @@ void ParameterClient::BindParameters(Shard& s) {
       floats += s.slots[end].n;
       ++end;
     }
-    StatusOr<Parameter*> p = module_->FindParameter(s.slots[k].param);
+    StatusOr<Parameter*> p = keys_->Find(s.slots[k].param);
     const size_t first = k;
     k = end;
     if (!p.ok() || !contiguous || (*p)->var.value().numel() != floats || s.slots[first].block != 0) continue;

@@ -130,8 +130,12 @@ std::string DescribeSpec(const proto::ParamSpec& spec) {
 }
 
 std::vector<proto::ParamSpec> ParamSpecsOf(Module& module, int64_t block_size) {
+  return ParamSpecsOf(module.NamedParameters(), block_size);
+}
+
+std::vector<proto::ParamSpec> ParamSpecsOf(const std::vector<NamedParameter>& params, int64_t block_size) {
   std::vector<proto::ParamSpec> specs;
-  for (const NamedParameter& np : module.NamedParameters()) {
+  for (const NamedParameter& np : params) {
     proto::ParamSpec s;
     s.set_name(np.name);
     s.set_init_kind(static_cast<int>(np.param->init.kind));

@@ -51,6 +51,7 @@ std::string DescribeSpec(const proto::ParamSpec& spec);
 // One ParamSpec per parameter of `module`, in NamedParameters() order; dense ones get
 // `block_size` (0: kDefaultBlockSize).
 std::vector<proto::ParamSpec> ParamSpecsOf(Module& module, int64_t block_size = 0);
+std::vector<proto::ParamSpec> ParamSpecsOf(const std::vector<NamedParameter>& params, int64_t block_size = 0);
 
 // Float payloads.
 void SetFloats(std::string* bytes, const float* values, int64_t n);
