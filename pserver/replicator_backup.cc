@@ -145,6 +145,7 @@ StatusOr<int64_t> Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk)
   snapshot_received_ += n;
   const int64_t received = snapshot_received_;
   if (received < snapshot_total_) return received;
+  const absl::Time load_start = absl::Now();
   if (Status s = shard->LoadSnapshot(std::string_view(snapshot_buffer_.get(), snapshot_total_)); !s.ok()) {
     SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
     return s;
@@ -156,8 +157,10 @@ StatusOr<int64_t> Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk)
     absl::MutexLock l(&mu_);
     position_ = chunk.seq();
   }
-  log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB, version %d, position %d)",
-                            options_.index, received / 1e6, shard->version(), chunk.seq()));
+  log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB, version %d, position %d; loading "
+                            "it took %s)",
+                            options_.index, received / 1e6, shard->version(), chunk.seq(),
+                            absl::FormatDuration(absl::Now() - load_start)));
   return received;
 }
 
