@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
@@ -240,10 +241,12 @@ void RunValidationScan() {
 
 // A trainer's client of the one pserver at `address`, connected.
 StatusOr<std::unique_ptr<ParameterClient>> ConnectedClient(Module* module, const OptimizerSpec& optimizer,
-                                                           bool shared_memory, const std::string& address) {
+                                                           bool shared_memory, const std::string& address,
+                                                           WireDtype wire = WireDtype::kFloat32) {
   ParameterClientOptions po;
   po.optimizer = optimizer;
   po.shared_memory = shared_memory;
+  po.wire_dtype = wire;
   auto client = std::make_unique<ParameterClient>(
       module, po, [address]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{address}; });
   PL_RETURN_IF_ERROR(client->Connect());
@@ -254,11 +257,15 @@ void RunDense(const Options& o, double stream_mbps) {
   RunValidationScan();
   std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   if (o.quick) sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20};
+  std::map<size_t, double> f32_sgd_mbps;  // gRPC, float32 wire: what bfloat16 is compared with
   for (const bool shm : {false, true}) {
+  for (const WireDtype wire : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
   for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdam}) {
     for (size_t bytes : sizes) {
       if (kind == OptimizerKind::kAdam && bytes != (16u << 20)) continue;  // one Adam line: the target size
       if (shm && bytes < (1u << 20)) continue;  // small tensors: the call, not the bytes
+      // bfloat16 wire: over gRPC (a region carries float32), SGD, sizes where bytes count.
+      if (wire == WireDtype::kBfloat16 && (shm || kind != OptimizerKind::kSGD || bytes < (1u << 20))) continue;
       Pserver ps;
       if (Status s = ps.Start("dense"); !s.ok()) {
         std::cout << "  " << s << std::endl;
@@ -266,7 +273,7 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       OneDense module(static_cast<int64_t>(bytes / 4));
       module.w.MutableGrad().Fill(1e-3f);
-      auto connected = ConnectedClient(&module, Optimizer(kind), shm, ps.address());
+      auto connected = ConnectedClient(&module, Optimizer(kind), shm, ps.address(), wire);
       if (!connected.ok()) {
         std::cout << "  connect: " << connected.status() << std::endl;
         return;
@@ -291,7 +298,8 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       const double raw = RawPingPongSeconds(bytes, reps, min_s);
       const double mbps = 2.0 * bytes / t_both / 1e6, raw_mbps = 2.0 * bytes / raw / 1e6;
-      const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") + (shm ? ", shared memory" : "");
+      const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") + (shm ? ", shared memory" : "") +
+                              (wire == WireDtype::kBfloat16 ? ", bfloat16 wire" : "");
       if (shm != (client.counters().shm_attaches > 0)) {
         std::cout << "  " << SizeName(bytes) << ": expected shared memory " << (shm ? "on" : "off") << std::endl;
         continue;
@@ -301,9 +309,15 @@ void RunDense(const Options& o, double stream_mbps) {
       if (bytes >= (1u << 20)) {
         ReportLine("  vs streaming loopback", mbps, "MB/s", stream_mbps, "MB/s", "raw stream", mbps / stream_mbps);
       }
+      if (!shm && kind == OptimizerKind::kSGD && wire == WireDtype::kFloat32) f32_sgd_mbps[bytes] = mbps;
+      if (wire == WireDtype::kBfloat16 && f32_sgd_mbps.count(bytes)) {
+        ReportLine("  vs the float32 wire", mbps, "MB/s", f32_sgd_mbps[bytes], "MB/s", "same size, gRPC",
+                   mbps / f32_sgd_mbps[bytes]);
+      }
       std::printf("    (per call: push+pull %.3f ms, push %.3f ms, pull %.3f ms, raw ping-pong %.3f ms)\n",
                   t_both * 1e3, t_push * 1e3, t_pull * 1e3, raw * 1e3);
     }
+  }
   }
   }
 }

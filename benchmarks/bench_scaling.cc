@@ -35,6 +35,7 @@
 //
 //   pl-bench-scaling [--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4]
 //                    [--rates_mbit 10000,1000] [--samples N] [--reps N] [--csv FILE] [--bin_dir DIR]
+//                    [--wire_dtype float32|bfloat16]
 //
 // Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
 #include <stdlib.h>
@@ -68,6 +69,8 @@ ABSL_FLAG(std::vector<std::string>, pservers, {}, "pserver counts (empty: 1,2,4;
 ABSL_FLAG(std::vector<std::string>, rates_mbit, (std::vector<std::string>{"10000", "1000"}),
           "link rates in Mbit/s, every host's link");
 ABSL_FLAG(int64_t, samples, 0, "training samples per point, one pass (0: 8192; --quick: 4096)");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "the trainers' --wire_dtype: how dense values cross the links (float32 or bfloat16)");
 ABSL_FLAG(int, reps, 0, "runs per point, the fastest kept (0: 3; --quick: 1)");
 ABSL_FLAG(std::string, csv, "", "write every point here (empty: <build>/bench-scaling.csv beside bin/)");
 
@@ -149,7 +152,8 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
   o.chunks_per_task = kChunksPerTask;
   o.lease_ms = 30000;  // no failures here; a slow heartbeat on the busy 2 cores must not cost a task
   o.trainer_args = {"--model",     "mlp",  "--threads", "1",     "--batch_size",  std::to_string(kBatch),
-                    "--optimizer", "adam", "--lr",      "0.001", "--log_every_s", "1000"};
+                    "--optimizer", "adam", "--lr",      "0.001", "--log_every_s", "1000",
+                    "--wire_dtype", absl::GetFlag(FLAGS_wire_dtype)};
   o.placement = placement;
   Cluster cluster(o, dir);
   auto fail = [&](const std::string& why) {

@@ -284,7 +284,9 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
       // of the block; each value is either before or after it (float stores do not
       // tear), the staleness async training already accepts. In a frame, the values
       // are sent in place.
-      if (destinations.empty()) {
+      if (destinations.empty() && request.bf16()) {
+        frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n);
+      } else if (destinations.empty()) {
         frame->AddDenseRef(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n, blk->data);
       } else {
         std::memcpy(destinations[i], blk->data.get(), blk->n * sizeof(float));
@@ -292,6 +294,11 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
       continue;
     }
     // Sync: exactly the values of the finished step.
+    if (destinations.empty() && request.bf16()) {
+      absl::MutexLock bl(&blk->mu);
+      frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n);
+      continue;
+    }
     float* out = destinations.empty()
                      ? frame->AddDenseBuffer(request.dense(i).param(), request.dense(i).block(), blk->n)
                      : destinations[i];

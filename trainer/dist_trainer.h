@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 
+#include "paddle_like/dist/bf16.h"
 #include "paddle_like/metrics/training_observer.h"
 #include "paddle_like/optim/update_rules.h"
 #include "trainer/models.h"
@@ -36,6 +37,7 @@ struct DistTrainerOptions {
   bool pipeline = false;             // async dense models: overlap traffic and compute
   bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
   bool shared_memory = true;         // dense traffic to pservers on this host through shared memory
+  WireDtype wire_dtype = WireDtype::kFloat32;  // dense values over gRPC (paddle_like/dist/bf16.h)
   // Told of every step and of the final evaluation (TensorBoard, /metrics); may be null.
   metrics::TrainingObserver* observer = nullptr;
 };

@@ -57,6 +57,9 @@ ABSL_FLAG(bool, defer_apply, false,
 ABSL_FLAG(bool, shm, true,
           "distributed: send dense tensors to pservers on this host through shared memory "
           "(a pserver on another host, or one run with --shm=false, keeps gRPC)");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "distributed: how dense gradients and parameters cross gRPC: float32, or bfloat16 (half the bytes; "
+          "gradients with error feedback, so rounding loses nothing over time). Shared memory stays float32");
 
 namespace {
 
@@ -150,6 +153,9 @@ int main(int argc, char** argv) {
     d.pipeline = absl::GetFlag(FLAGS_pipeline);
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     d.shared_memory = absl::GetFlag(FLAGS_shm);
+    auto wire = pl::ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+    if (!wire.ok()) pl::cli::ExitWithUsageError(program, "--wire_dtype: " + std::string(wire.status().message()));
+    d.wire_dtype = *wire;
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);

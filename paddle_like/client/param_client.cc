@@ -393,6 +393,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
     sh->pull.Clear();
     sh->pull.set_trainer_id(trainer_id_);
     sh->pull.set_min_version(options_.sync ? sh->wait_version : 0);
+    sh->pull.set_bf16(options_.wire_dtype == WireDtype::kBfloat16);
   }
   // Dense: every block of every dense parameter, each to its owner.
   for (const NamedParameter& np : params) {
@@ -446,7 +447,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       }
       // A parameter bound to its shared-memory region already holds the values there.
       if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
-      counters_.bytes_pulled += n * 4;
+      counters_.bytes_pulled += shards_[i]->pull.bf16() && !shards_[i]->region ? n * 2 : n * 4;
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
       PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
@@ -509,6 +510,15 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
         Shard& shard = *shards_[ShardOfDenseBlock(np.name, b, P)];
         PushFrame& frame = shard.push;
         // A shard with a region copies the gradients there (BuildShmPush): no own copy.
+        if (options_.wire_dtype == WireDtype::kBfloat16 && !shard.region) {
+          std::vector<float>& residual = bf16_residuals_[np.name];
+          if (residual.empty()) residual.assign(v.numel(), 0.0f);
+          const std::vector<float> zeros(g.defined() ? 0 : n, 0.0f);  // no gradient yet
+          frame.AddDenseBf16(np.name, static_cast<int32_t>(b), g.defined() ? g.f32() + offset : zeros.data(), n,
+                             residual.data() + offset);
+          counters_.bytes_pushed += n * 2;
+          continue;
+        }
         if (g.defined() && own_copies && !shard.region) {
           frame.AddDenseCopy(np.name, static_cast<int32_t>(b), g.f32() + offset, n);
         } else if (g.defined()) {

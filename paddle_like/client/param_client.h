@@ -36,11 +36,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "paddle_like/client/key_store.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
+#include "paddle_like/dist/bf16.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
@@ -70,6 +72,11 @@ struct ParameterClientOptions {
   // storage, e.g. a NumPy array, goes stale), and StartExchange is refused: the next
   // step's gradients would land in the region the exchange is sending.
   bool bind_parameters_to_shared_memory = false;
+  // How dense values cross gRPC (a shared-memory region always carries float32):
+  // bfloat16 halves the bytes; pushed gradients keep what rounding dropped and add it
+  // to the next push (error feedback, paddle_like/dist/bf16.h), pulled parameters are
+  // the pserver's float32 values rounded.
+  WireDtype wire_dtype = WireDtype::kFloat32;
 };
 
 struct TrafficCounters {
@@ -204,6 +211,8 @@ class ParameterClient {
   std::vector<std::unique_ptr<Shard>> shards_;
   // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
+  // wire_dtype bfloat16: per dense parameter, what rounding its gradients dropped.
+  absl::flat_hash_map<std::string, std::vector<float>> bf16_residuals_;
   int num_dense_ = 0;
   std::vector<std::string> addresses_;
   proto::InitRequest init_request_;

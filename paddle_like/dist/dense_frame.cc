@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/dist/bf16.h"
 #include "paddle_like/dist/wire.h"
 
 namespace pl {
@@ -190,8 +191,10 @@ bool CopyField(SliceCursor& in, uint64_t tag, std::string* out) {
   }
 }
 
-// Parses one DenseBlock of `len` bytes.
-grpc::Status ReadDenseBlock(SliceCursor& in, uint64_t len, DenseFramePayload* out) {
+// Parses one DenseBlock of `len` bytes; bfloat16 values are decoded into a buffer
+// added to `decoded`.
+grpc::Status ReadDenseBlock(SliceCursor& in, uint64_t len, DenseFramePayload* out,
+                            std::vector<std::unique_ptr<float[]>>* decoded) {
   const int64_t end = in.position() + static_cast<int64_t>(len);
   while (in.position() < end) {
     uint64_t tag;
@@ -212,6 +215,17 @@ grpc::Status ReadDenseBlock(SliceCursor& in, uint64_t len, DenseFramePayload* ou
       if (!in.Take(n, [out](const char* p, size_t k) { out->values.Append(p, k); })) {
         return Malformed(absl::StrCat("values of '", out->param, "' block ", out->block, " are truncated"));
       }
+    } else if (field == proto::DenseBlock::kBf16ValuesFieldNumber && wire == kWireLen) {
+      uint64_t n;
+      std::string half;
+      if (!in.ReadVarint(&n) || n % 2 != 0 || !in.Append(n, &half)) {
+        return Malformed(absl::StrCat("bfloat16 values of '", out->param, "' block ", out->block,
+                                      " are truncated or odd-sized"));
+      }
+      const int64_t count = static_cast<int64_t>(n / 2);
+      decoded->emplace_back(new float[std::max<int64_t>(count, 1)]);
+      DecodeBf16(half.data(), count, decoded->back().get());
+      out->values.Append(reinterpret_cast<const char*>(decoded->back().get()), static_cast<size_t>(count) * 4);
     } else {
       std::string ignored;  // an unknown field (a newer peer): skip it
       if (!CopyField(in, tag, &ignored)) return Malformed("truncated field in a dense block");
@@ -236,6 +250,7 @@ void DenseFrame<Header>::Clear() {
   dense_.clear();
   slices_.clear();
   payload_slice_.clear();
+  decoded_.clear();
 }
 
 template <typename Header>
@@ -272,6 +287,21 @@ void DenseFrame<Header>::AddDenseCopy(std::string param, int32_t block, const fl
 }
 
 template <typename Header>
+void DenseFrame<Header>::AddDenseBf16(std::string param, int32_t block, const float* values, int64_t n,
+                                      float* residual) {
+  slices_.emplace_back(grpc_slice_malloc_large(static_cast<size_t>(std::max<int64_t>(n, 1)) * 2),
+                       grpc::Slice::STEAL_REF);
+  payload_slice_.push_back(slices_.size() - 1);
+  char* data = reinterpret_cast<char*>(const_cast<uint8_t*>(slices_.back().begin()));
+  EncodeBf16(values, n, reinterpret_cast<uint16_t*>(data), residual);
+  DenseFramePayload& d = dense_.emplace_back();
+  d.param = std::move(param);
+  d.block = block;
+  d.values.Append(data, static_cast<size_t>(n) * 2);
+  d.bf16 = true;
+}
+
+template <typename Header>
 grpc::Status DenseFrame<Header>::ToByteBuffer(grpc::ByteBuffer* out) const {
   if (header_.dense_size() != 0) {
     return grpc::Status(grpc::StatusCode::INTERNAL, "DenseFrame: dense blocks belong in the frame, not the header");
@@ -297,7 +327,9 @@ grpc::Status DenseFrame<Header>::ToByteBuffer(grpc::ByteBuffer* out) const {
     prefix += d.param;
     PutVarint((proto::DenseBlock::kBlockFieldNumber << 3) | kWireVarint, &prefix);
     PutVarint(block, &prefix);
-    PutVarint((proto::DenseBlock::kValuesFieldNumber << 3) | kWireLen, &prefix);
+    const uint32_t values_field =
+        d.bf16 ? proto::DenseBlock::kBf16ValuesFieldNumber : proto::DenseBlock::kValuesFieldNumber;
+    PutVarint((values_field << 3) | kWireLen, &prefix);
     PutVarint(nbytes, &prefix);
     slices.emplace_back(prefix);
     const grpc::Slice& payload = slices_[payload_slice_[i]];
@@ -319,7 +351,7 @@ grpc::Status DenseFrame<Header>::FromByteBuffer(grpc::ByteBuffer* in) {
     if ((tag >> 3) == DenseField<Header>() && (tag & 7) == kWireLen) {
       uint64_t len;
       if (!cursor.ReadVarint(&len)) return Malformed("truncated dense block length");
-      if (grpc::Status s = ReadDenseBlock(cursor, len, &dense_.emplace_back()); !s.ok()) return s;
+      if (grpc::Status s = ReadDenseBlock(cursor, len, &dense_.emplace_back(), &decoded_); !s.ok()) return s;
     } else if (!CopyField(cursor, tag, &rest)) {
       return Malformed(absl::StrCat("truncated or invalid field ", tag >> 3));
     }
@@ -335,6 +367,12 @@ Header DenseFrame<Header>::ToProto() const {
     proto::DenseBlock* b = m.add_dense();
     b->set_param(d.param);
     b->set_block(d.block);
+    if (d.bf16) {
+      std::string* h = b->mutable_bf16_values();
+      h->resize(static_cast<size_t>(d.values.num_bytes()));
+      d.values.CopyAllBytes(h->data());
+      continue;
+    }
     std::string* v = b->mutable_values();
     v->resize(static_cast<size_t>(d.values.num_bytes()));
     d.values.CopyTo(reinterpret_cast<float*>(v->data()));
@@ -352,6 +390,13 @@ DenseFrame<Header> DenseFrame<Header>::FromProtoRef(const Header& message) {
     DenseFramePayload& d = frame.dense_.emplace_back();
     d.param = b.param();
     d.block = b.block();
+    if (!b.bf16_values().empty()) {
+      const int64_t count = static_cast<int64_t>(b.bf16_values().size() / 2);
+      frame.decoded_.emplace_back(new float[std::max<int64_t>(count, 1)]);
+      DecodeBf16(b.bf16_values().data(), count, frame.decoded_.back().get());
+      d.values.Append(reinterpret_cast<const char*>(frame.decoded_.back().get()), static_cast<size_t>(count) * 4);
+      continue;
+    }
     d.values.Append(b.values().data(), b.values().size());
   }
   return frame;

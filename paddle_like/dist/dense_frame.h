@@ -43,6 +43,8 @@ class FloatPieces {
   const float* contiguous() const;
   // Copies the first size() floats to dst.
   void CopyTo(float* dst) const;
+  // Copies all num_bytes() bytes to dst, whatever they hold.
+  void CopyAllBytes(char* dst) const { CopyBytes(0, num_bytes_, dst); }
   // Calls fn(offset, data, n) over consecutive runs of at most kChunk floats covering
   // [0, size()); data is aligned: in place when a run lies aligned inside one piece,
   // else gathered into a small buffer that stays in cache.
@@ -63,7 +65,11 @@ class FloatPieces {
 struct DenseFramePayload {
   std::string param;
   int32_t block = 0;
+  // Received payloads always hold float32 here (bfloat16 ones are decoded on receipt).
+  // A payload to send with bf16 set holds bfloat16 bytes instead: values.num_bytes()
+  // is 2 bytes per value and only the wire reads it.
   FloatPieces values;
+  bool bf16 = false;
 };
 
 template <typename Header>
@@ -91,6 +97,9 @@ class DenseFrame {
   float* AddDenseBuffer(std::string param, int32_t block, int64_t n);
   // Copies `n` floats into a fresh payload.
   void AddDenseCopy(std::string param, int32_t block, const float* values, int64_t n);
+  // Rounds `n` floats to bfloat16 into a fresh payload (bf16.h), with error feedback
+  // through `residual` (n floats) when given.
+  void AddDenseBf16(std::string param, int32_t block, const float* values, int64_t n, float* residual = nullptr);
   void Clear();
 
   // gRPC's codec (grpc::SerializationTraits below).
@@ -106,6 +115,7 @@ class DenseFrame {
   std::vector<DenseFramePayload> dense_;
   std::vector<grpc::Slice> slices_;  // owned payload slices (sent) or received slices
   std::vector<size_t> payload_slice_;  // for a sent payload: its index in slices_
+  std::vector<std::unique_ptr<float[]>> decoded_;  // received bfloat16 payloads, as floats
 };
 
 using PushFrame = DenseFrame<proto::PushRequest>;  // dense = field 3

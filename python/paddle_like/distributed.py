@@ -105,12 +105,15 @@ class DistributedTrainer:
       pl-launch --logdir sets): per step loss, train/accuracy (image), train/samples_per_sec,
       time/compute_ms, time/exchange_ms; test/<metric> after the final evaluation, as
       pl-trainer writes them. Checked writable at construction.
+    wire_dtype: "float32" or "bfloat16": how dense values cross gRPC (half the bytes;
+      gradients keep what rounding dropped for the next push, so nothing is lost over
+      time). Shared memory with a pserver on this host always carries float32.
     """
 
     def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",
                  sparse_inputs=None, test=None, test_limit=None, metric=None, master=None, sync=None,
                  seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None, save=None,
-                 logdir=None):
+                 logdir=None, wire_dtype="float32"):
         self.model, self.loss_fn = model, loss_fn
         if model._cpp is None:
             raise ValueError(f"{type(model).__name__} has no parameters to train")
@@ -129,6 +132,9 @@ class DistributedTrainer:
                                "(which sets PL_MASTER_ADDR)")
         self.sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
         self.seed, self.give_up_after_s = int(seed), float(give_up_after_s)
+        if wire_dtype not in ("float32", "bfloat16", "fp32", "bf16"):
+            raise ValueError(f"wire_dtype: {wire_dtype!r} is not float32 or bfloat16")
+        self.wire_dtype = wire_dtype
         self.log_every_s, self.progress = log_every_s, progress
         # A path that cannot be written fails now, not after the whole job.
         self.save = os.fspath(save) if save is not None else None
@@ -164,7 +170,7 @@ class DistributedTrainer:
         self._log(f"registered as trainer {reg['trainer_id']} with the master at {self.master} "
                   f"({reg['num_pservers']} pservers, lease {reg['lease_ms']} ms)")
         params = _C.ParameterClient(self.model._cpp, master, reg["num_pservers"], self.spec, self.seed,
-                                    self.sync, self.give_up_after_s)
+                                    self.sync, self.give_up_after_s, wire_dtype=self.wire_dtype)
         params.set_trainer_id(master.trainer_id)
         params.connect()
         self._log(f"connected to {reg['num_pservers']} pservers; optimizer {self.spec!r}"

@@ -213,7 +213,7 @@ class PyParameterClient {
  public:
   PyParameterClient(std::shared_ptr<Module> module, std::shared_ptr<PyMasterClient> master,
                     int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
-                    double give_up_after_s, bool shared_memory, bool defer_apply)
+                    double give_up_after_s, bool shared_memory, bool defer_apply, const std::string& wire_dtype)
       : module_(std::move(module)), master_(std::move(master)) {
     if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
     ParameterClientOptions o;
@@ -224,6 +224,9 @@ class PyParameterClient {
     o.give_up_after = absl::Seconds(give_up_after_s);
     o.shared_memory = shared_memory;
     o.defer_apply = defer_apply;
+    StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
+    if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
+    o.wire_dtype = *wire;
     MasterClient* mc = &master_->client();
     auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
       return mc->PserverAddresses(num_pservers);
@@ -317,9 +320,10 @@ void RegisterDistributed(py::module_& m) {
 
   py::class_<PyParameterClient>(m, "ParameterClient")
       .def(py::init<std::shared_ptr<Module>, std::shared_ptr<PyMasterClient>, int, const OptimizerSpec&,
-                    uint64_t, bool, double, bool, bool>(),
+                    uint64_t, bool, double, bool, bool, const std::string&>(),
            "module"_a, "master"_a, "num_pservers"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
-           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "defer_apply"_a = false)
+           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "defer_apply"_a = false,
+           "wire_dtype"_a = "float32")
       .def("connect", &PyParameterClient::Connect)
       .def("pull", &PyParameterClient::Pull, "sparse_ids"_a)
       .def("push", &PyParameterClient::Push, "num_samples"_a)

@@ -56,7 +56,8 @@ const std::vector<Binary>& Binaries() {
         {"seed", "uint64, default 1"},             {"shm", "bool, default true"},
         {"sync", "bool, default false, env PL_SYNC"}, {"test_data", "string, default \"\""},
         {"test_limit", "int64, default 0"},        {"threads", "int32, default 0"},
-        {"train_limit", "int64, default 0"},       {"weight_decay", "double, default 0"}}},
+        {"train_limit", "int64, default 0"},       {"weight_decay", "double, default 0"},
+        {"wire_dtype", "string, default \"float32\""}}},
       {"pl-pserver", false, {"--shm=maybe"}, "--shm",
        {{"advertise_host", "string, default \"\", env PL_ADVERTISE_HOST"},
         {"checkpoint_dir", "string, default \"\", env PL_CHECKPOINT_DIR"},
@@ -162,7 +163,8 @@ const std::vector<Binary>& Binaries() {
         {"rates_mbit", "list, default \"10000,1000\""},
         {"reps", "int32, default 0"},
         {"samples", "int64, default 0"},
-        {"trainers", "list, default \"\""}}},
+        {"trainers", "list, default \"\""},
+        {"wire_dtype", "string, default \"float32\""}}},
   };
   return *binaries;
 }

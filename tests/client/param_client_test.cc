@@ -141,3 +141,54 @@ TEST_F(TwoPservers, AnUnreachablePserverIsAnErrorNamingItAfterTheRetries) {
 
 }  // namespace
 }  // namespace pl
+
+namespace pl {
+namespace {
+
+// --wire_dtype bfloat16 over gRPC: pulls are the pservers' values rounded, in half the
+// bytes; a gradient that bfloat16 cannot hold (1 + 2^-9 rounds to 1) still arrives in
+// full over many pushes, through error feedback.
+TEST_F(TwoPservers, BfloatWireHalvesTheBytesAndItsPushesLoseNothingOverTime) {
+  auto make = [this](Module* m, WireDtype wire) {
+    ParameterClientOptions o;
+    o.num_pservers = 2;
+    o.optimizer.kind = OptimizerKind::kSGD;
+    o.optimizer.learning_rate = 0.01f;
+    o.seed = 9;
+    o.shared_memory = false;  // as between hosts
+    o.wire_dtype = wire;
+    return std::make_unique<ParameterClient>(m, o,
+                                             [this]() -> StatusOr<std::vector<std::string>> { return addresses_; });
+  };
+  DenseModel exact, rounded;
+  auto c32 = make(&exact, WireDtype::kFloat32);
+  auto c16 = make(&rounded, WireDtype::kBfloat16);
+  ASSERT_TRUE(c32->Connect().ok());
+  ASSERT_TRUE(c16->Connect().ok());
+  ASSERT_TRUE(c32->Pull({}).ok());
+  ASSERT_TRUE(c16->Pull({}).ok());
+  const float* w32 = exact.fc->weight().value().f32();
+  const float* w16 = rounded.fc->weight().value().f32();
+  for (int i = 0; i < 12; ++i) {
+    uint16_t h;
+    float expect;
+    EncodeBf16(w32 + i, 1, &h);
+    DecodeBf16(&h, 1, &expect);
+    EXPECT_EQ(w16[i], expect) << i;
+  }
+  EXPECT_EQ(c16->counters().bytes_pulled * 2, c32->counters().bytes_pulled);
+
+  const float w0 = w32[0];
+  const float g = 1.0f + 1.0f / 512;
+  for (int k = 0; k < 100; ++k) {
+    rounded.fc->weight().MutableGrad().f32()[0] = g;
+    ASSERT_TRUE(c16->Push(1).ok());
+  }
+  EXPECT_EQ(c16->counters().bytes_pushed, 100 * (12 + 3) * 2);
+  ASSERT_TRUE(c32->Pull({}).ok());
+  // Without feedback the pservers would have applied 100 x 1.0: off by 0.01 x 0.195.
+  EXPECT_NEAR(w32[0], w0 - 0.01f * 100 * g, 0.01f * (1.0f / 128));
+}
+
+}  // namespace
+}  // namespace pl

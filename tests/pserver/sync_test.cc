@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "paddle_like/dist/bf16.h"
 #include "pserver/sync_barrier.h"
 #include "tests/pserver/pserver_test_util.h"
 
@@ -45,6 +46,26 @@ TEST_F(SyncShard, TwoLiveTrainersAreAveragedAndAppliedOnce) {
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 1);
   EXPECT_THAT(PullBlock(shard_, "p", 0), ::testing::ElementsAre(0.0f, -1.0f));
+}
+
+// A pull asking for bfloat16 gets the finished step's values rounded, in half the bytes.
+TEST_F(SyncShard, ABfloat16PullSendsTheStepsValuesRounded) {
+  shard_.SetLiveTrainers({1});
+  ASSERT_TRUE(Push(1, 0, {0.002f, -1.0f}).ok());  // p = {1 - 0.001, 1 + 0.5}
+  proto::PullRequest req;
+  proto::DenseBlock* b = req.add_dense();
+  b->set_param("p");
+  b->set_block(0);
+  req.set_bf16(true);
+  req.set_min_version(1);
+  proto::PullResponse resp;
+  ASSERT_TRUE(shard_.Pull(req, absl::InfiniteFuture(), &resp).ok());
+  ASSERT_EQ(resp.dense(0).bf16_values().size(), 4u);
+  EXPECT_TRUE(resp.dense(0).values().empty());
+  float got[2];
+  DecodeBf16(resp.dense(0).bf16_values().data(), 2, got);
+  EXPECT_EQ(got[0], 1.0f);  // 0.999 is within half a bfloat16 ulp (2^-8) of 1
+  EXPECT_EQ(got[1], 1.5f);
 }
 
 TEST_F(SyncShard, ARetriedPushCountsOnce) {
