@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--test", help="test records (.plrec): final accuracy")
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--batch_size", type=int, default=64)
+    ap.add_argument("--wire_dtype", default="float32", help="float32 or bfloat16 (dense keys over gRPC)")
+    ap.add_argument("--no_shared_memory", action="store_true",
+                    help="gRPC even to pservers on this host (as between machines)")
     args = ap.parse_args()
 
     name = f"trainer-{os.environ.get('PL_TRAINER_RANK', '0')}"
@@ -41,7 +44,8 @@ def main():
     master = pl.distributed.MasterClient(os.environ["PL_MASTER_ADDR"], name)
     reg = master.register()
     kv = pl.kv.KVWorker([("w", (784, 10)), ("b", (10,))], optimizer="sgd", lr=args.lr,
-                        num_pservers=reg["num_pservers"])
+                        num_pservers=reg["num_pservers"], wire_dtype=args.wire_dtype,
+                        shared_memory=not args.no_shared_memory)
     kv.connect()
     values = kv.wait(kv.pull(["w", "b"]))
     steps = [0]

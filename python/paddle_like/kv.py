@@ -16,6 +16,8 @@ initializer ``(kind, scale)`` with kind zeros, constant, uniform or normal. Name
 the pservers' parameter names: a ``Module`` trained through ``paddle_like.distributed``
 shares keys of the same names (declared alike). Pushes and pulls retry across pserver
 restarts and failovers like the trainers' (C++: paddle_like/client/kv_worker.h).
+``wire_dtype="bfloat16"`` sends dense keys over gRPC in half the bytes (with error
+feedback on gradients), as ``pl-trainer --wire_dtype`` does.
 """
 
 import os
@@ -28,7 +30,7 @@ __all__ = ["KVWorker"]
 
 class KVWorker:
     def __init__(self, keys, optimizer="sgd", lr=None, num_pservers=1, master=None, seed=1, sync=None,
-                 give_up_after_s=300.0, shared_memory=True):
+                 give_up_after_s=300.0, shared_memory=True, wire_dtype="float32"):
         master = master or os.environ.get("PL_MASTER_ADDR", "")
         if not master:
             raise RuntimeError("no master address: pass master='host:port' or run under pl-launch "
@@ -41,7 +43,7 @@ class KVWorker:
             spec = make_spec(optimizer, 0.01 if lr is None else lr)
         sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
         self._kv = _C.KVWorker(master, int(num_pservers), [tuple(k) for k in keys], spec, int(seed), sync,
-                               float(give_up_after_s), bool(shared_memory))
+                               float(give_up_after_s), bool(shared_memory), str(wire_dtype))
 
     def connect(self):
         """Finds the pservers through the master and creates the keys there (the first

@@ -61,7 +61,8 @@ KeySpec ParseKey(const py::tuple& t) {
 class PyKVWorker {
  public:
   PyKVWorker(const std::string& master, int num_pservers, const std::vector<py::tuple>& keys,
-             const OptimizerSpec& spec, uint64_t seed, bool sync, double give_up_after_s, bool shared_memory)
+             const OptimizerSpec& spec, uint64_t seed, bool sync, double give_up_after_s, bool shared_memory,
+             const std::string& wire_dtype)
       : master_(std::make_shared<MasterClient>(master, "kv-worker", absl::Seconds(give_up_after_s))) {
     if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
     std::vector<KeySpec> specs;
@@ -73,6 +74,9 @@ class PyKVWorker {
     o.sync = sync;
     o.give_up_after = absl::Seconds(give_up_after_s);
     o.shared_memory = shared_memory;
+    StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
+    if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
+    o.wire_dtype = *wire;
     std::shared_ptr<MasterClient> mc = master_;
     worker_ = std::make_unique<KVWorker>(
         std::move(specs), o,
@@ -204,9 +208,9 @@ class PyKVWorker {
 void RegisterKVWorker(py::module_& m) {
   py::class_<PyKVWorker>(m, "KVWorker")
       .def(py::init<const std::string&, int, const std::vector<py::tuple>&, const OptimizerSpec&, uint64_t, bool,
-                    double, bool>(),
+                    double, bool, const std::string&>(),
            "master"_a, "num_pservers"_a, "keys"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
-           "give_up_after_s"_a = 300.0, "shared_memory"_a = true)
+           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "wire_dtype"_a = "float32")
       .def("connect", &PyKVWorker::Connect, "Finds the pservers and creates the keys there.")
       .def("push", &PyKVWorker::Push, "gradients"_a, "num_samples"_a = 1,
            "Queues a push of {name: array} / {name: (ids, rows)}; returns a handle.")

@@ -158,6 +158,7 @@ const std::vector<Binary>& Binaries() {
        {{"bin_dir", "string, default \"\""},
         {"csv", "string, default \"\""},
         {"data", "string, default \"\""},
+        {"pipeline", "bool, default false"},
         {"pservers", "list, default \"\""},
         {"quick", "bool, default false"},
         {"rates_mbit", "list, default \"10000,1000\""},
