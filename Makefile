@@ -13,7 +13,7 @@ FASHION    ?= /usr/share/datasets/fashion-mnist
 export CCACHE_BASEDIR := $(CURDIR)
 
 DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config git \
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev \
   libeigen3-dev zlib1g-dev libopenblas-dev pybind11-dev python3-dev python3-numpy \
   python3-pytest python3-pip python3-venv libgtest-dev libgmock-dev libbenchmark-dev \
   python3-kubernetes yamllint dataset-fashion-mnist iproute2 python3-matplotlib prometheus-cpp-dev chromium

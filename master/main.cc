@@ -32,6 +32,7 @@
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/metrics/ticker.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls_flags.h"
 #include "paddle_like/store/local_dir_store.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
@@ -66,9 +67,10 @@ int main(int argc, char** argv) {
       "--state_dir DIR --data DIR_OR_FILE [--port 0] [--port_file PATH] [flags]",
       "The master of one training job: cuts the data into tasks, leases them to trainers,\n"
       "tracks the pservers and trainers, and keeps its state in --state_dir. Runs until SIGTERM.",
-      {{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}}};
+      pl::rpc::WithTlsEnv({{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}})};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("master");
+  pl::rpc::ConfigureTransportOrExit(program);
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),

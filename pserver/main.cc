@@ -25,6 +25,7 @@
 #include "paddle_like/metrics/pserver_sampler.h"
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls_flags.h"
 #include "pserver/checkpoint.h"
 #include "paddle_like/core/log.h"
 #include "pserver/membership_watcher.h"
@@ -117,7 +118,7 @@ pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::P
 }
 
 int Run(int argc, char** argv) {
-  const pl::cli::Program program = {
+  pl::cli::Program program = {
       "pl-pserver",
       "--index I --num_pservers P [--master HOST:PORT] [--port_file PATH] [--checkpoint_dir DIR] [flags]",
       "One parameter server: serves its shard of the parameters, registers with the master,\n"
@@ -127,6 +128,7 @@ int Run(int argc, char** argv) {
        {"master", "PL_MASTER_ADDR"},
        {"checkpoint_dir", "PL_CHECKPOINT_DIR"},
        {"advertise_host", "PL_ADVERTISE_HOST"}}};
+  program.env = pl::rpc::WithTlsEnv(program.env);
   pl::cli::ParseOrExit(program, argc, argv);
   const int index = absl::GetFlag(FLAGS_index);
   const int num_pservers = absl::GetFlag(FLAGS_num_pservers);
@@ -155,6 +157,7 @@ int Run(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
   pl::log::SetProcessName(absl::StrCat("pserver-", index));
+  pl::rpc::ConfigureTransportOrExit(program);
   // --logdir, --metrics_port: a bad one ends the process here, before it serves.
   auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "pserver", std::to_string(index), host);
 

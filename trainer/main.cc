@@ -19,6 +19,7 @@
 #include "paddle_like/metrics/trainer_telemetry.h"
 #include "paddle_like/nn/module_file.h"
 #include "paddle_like/optim/update_rules.h"
+#include "paddle_like/rpc/tls_flags.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
 #include "trainer/local_trainer.h"
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
       "--model mlp|cnn|ctr --data DIR [flags]   (distributed: --master HOST:PORT [flags])",
       "Trains a built-in example model: in this process, or, given a master address, as one\n"
       "trainer of a distributed job (tasks from the master, parameters on the pservers).",
-      pl::metrics::WithTelemetryEnv({{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}})};
+      pl::rpc::WithTlsEnv(pl::metrics::WithTelemetryEnv(
+          {{"master", "PL_MASTER_ADDR"}, {"sync", "PL_SYNC"}, {"rank", "PL_TRAINER_RANK"}}))};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
                                  pl::cli::CheckAtLeast<int64_t>("batch_size", absl::GetFlag(FLAGS_batch_size), 1),
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);
+    pl::rpc::ConfigureTransportOrExit(program);
     // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
     auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
     pl::metrics::TrainerTelemetry observer(telemetry.get());

@@ -1,6 +1,8 @@
 #include "paddle_like/rpc/rpc.h"
 
 #include "absl/strings/numbers.h"
+#include "paddle_like/rpc/certificates.h"
+#include "paddle_like/rpc/tls.h"
 
 namespace pl::rpc {
 
@@ -19,7 +21,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a sync barrier's wait sends no data
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (TransportIsSecure()) args.SetSslTargetNameOverride(kJobServerName);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout, bool wait_for_ready) {
@@ -34,7 +37,7 @@ StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options
                                                     const std::vector<grpc::Service*>& services,
                                                     int* bound_port) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), bound_port);
+  builder.AddListeningPort(options.address, ServerCredentials(), bound_port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Accept the clients' keepalive pings (MakeChannel) however long a call sends no data;

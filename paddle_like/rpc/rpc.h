@@ -1,6 +1,6 @@
 // The one place where gRPC servers, channels and call contexts are made, so that
-// message-size limits, deadlines, the protocol-version check (and TLS/auth when added)
-// are set once for the whole system.
+// message-size limits, deadlines, the protocol-version check and transport security
+// (tls.h: mutual TLS once configured) are set once for the whole system.
 //
 // Every client call carries the metadata `pl-protocol-version`; every server handler
 // starts with CheckProtocol(context), which refuses a missing or different version
@@ -35,7 +35,8 @@ struct ChannelOptions {
   int max_message_bytes = kDefaultMaxMessageBytes;
 };
 
-// An insecure channel to "host:port" with the system's limits.
+// A channel to "host:port" with the system's limits and the process's transport
+// security (tls.h).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options = {});
 

@@ -41,6 +41,7 @@ def main():
 
     name = f"trainer-{os.environ.get('PL_TRAINER_RANK', '0')}"
     pl.log.set_process_name(name)
+    pl.log.info(f"transport: {pl.distributed.configure_transport()}")  # PL_TLS_DIR from pl-launch
     master = pl.distributed.MasterClient(os.environ["PL_MASTER_ADDR"], name)
     reg = master.register()
     kv = pl.kv.KVWorker([("w", (784, 10)), ("b", (10,))], optimizer="sgd", lr=args.lr,

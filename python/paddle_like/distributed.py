@@ -6,6 +6,7 @@ script that runs unchanged under ``pl-launch`` / ``python -m paddle_like.launch`
     PL_TRAINER_RANK  this trainer's rank (for its name in logs)
     PL_SYNC          "1": synchronous updates (the pservers average each step)
     PL_LOGDIR        TensorBoard event files go to PL_LOGDIR/<trainer name>/ (optional)
+    PL_TLS_DIR       this trainer's certificate directory for mutual TLS (pl-launch sets it)
 
 and then, like the C++ trainer (trainer/dist_trainer.h): registers with the master
 (a heartbeat thread renews its lease), leases tasks (groups of record chunks), decodes
@@ -39,7 +40,16 @@ from .optim import Optimizer, spec as make_spec
 from .tensorboard import SummaryWriter
 from .utils import ProgressBar
 
-__all__ = ["is_available", "DistResult", "DistributedTrainer", "train", "MasterClient"]
+__all__ = ["is_available", "DistResult", "DistributedTrainer", "train", "MasterClient", "configure_transport"]
+
+
+def configure_transport(tls_dir=None):
+    """Mutual TLS for this process's channels to the job (pl-launch gives each trainer
+    its certificate directory in PL_TLS_DIR: tls.crt, tls.key, ca.crt); None reads
+    PL_TLS_DIR, "" is insecure. Returns "mutual TLS (DIR)" or "insecure"."""
+    if tls_dir is None:
+        tls_dir = os.environ.get("PL_TLS_DIR", "")
+    return _C.configure_transport(os.fspath(tls_dir))
 
 # The master's client for scripts with a task loop of their own (python/examples/
 # kv_softmax.py): register(), run_task_loop(train_task), leave().
@@ -165,6 +175,7 @@ class DistributedTrainer:
     def _run(self):
         start = time.monotonic()
         result = DistResult()
+        self._log(f"transport: {configure_transport()}")
         master = _C.MasterClient(self.master, self.name, self.give_up_after_s)
         reg = master.register()
         self._log(f"registered as trainer {reg['trainer_id']} with the master at {self.master} "

@@ -42,6 +42,8 @@ class KVWorker:
         else:
             spec = make_spec(optimizer, 0.01 if lr is None else lr)
         sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
+        from .distributed import configure_transport
+        configure_transport()  # PL_TLS_DIR, as pl-launch sets it for trainers
         self._kv = _C.KVWorker(master, int(num_pservers), [tuple(k) for k in keys], spec, int(seed), sync,
                                float(give_up_after_s), bool(shared_memory), str(wire_dtype))
 

@@ -31,6 +31,7 @@
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
 #include "paddle_like/client/param_client.h"
+#include "paddle_like/rpc/tls.h"
 
 namespace pl::python {
 namespace {
@@ -278,6 +279,19 @@ py::dict TrafficCountersToDict(const TrafficCounters& c) {
 }
 
 void RegisterDistributed(py::module_& m) {
+  m.def(
+      "configure_transport",
+      [](const std::string& tls_dir) {
+        if (tls_dir.empty()) {
+          rpc::UseInsecureTransport();
+        } else {
+          ThrowIfError(rpc::ConfigureTransportSecurity(tls_dir));
+        }
+        return rpc::TransportDescription();
+      },
+      "tls_dir"_a,
+      "Mutual TLS for every channel this process makes from now on, with DIR/{tls.crt, tls.key, ca.crt} "
+      "(empty: insecure); returns 'mutual TLS (DIR)' or 'insecure'.");
   m.def("install_stop_handlers", &InstallStopHandlers,
         "SIGTERM/SIGINT set the stop flag (instead of Python's handlers) until restore_stop_handlers().");
   m.def("restore_stop_handlers", &RestoreStopHandlers);

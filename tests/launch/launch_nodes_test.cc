@@ -39,7 +39,7 @@ void ExpectInvalid(const std::vector<std::string>& extra, const std::string& fra
 TEST(LaunchNodeOptionsTest, ParsesTheNodeFlags) {
   absl::FlagSaver saver;
   auto o = ParseLaunchFlags(Args({"--nnodes", "3", "--node_rank=2", "--master_addr", "node0.example:7000",
-                                  "--node_addr", "10.1.2.3", "--master_wait_s", "2.5"}));
+                                  "--node_addr", "10.1.2.3", "--master_wait_s", "2.5", "--tls_ca", "/ca"}));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->num_nodes, 3);
   EXPECT_EQ(o->node_rank, 2);
@@ -48,9 +48,19 @@ TEST(LaunchNodeOptionsTest, ParsesTheNodeFlags) {
   EXPECT_DOUBLE_EQ(o->master_wait_s, 2.5);
 }
 
+// Each node would make a CA of its own, and no node would trust another's processes.
+TEST(LaunchNodeOptionsTest, SeveralMachinesNeedTheJobsCaOrInsecure) {
+  ExpectInvalid({"--nnodes", "2", "--master_addr", "h:1"}, "--tls_ca DIR");
+  absl::FlagSaver saver;
+  auto o = ParseLaunchFlags(Args({"--nnodes", "2", "--master_addr", "h:1", "--tls_ca", "/job/ca"}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->tls_ca, "/job/ca");
+  EXPECT_FALSE(o->insecure);
+}
+
 TEST(LaunchNodeOptionsTest, OneMachineByDefault) {
   absl::FlagSaver saver;
-  ASSERT_TRUE(ParseLaunchFlags(Args({"--nnodes", "2", "--node_rank", "1", "--master_addr", "h:1"})).ok());
+  ASSERT_TRUE(ParseLaunchFlags(Args({"--nnodes", "2", "--node_rank", "1", "--master_addr", "h:1", "--insecure"})).ok());
   auto o = ParseLaunchFlags(Args({}));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->num_nodes, 1);

@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls.h"
 #include "proto/master.grpc.pb.h"
 #include "tests/dist/cluster.h"
 #include "tests/dist/mlp_job_test.h"
@@ -43,10 +45,19 @@ class NodeBed {
       PL_ASSIGN_OR_RETURN(nb->bin_[name], testing::BinaryPath(name));
     }
     PL_ASSIGN_OR_RETURN(nb->bed_, TestBed::Create(hosts));
+    // One CA for the job, handed to every node (--tls_ca): their processes talk mutual
+    // TLS across the bed's hosts.
+    PL_RETURN_IF_ERROR(rpc::EnsureJobCa(nb->dir_ + "/job-tls", "netbed job"));
+    // The test reads the master's JobStatus: as one of the job's processes.
+    PL_RETURN_IF_ERROR(rpc::IssueCertificate(nb->dir_ + "/job-tls", "observer"));
+    PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(nb->dir_ + "/job-tls/observer"));
     nb->master_addr_ = absl::StrCat(nb->bed_->host(0).address(), ":", kMasterPort);
     return nb;
   }
-  ~NodeBed() { nodes_.clear(); }  // before the bed: its processes first
+  ~NodeBed() {
+    nodes_.clear();  // before the bed: its processes first
+    rpc::UseInsecureTransport();
+  }
 
   TestBed& bed() { return *bed_; }
   const std::string& master_addr() const { return master_addr_; }
@@ -69,7 +80,7 @@ class NodeBed {
     std::vector<std::string> argv = {bin_["pl-launch"], "--nnodes", std::to_string(nnodes), "--node_rank",
                                      std::to_string(rank), "--master_addr", master_addr_, "--pservers", "1",
                                      "--trainers", "1", "--workdir", absl::StrCat(dir_, "/work-", rank),
-                                     "--progress_every_s", "2"};
+                                     "--progress_every_s", "2", "--tls_ca", dir_ + "/job-tls/ca"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     argv.insert(argv.end(), trainer.begin(), trainer.end());
@@ -194,6 +205,8 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
     if (!saw_done && stub->JobStatus(ctx.get(), proto::JobStatusRequest(), &st).ok()) {
       last = st;
       saw_done = st.job_done();
+    } else if (!saw_done) {
+      stub = proto::Master::NewStub(rpc::MakeChannel(nodes_->master_addr()));  // as pl-launch's WaitForMaster
     }
     std::this_thread::sleep_for(milliseconds(250));
   }

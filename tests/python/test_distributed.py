@@ -219,3 +219,37 @@ def test_key_value_api_refuses_bad_keys_by_name(launcher):
         kv.connect()
     with pytest.raises(ValueError, match="'fp8': known are float32 and bfloat16"):
         pl.kv.KVWorker([("w", (3,))], master="127.0.0.1:1", wire_dtype="fp8")
+
+
+def test_a_launched_job_answers_only_its_own_processes(launcher, subset, tmp_path):
+    """pl-launch runs the job on mutual TLS by default: the master answers a client with
+    a certificate of the job's CA, and not one without."""
+    work = tmp_path / "job"
+    sleeper = tmp_path / "sleeper.py"  # a trainer that holds the job open
+    sleeper.write_text("import time\ntime.sleep(60)\n")
+    proc = _start(["--pservers", "1", "--trainers", "1", "--data", str(subset / "train.plrec"), str(sleeper)],
+                  tmp_path)
+    port_file = work / "ports" / "master.port"
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert port_file.exists(), "the master never wrote its port"
+        address = f"127.0.0.1:{port_file.read_text().strip()}"
+        assert pl.distributed.configure_transport("") == "insecure"
+        stranger = pl._C.MasterClient(address, "stranger", 2.0)
+        with pytest.raises(RuntimeError):
+            stranger.job_status()
+        assert pl.distributed.configure_transport(str(work / "tls" / "launch")).startswith("mutual TLS")
+        member = pl._C.MasterClient(address, "member", 10.0)
+        status = member.job_status()
+    except RuntimeError as e:
+        _kill(proc)
+        raise AssertionError(f"{e}\n{proc.stdout.read()[-3000:]}")
+    finally:
+        pl.distributed.configure_transport("")
+        _kill(proc)
+    assert status["todo"] > 0
+    out = proc.stdout.read()
+    assert "master: transport: mutual TLS" in out, out[-3000:]
+    assert "pserver-0: transport: mutual TLS" in out, out[-3000:]

@@ -40,6 +40,11 @@ ABSL_FLAG(std::string, master_addr, "",
 ABSL_FLAG(std::string, node_addr, "",
           "with --nnodes > 1: the address this node's pservers advertise (empty: the local address of the "
           "interface that routes to the master's host)");
+ABSL_FLAG(bool, insecure, false,
+          "no transport security between the job's processes (debugging only; every process says so)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "the job's CA: a directory with ca.crt and ca.key, the same on every node (needed with --nnodes > 1 "
+          "unless --insecure; default: a new CA in WORKDIR/tls/ca)");
 ABSL_FLAG(double, master_wait_s, 60,
           "with --nnodes > 1: how long a node waits for the master to answer, at start and when it goes "
           "away mid-job (> 0)");
@@ -81,6 +86,11 @@ Status CheckNodeFlags(const cli::CommandLine& line, const LaunchOptions& o) {
   PL_RETURN_IF_ERROR(ParseHostPort("master_addr", o.master_addr).status());
   if (!(o.master_wait_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--master_wait_s: ", o.master_wait_s, " is not > 0"));
+  }
+  if (!o.insecure && o.tls_ca.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes ", o.num_nodes, ": every node needs the job's CA for mutual TLS: --tls_ca DIR (ca.crt and ca.key, "
+        "the same files on each node), or --insecure"));
   }
   return absl::OkStatus();
 }
@@ -136,6 +146,8 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.master_addr = absl::GetFlag(FLAGS_master_addr);
   o.node_addr = absl::GetFlag(FLAGS_node_addr);
   o.master_wait_s = absl::GetFlag(FLAGS_master_wait_s);
+  o.insecure = absl::GetFlag(FLAGS_insecure);
+  o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   o.trainer_command = line.command;
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("pservers", o.num_pservers, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("replicas", o.replicas, 1));

@@ -59,6 +59,11 @@ struct LaunchOptions {
   std::string master_addr;          // --master_addr HOST:PORT; required iff num_nodes > 1
   std::string node_addr;            // --node_addr; empty: the address routing to the master
   double master_wait_s = 60;        // --master_wait_s, > 0: master unreachable -> give up
+  // Mutual TLS between the job's processes (rpc/tls.h), on unless --insecure. The job's
+  // CA is made in WORKDIR/tls/ca, or taken from --tls_ca DIR (ca.crt and ca.key; the
+  // same files on every node of a job on several machines, which requires it).
+  bool insecure = false;            // --insecure
+  std::string tls_ca;               // --tls_ca
   std::vector<std::string> trainer_command;  // after "--", non-empty
 
   // --- set by the caller, not flags ---

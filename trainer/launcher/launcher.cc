@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls.h"
 #include "trainer/launcher/node_role.h"
 
 namespace pl {
@@ -83,6 +84,7 @@ Launcher::~Launcher() {
     if (fd >= 0) ::close(fd);
   }
   if (created_fifo_) ::unlink(options_.control_fifo.c_str());
+  if (configured_transport_) rpc::UseInsecureTransport();  // this process's channels were the job's
 }
 
 void Launcher::RequestStop(int signo) {
@@ -197,6 +199,8 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
   const std::vector<std::string> telemetry = TelemetryArgs("master");
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
+  const std::vector<std::string> tls = TlsArgs("master");
+  argv.insert(argv.end(), tls.begin(), tls.end());
   return argv;
 }
 
@@ -217,6 +221,8 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
   const std::vector<std::string> telemetry = TelemetryArgs(absl::StrCat("pserver-", index));
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
+  const std::vector<std::string> tls = TlsArgs(absl::StrCat("pserver-", index));
+  argv.insert(argv.end(), tls.begin(), tls.end());
   return argv;
 }
 
@@ -269,6 +275,9 @@ Status Launcher::StartTrainer(const std::string& why) {
                     {"PL_NUM_PSERVERS", std::to_string(total_pservers())},
                     {"PL_SYNC", options_.sync ? "1" : "0"}};
   for (auto& kv : TelemetryEnv(spec.name)) spec.child.env.push_back(std::move(kv));
+  // A trainer's command may be any program (a Python script): its certificate comes by
+  // the environment. Every trainer is "trainer".
+  spec.child.env.push_back({"PL_TLS_DIR", tls_root_.empty() ? "" : tls_root_ + "/trainer"});
   WatchTelemetry(spec.name);
   spec.restart = RestartPolicy::kNever;
   Status s = supervisor_->Start(spec);
@@ -295,6 +304,7 @@ Status Launcher::Run() {
   start_time_ = Clock::now();
   if (trainer_argv_.empty()) PL_RETURN_IF_ERROR(Validate());
   PL_RETURN_IF_ERROR(PrepareWorkdir());
+  PL_RETURN_IF_ERROR(PrepareTls());
   PL_RETURN_IF_ERROR(OpenControlFifo());
   supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s), ",
                                 options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",

@@ -129,6 +129,16 @@ class Launcher {
   // Prints "metrics: http://HOST:PORT/metrics (NAME)" and "status page: ..." once known.
   void AnnounceTelemetry();
 
+  // ---- transport security (launcher_tls.cc) ----
+  // Unless --insecure: the job's CA in WORKDIR/tls/ca (made, or copied from --tls_ca),
+  // a certificate for the master, this node's pservers, the trainers and this launcher,
+  // and this process's own channels on mutual TLS.
+  Status PrepareTls();
+  // "--tls_dir DIR" (or "--insecure") for `identity`'s command line.
+  std::vector<std::string> TlsArgs(const std::string& identity) const;
+  std::string tls_root_;          // WORKDIR/tls; empty: insecure
+  bool configured_transport_ = false;
+
   // ---- several machines (launcher_nodes.cc) ----
   bool multi_node() const { return options_.num_nodes > 1; }
   bool runs_master() const { return options_.node_rank == 0; }

@@ -1,6 +1,7 @@
 // The Launcher on one of several machines (--nnodes > 1): joining the job's master,
 // the address this node's pservers advertise, and how a node ends (see launcher.h).
 #include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/rpc.h"
 #include "trainer/launcher/launcher.h"
 #include "trainer/launcher/node_role.h"
 
@@ -43,6 +44,10 @@ Status Launcher::WaitForMaster() {
   while (!st.ok() && Clock::now() < deadline) {
     Step(milliseconds(200));  // signals and the control FIFO
     if (outcome_ == Outcome::kCancelled) return absl::CancelledError(cause_);
+    // A fresh channel each time: with TLS, a channel that dialled before the master
+    // listened was seen to stay unconnected long after it did (gRPC 1.51; a new channel
+    // connects at once).
+    master_ = proto::Master::NewStub(rpc::MakeChannel(options_.master_addr));
     st = QueryStatus();
   }
   if (!st.ok()) {
