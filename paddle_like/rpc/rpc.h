@@ -30,6 +30,8 @@ inline constexpr int kDefaultMaxMessageBytes = 256 << 20;
 // kKeepaliveTimeoutMs of it fails the calls with UNAVAILABLE (a dead host, a cut link).
 inline constexpr int kKeepalivePingEveryMs = 2000;
 inline constexpr int kKeepaliveTimeoutMs = 3000;
+// How long one connection attempt may take when it includes a TLS handshake (tls.h).
+inline constexpr int kTlsConnectTimeoutMs = 5000;
 
 struct ChannelOptions {
   int max_message_bytes = kDefaultMaxMessageBytes;
