@@ -91,6 +91,14 @@ def binary_contract():
             flags[name] |= set(absl_flags.findall(telemetry))
         if "WithTelemetryEnv(" in src:
             env[name] |= set(re.findall(r'"(PL_[A-Z0-9_]+)"', telemetry))
+    # --tls_dir, --insecure: defined once in tls_flags.cc for every main that includes
+    # it; PL_TLS_DIR applies where the main asks for it (WithTlsEnv).
+    tls = _source("paddle_like/rpc/tls_flags.cc")
+    for name, src in (("pl-master", master), ("pl-pserver", pserver), ("pl-trainer", trainer)):
+        if '"paddle_like/rpc/tls_flags.h"' in src:
+            flags[name] |= set(absl_flags.findall(tls))
+        if "WithTlsEnv(" in src:
+            env[name] |= set(re.findall(r'"(PL_[A-Z0-9_]+)"', tls))
     for name in flags:
         # A parser that finds nothing would make every later check vacuous.
         assert len(flags[name]) >= 5, f"parsed only {sorted(flags[name])} as the flags of {name}"
@@ -107,6 +115,7 @@ def test_source_parsing_finds_the_documented_flags():
     assert {"PL_MASTER_ADDR", "PL_SYNC", "PL_TRAINER_RANK", "PL_LOGDIR"} <= c["pl-trainer"]["env"]
     for name in ("pl-master", "pl-pserver", "pl-trainer"):
         assert {"logdir", "metrics_port"} <= c[name]["flags"], name
+        assert {"tls_dir", "insecure"} <= c[name]["flags"] and "PL_TLS_DIR" in c[name]["env"], name
 
 
 # ---------------------------------------------------------------- rendering

@@ -85,3 +85,24 @@ def test_the_jobs_grpc_ports_admit_only_the_jobs_pods(target):
                     f"k8s/{target} {m.where(workload)}: port {port} ({name}) is open outside the job")
             checked += 1
     assert checked >= 5, f"k8s/{target}: only {checked} ports checked"
+
+
+@pytest.mark.parametrize("target", m.TARGETS)
+def test_every_process_talks_mutual_tls_with_the_jobs_secret(target):
+    """PL_TLS_DIR in every container names where the job's Secret (tls.crt, tls.key,
+    ca.crt) is mounted read-only; not optional, so a Pod never starts without it."""
+    objs = m.objects(target)
+    seen = 0
+    for o, c in m.containers_of(objs):
+        env = {v["name"]: v.get("value") for v in c.get("env", [])}
+        assert "PL_TLS_DIR" in env, f"k8s/{target} {m.where(o, c)}: no PL_TLS_DIR (it would run insecure)"
+        volumes = {v["name"]: v for v in o["spec"]["template"]["spec"].get("volumes", [])}
+        mounts = [mt for mt in c.get("volumeMounts", []) if mt["mountPath"] == env["PL_TLS_DIR"]]
+        assert mounts, f"k8s/{target} {m.where(o, c)}: nothing is mounted at {env['PL_TLS_DIR']}"
+        assert mounts[0].get("readOnly"), f"k8s/{target} {m.where(o, c)}: mount the certificates read-only"
+        secret = volumes.get(mounts[0]["name"], {}).get("secret")
+        assert secret and secret["secretName"] == "pl-job-tls" and not secret.get("optional"), (
+            f"k8s/{target} {m.where(o, c)}: {env['PL_TLS_DIR']} is not the job's Secret pl-job-tls")
+        assert secret.get("defaultMode", 0o644) & 0o007 == 0, f"k8s/{target} {m.where(o, c)}: the key is world-readable"
+        seen += 1
+    assert seen >= 4, f"k8s/{target}: only {seen} containers"
