@@ -19,6 +19,7 @@
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/nn/nn.h"
+#include "paddle_like/rpc/tls.h"
 
 namespace {
 
@@ -48,6 +49,10 @@ int main() {
   const char* dim_env = std::getenv("BENCH_CATCHUP_DIM");
   const int64_t dim = dim_env != nullptr ? std::atoll(dim_env) : 7168;
   if (dim <= 0) return Fail("BENCH_CATCHUP_DIM must be a positive integer");
+  // The job's mutual TLS: pl-launch hands every trainer its certificates this way.
+  if (const char* tls = std::getenv("PL_TLS_DIR"); tls != nullptr && *tls != '\0') {
+    if (pl::Status s = pl::rpc::ConfigureTransportSecurity(tls); !s.ok()) return Fail(std::string(s.message()));
+  }
 
   OneLayer model(dim);
   model.InitParameters(1);
