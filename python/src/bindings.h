@@ -7,8 +7,13 @@
 
 #include <atomic>
 
+#include <cstdint>
+#include <string>
+
 namespace pl {
 struct TrafficCounters;
+struct ParameterClientOptions;
+struct OptimizerSpec;
 }  // namespace pl
 
 namespace pl::python {
@@ -26,6 +31,10 @@ void RegisterKVWorker(pybind11::module_& m);
 const std::atomic<bool>* StopFlag();
 // A pserver client's traffic counters as {name: count} (dist_bindings.cc).
 pybind11::dict TrafficCountersToDict(const TrafficCounters& counters);
+// The pserver client's options from a Python constructor's arguments; ValueError naming
+// a bad num_pservers or wire_dtype (dist_bindings.cc).
+ParameterClientOptions ClientOptions(int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
+                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype);
 
 }  // namespace pl::python
 

@@ -216,18 +216,9 @@ class PyParameterClient {
                     int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
                     double give_up_after_s, bool shared_memory, bool defer_apply, const std::string& wire_dtype)
       : module_(std::move(module)), master_(std::move(master)) {
-    if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
-    ParameterClientOptions o;
-    o.num_pservers = num_pservers;
-    o.optimizer = spec;
-    o.seed = seed;
-    o.sync = sync;
-    o.give_up_after = absl::Seconds(give_up_after_s);
-    o.shared_memory = shared_memory;
+    ParameterClientOptions o =
+        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype);
     o.defer_apply = defer_apply;
-    StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
-    if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
-    o.wire_dtype = *wire;
     MasterClient* mc = &master_->client();
     auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
       return mc->PserverAddresses(num_pservers);
@@ -264,6 +255,22 @@ class PyParameterClient {
 }  // namespace
 
 const std::atomic<bool>* StopFlag() { return &g_stop; }
+
+ParameterClientOptions ClientOptions(int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
+                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype) {
+  if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
+  StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
+  if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
+  ParameterClientOptions o;
+  o.num_pservers = num_pservers;
+  o.optimizer = spec;
+  o.seed = seed;
+  o.sync = sync;
+  o.give_up_after = absl::Seconds(give_up_after_s);
+  o.shared_memory = shared_memory;
+  o.wire_dtype = *wire;
+  return o;
+}
 
 py::dict TrafficCountersToDict(const TrafficCounters& c) {
   py::dict d;

@@ -64,19 +64,10 @@ class PyKVWorker {
              const OptimizerSpec& spec, uint64_t seed, bool sync, double give_up_after_s, bool shared_memory,
              const std::string& wire_dtype)
       : master_(std::make_shared<MasterClient>(master, "kv-worker", absl::Seconds(give_up_after_s))) {
-    if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
+    ParameterClientOptions o =
+        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype);
     std::vector<KeySpec> specs;
     for (const py::tuple& t : keys) specs.push_back(ParseKey(t));
-    ParameterClientOptions o;
-    o.num_pservers = num_pservers;
-    o.optimizer = spec;
-    o.seed = seed;
-    o.sync = sync;
-    o.give_up_after = absl::Seconds(give_up_after_s);
-    o.shared_memory = shared_memory;
-    StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
-    if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
-    o.wire_dtype = *wire;
     std::shared_ptr<MasterClient> mc = master_;
     worker_ = std::make_unique<KVWorker>(
         std::move(specs), o,
