@@ -2,7 +2,7 @@
 //
 //   pl-master --port 0 --port_file PATH --state_dir DIR --data DIR_OR_FILE --passes N
 //             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
-//             [--host 0.0.0.0] [--num_nodes N] [--logdir DIR] [--metrics_port P]
+//             [--host 127.0.0.1] [--num_nodes N] [--logdir DIR] [--metrics_port P]
 //             [--http_port P --http_port_file PATH]
 //
 // Environment fallbacks (used when the flag is absent, read here only): PL_MASTER_PORT,
@@ -35,7 +35,8 @@
 #include "paddle_like/rpc/tls_flags.h"
 #include "paddle_like/store/local_dir_store.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on (default: this host only; 0.0.0.0 for every interface, as other hosts need)");
 ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
 ABSL_FLAG(std::string, state_dir, "", "directory of the job's state (required); a job found there is resumed");
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
       pl::rpc::WithTlsEnv({{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}})};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("master");
-  pl::rpc::ConfigureTransportOrExit(program);
+  pl::rpc::ConfigureTransportOrExit(program, "master");
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -186,11 +187,13 @@ std::string Master::Summary() const {
 StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::RegisterTrainerRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
-  int64_t id = membership_.RegisterTrainer(req.name());
+  std::string token = rpc::NewTrainerToken();
+  int64_t id = membership_.RegisterTrainer(req.name(), rpc::TokenDigest(token));
   PL_RETURN_IF_ERROR(CommitLocked());
   Log(absl::StrCat("trainer ", id, " (", req.name(), ") registered"));
   proto::RegisterTrainerResponse resp;
   resp.set_trainer_id(id);
+  resp.set_token(std::move(token));
   resp.set_lease_ms(membership_.lease_ms());
   for (const proto::PserverInfo& p : membership_.pservers()) *resp.add_pservers() = p;
   resp.set_num_pservers(membership_.num_pservers());
@@ -351,23 +354,40 @@ grpc::Status Reply(StatusOr<Resp> result, Resp* out) {
 
 }  // namespace
 
-#define PL_MASTER_HANDLER(Name, Call)                                                      \
+Status Master::CheckTrainerToken(int64_t trainer_id, absl::string_view token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return membership_.CheckToken(trainer_id, token);
+}
+
+// A trainer's call about itself: from a trainer's certificate, carrying the token that
+// trainer_id's registration returned.
+grpc::Status MasterService::AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id,
+                                                 absl::string_view method) const {
+  grpc::Status s = rpc::Authorize(ctx, {rpc::kTrainers}, method);
+  if (!s.ok()) return s;
+  return rpc::ToGrpc(master_->CheckTrainerToken(trainer_id, rpc::CallerToken(ctx)));
+}
+
+// `authorized`: who may make the call (rpc/caller.h), an expression of ctx and req.
+#define PL_MASTER_HANDLER(Name, Call, authorized)                                            \
   grpc::Status MasterService::Name(grpc::ServerContext* ctx, const proto::Name##Request* req, \
                                    proto::Name##Response* resp) {                          \
-    grpc::Status proto_ok = rpc::CheckProtocol(ctx);                                        \
-    if (!proto_ok.ok()) return proto_ok;                                                    \
+    grpc::Status ok = rpc::CheckProtocol(ctx);                                              \
+    if (ok.ok()) ok = (authorized);                                                         \
+    if (!ok.ok()) return rpc::LogIfRefused(ctx, std::move(ok));                                       \
     return Reply(master_->Call(*req), resp);                                                \
   }
 
-PL_MASTER_HANDLER(RegisterTrainer, RegisterTrainer)
-PL_MASTER_HANDLER(RegisterPserver, RegisterPserver)
-PL_MASTER_HANDLER(Heartbeat, Heartbeat)
-PL_MASTER_HANDLER(GetTask, GetTask)
-PL_MASTER_HANDLER(TaskFinished, TaskFinished)
-PL_MASTER_HANDLER(TaskFailed, TaskFailed)
-PL_MASTER_HANDLER(Leave, Leave)
-PL_MASTER_HANDLER(Membership, GetMembership)
-PL_MASTER_HANDLER(JobStatus, JobStatus)
+PL_MASTER_HANDLER(RegisterTrainer, RegisterTrainer, rpc::Authorize(ctx, {rpc::kTrainers}, "RegisterTrainer"))
+PL_MASTER_HANDLER(RegisterPserver, RegisterPserver,
+                  rpc::Authorize(ctx, {rpc::PserverOf(req->index())}, absl::StrCat("RegisterPserver ", req->index())))
+PL_MASTER_HANDLER(Heartbeat, Heartbeat, AuthorizeTrainerCall(ctx, req->trainer_id(), "Heartbeat"))
+PL_MASTER_HANDLER(GetTask, GetTask, AuthorizeTrainerCall(ctx, req->trainer_id(), "GetTask"))
+PL_MASTER_HANDLER(TaskFinished, TaskFinished, AuthorizeTrainerCall(ctx, req->trainer_id(), "TaskFinished"))
+PL_MASTER_HANDLER(TaskFailed, TaskFailed, AuthorizeTrainerCall(ctx, req->trainer_id(), "TaskFailed"))
+PL_MASTER_HANDLER(Leave, Leave, AuthorizeTrainerCall(ctx, req->trainer_id(), "Leave"))
+PL_MASTER_HANDLER(Membership, GetMembership, rpc::AuthorizeJobProcess(ctx, "Membership"))
+PL_MASTER_HANDLER(JobStatus, JobStatus, rpc::AuthorizeJobProcess(ctx, "JobStatus"))
 
 #undef PL_MASTER_HANDLER
 

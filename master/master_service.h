@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include "absl/strings/string_view.h"
 #include <thread>
 #include <vector>
 
@@ -94,6 +95,10 @@ class Master {
   StatusOr<proto::MembershipResponse> GetMembership(const proto::MembershipRequest& req);
   StatusOr<proto::JobStatusResponse> JobStatus(const proto::JobStatusRequest& req);
 
+  // OK when `token` is what trainer_id's registration returned, or the id is unknown
+  // (Membership::CheckToken).
+  Status CheckTrainerToken(int64_t trainer_id, absl::string_view token) const;
+
   // Expires due leases now and stores the result (what the background thread does).
   Status ExpireNow();
   // The state as it would be stored (for tests and diagnostics).
@@ -129,7 +134,9 @@ class Master {
   std::thread expiry_thread_;
 };
 
-// The gRPC service: protocol check, then the Master.
+// The gRPC service: protocol check, the caller's rights (rpc/caller.h: RegisterPserver i
+// only from pserver-i; a trainer's calls only from trainers, with its token; Membership
+// and JobStatus from any of the job's processes), then the Master.
 class MasterService final : public proto::Master::Service {
  public:
   explicit MasterService(Master* master) : master_(master) {}
@@ -152,6 +159,8 @@ class MasterService final : public proto::Master::Service {
                          proto::JobStatusResponse* resp) override;
 
  private:
+  grpc::Status AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id, absl::string_view method) const;
+
   Master* const master_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/caller.h"
 
 namespace pl {
 namespace {
@@ -26,10 +27,24 @@ StatusOr<Membership> Membership::Create(const MembershipOptions& options, Clock 
   return Membership(options, std::move(now_ms));
 }
 
-int64_t Membership::RegisterTrainer(const std::string& name) {
+int64_t Membership::RegisterTrainer(const std::string& name, std::string token_digest) {
   int64_t id = next_trainer_id_++;
-  trainers_[id] = Trainer{name, now_ms_() + options_.lease_ms};
+  trainers_[id] = Trainer{name, now_ms_() + options_.lease_ms, std::move(token_digest)};
   return id;
+}
+
+Status Membership::CheckToken(int64_t trainer_id, absl::string_view token) const {
+  auto it = trainers_.find(trainer_id);
+  if (it == trainers_.end()) return absl::OkStatus();
+  if (it->second.token_digest.empty()) {
+    return absl::NotFoundError(absl::StrCat("trainer ", trainer_id, " holds no token (registered before tokens); register again"));
+  }
+  if (!rpc::TokenMatches(token, it->second.token_digest)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "trainer ", trainer_id, "'s calls must carry the token its registration returned; this call ",
+        token.empty() ? "carries none" : "carries another"));
+  }
+  return absl::OkStatus();
 }
 
 bool Membership::IsLive(int64_t trainer_id) const {
@@ -143,6 +158,7 @@ proto::MembershipState Membership::Serialize() const {
     r->set_id(id);
     r->set_name(t.name);
     r->set_lease_deadline_ms(t.deadline_ms);
+    r->set_token_digest(t.token_digest);
   }
   for (const auto& [index, p] : pservers_) *s.add_pservers() = p;
   s.set_pserver_lease_ms(options_.pserver_lease_ms);
@@ -166,7 +182,7 @@ StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Cl
     if (r.id() < 1 || r.id() >= m.next_trainer_id_) {
       return bad(absl::StrCat("trainer id ", r.id(), " outside [1, next id ", m.next_trainer_id_, ")"));
     }
-    if (!m.trainers_.emplace(r.id(), Trainer{r.name(), r.lease_deadline_ms()}).second) {
+    if (!m.trainers_.emplace(r.id(), Trainer{r.name(), r.lease_deadline_ms(), r.token_digest()}).second) {
       return bad(absl::StrCat("trainer ", r.id(), " listed twice"));
     }
   }

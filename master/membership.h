@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "master/shard_replicas.h"
@@ -41,8 +42,13 @@ class Membership {
   static StatusOr<Membership> Deserialize(const proto::MembershipState& state, Clock now_ms);
   proto::MembershipState Serialize() const;
 
-  // A new trainer id (1, 2, ...), leased for lease_ms from now.
-  int64_t RegisterTrainer(const std::string& name);
+  // A new trainer id (1, 2, ...), leased for lease_ms from now; `token_digest` is what
+  // the trainer's later calls must prove (CheckToken).
+  int64_t RegisterTrainer(const std::string& name, std::string token_digest = "");
+  // OK when the id is unknown (the call itself then says so) or `token` is the one its
+  // registration returned; PERMISSION_DENIED naming the id otherwise. A trainer
+  // restored from a state without a digest must register again (NOT_FOUND).
+  Status CheckToken(int64_t trainer_id, absl::string_view token) const;
   // Renews the trainer's lease; false when the id is unknown or its lease has run out
   // (it must register again).
   bool Heartbeat(int64_t trainer_id);
@@ -82,6 +88,7 @@ class Membership {
   struct Trainer {
     std::string name;
     int64_t deadline_ms = 0;
+    std::string token_digest;
   };
   Membership(MembershipOptions options, Clock now_ms)
       : options_(options), now_ms_(std::move(now_ms)), replicas_(options.pserver_lease_ms, now_ms_) {}

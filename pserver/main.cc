@@ -36,7 +36,8 @@
 ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
 ABSL_FLAG(int, num_pservers, 0, "pservers in the job (>= 1)");
 ABSL_FLAG(std::string, master, "", "master address host:port to register with; empty: no master");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on (default: this host only; 0.0.0.0 for every interface, as other hosts need)");
 ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)");
 ABSL_FLAG(std::string, advertise_host, "",
           "host registered with the master (empty: --host, or 127.0.0.1 when --host is 0.0.0.0 or ::)");
@@ -157,7 +158,7 @@ int Run(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
   pl::log::SetProcessName(absl::StrCat("pserver-", index));
-  pl::rpc::ConfigureTransportOrExit(program);
+  pl::rpc::ConfigureTransportOrExit(program, absl::StrCat("pserver-", index));
   // --logdir, --metrics_port: a bad one ends the process here, before it serves.
   auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "pserver", std::to_string(index), host);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/core/log.h"
 
@@ -42,6 +43,17 @@ absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
 }
 }  // namespace
 
+// Init and Push come from the job's trainers, or, as the primary's stream
+// (replica_seq > 0), from another process of this shard.
+grpc::Status PserverService::AuthorizeUpdate(const grpc::ServerContextBase* context, bool from_primary,
+                                             absl::string_view method) const {
+  if (from_primary) {
+    return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::PserverOf(shard_->index())},
+                                           absl::StrCat(method, " of the replication stream")));
+  }
+  return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, method));
+}
+
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
                                std::string restored_from, SharedRegionOptions shm)
     : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)), regions_(shm) {
@@ -52,6 +64,7 @@ PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer
 grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::InitRequest* request,
                                   proto::InitResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeUpdate(context, request->replica_seq() > 0, "Init"); !s.ok()) return s;
   if (request->replica_seq() > 0) {  // the primary's stream
     if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
     return rpc::ToGrpc(replicator_->OnInit(*request));
@@ -74,6 +87,13 @@ template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Refused before the body is parsed. Which of the two a push needs (a trainer, or
+  // this shard's primary streaming) is checked once the header says which it is.
+  if (grpc::Status s = rpc::Authorize(context, {rpc::kTrainers, rpc::PserverOf(shard_->index())}, "Push and Pull");
+      !s.ok()) {
+    reactor->Finish(rpc::LogIfRefused(context, std::move(s)));
+    return reactor;
+  }
   // gRPC keeps context, request and response until Finish. A parsed frame holds its
   // own references to the received slices, so a deferred push outlives the call.
   auto parsed = std::make_shared<Request>();
@@ -123,6 +143,7 @@ grpc::ServerUnaryReactor* PserverService::Push(grpc::CallbackServerContext* cont
 grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, const proto::PullRequest& request,
                                         PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Pull")); !s.ok()) return s;
   DataCall counted(&data_calls_);
   if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
   StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request.shm_region());
@@ -160,6 +181,7 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
 grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, PushFrame frame,
                                         proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeUpdate(&context, frame.header().replica_seq() > 0, "Push"); !s.ok()) return s;
   DataCall counted(&data_calls_);
   const bool write_back = frame.header().shm_write_back();
   if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
@@ -221,6 +243,7 @@ proto::StatsResponse PserverService::StatsNow() const {
 grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
                                    proto::StatsResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::AuthorizeJobProcess(context, "Stats")); !s.ok()) return s;
   *response = StatsNow();
   return grpc::Status::OK;
 }
@@ -228,6 +251,7 @@ grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::St
 grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
                                     proto::AttachResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Attach")); !s.ok()) return s;
   StatusOr<uint64_t> id = regions_.Attach(*request);
   if (!id.ok()) return rpc::ToGrpc(id.status());
   log::Info(absl::StrFormat("trainer %d attached %.1f MB of shared memory (region %d)",
@@ -244,6 +268,10 @@ void PserverService::SetRestoredFrom(const std::string& path) {
 grpc::Status PserverService::InstallSnapshot(grpc::ServerContext* context, const proto::SnapshotChunk* request,
                                              proto::SnapshotAck* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::PserverOf(shard_->index())}, "InstallSnapshot"));
+      !s.ok()) {
+    return s;
+  }
   if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
   StatusOr<int64_t> received = replicator_->OnSnapshotChunk(*request);
   if (!received.ok()) return rpc::ToGrpc(received.status());
@@ -273,6 +301,7 @@ StatusOr<std::string> PserverService::CheckpointNow() {
 grpc::Status PserverService::Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest*,
                                         proto::CheckpointResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::AuthorizeJobProcess(context, "Checkpoint")); !s.ok()) return s;
   StatusOr<std::string> path = CheckpointNow();
   if (!path.ok()) return rpc::ToGrpc(path.status());
   response->set_path(*path);

@@ -1,6 +1,10 @@
 // PserverService: the ParameterServer gRPC service (proto/pserver.proto) over one
 // ParameterShard, with the counters StatsResponse reports and on-demand checkpoints.
-// Every handler first checks the caller's protocol version (rpc::CheckProtocol).
+// Every handler first checks the caller's protocol version (rpc::CheckProtocol) and its
+// rights (rpc/caller.h): Init, Push, Pull and Attach only from the job's trainers (Init
+// and Push also from this shard's other replicas, as the primary's stream),
+// InstallSnapshot only from this shard's replicas, Stats and Checkpoint from any of the
+// job's processes.
 // Trainers on this host may attach a shared-memory region (Attach); their Push and
 // Pull then name blocks in it instead of carrying the floats (shared_regions.h).
 //
@@ -19,6 +23,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -79,6 +84,7 @@ class PserverService final : public PserverServiceBase {
   void DropIdleRegions() { regions_.DropIdle(); }
 
  private:
+  grpc::Status AuthorizeUpdate(const grpc::ServerContextBase* context, bool from_primary, absl::string_view method) const;
   // Parses `request` as a Request, runs handler(context, Request&, Response*) and
   // finishes the call with its status and serialised Response: on gRPC's thread when
   // the call cannot wait on other calls (async shard), else on a handler thread.

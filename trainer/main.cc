@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);
-    pl::rpc::ConfigureTransportOrExit(program);
+    pl::rpc::ConfigureTransportOrExit(program, "trainer");
     // --logdir, --metrics_port (or PL_LOGDIR, PL_METRICS_PORT from pl-launch).
     auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "trainer", rank_or_zero, "0.0.0.0");
     pl::metrics::TrainerTelemetry observer(telemetry.get());

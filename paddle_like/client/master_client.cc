@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -20,15 +21,27 @@ MasterClient::MasterClient(const std::string& address, std::string name, absl::D
 // and sleeping in RetryRpc left the new connection to gRPC's 5 s backup poller, so a
 // restarted master was reached 5-12 s late, after the trainers' leases had run out.
 namespace {
-std::unique_ptr<grpc::ClientContext> AttemptContext() {
+std::unique_ptr<grpc::ClientContext> AttemptContext(const std::string& token = "") {
   std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(kCallTimeout);
   ctx->set_wait_for_ready(true);
+  if (!token.empty()) ctx->AddMetadata(rpc::kTrainerTokenKey, token);
   return ctx;
 }
 }  // namespace
 
+int64_t MasterClient::trainer_id() const { return credential().trainer_id; }
+
+MasterClient::Credential MasterClient::credential() const {
+  std::lock_guard<std::mutex> lock(credential_mu_);
+  return credential_;
+}
+
 #define PL_MASTER_RPC(Method, req, resp)                                                     \
   RetryRpc([&] { return rpc::FromGrpc(stub_->Method(AttemptContext().get(), req, resp)); }, \
+           give_up_after_, stop_, "master " #Method)
+// A call about this trainer: its id and token from one credential `cred`.
+#define PL_TRAINER_RPC(Method, cred, req, resp)                                                        \
+  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(AttemptContext(cred.token).get(), req, resp)); }, \
            give_up_after_, stop_, "master " #Method)
 
 StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
@@ -36,52 +49,60 @@ StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
   req.set_name(name_);
   proto::RegisterTrainerResponse resp;
   PL_RETURN_IF_ERROR(PL_MASTER_RPC(RegisterTrainer, req, &resp));
-  trainer_id_ = resp.trainer_id();
+  {
+    std::lock_guard<std::mutex> lock(credential_mu_);
+    credential_ = Credential{resp.trainer_id(), resp.token()};
+  }
   if (resp.lease_ms() > 0) lease_ms_ = resp.lease_ms();
   return resp;
 }
 
 StatusOr<proto::GetTaskResponse> MasterClient::GetTask() {
+  Credential cred = credential();
   proto::GetTaskRequest req;
-  req.set_trainer_id(trainer_id_);
+  req.set_trainer_id(cred.trainer_id);
   proto::GetTaskResponse resp;
-  Status s = PL_MASTER_RPC(GetTask, req, &resp);
+  Status s = PL_TRAINER_RPC(GetTask, cred, req, &resp);
   if (absl::IsNotFound(s)) {  // the master dropped us (lease ran out): join again
     PL_RETURN_IF_ERROR(RegisterAgain(req.trainer_id()));
-    req.set_trainer_id(trainer_id_);
-    s = PL_MASTER_RPC(GetTask, req, &resp);
+    cred = credential();
+    req.set_trainer_id(cred.trainer_id);
+    s = PL_TRAINER_RPC(GetTask, cred, req, &resp);
   }
   PL_RETURN_IF_ERROR(s);
   return resp;
 }
 
 Status MasterClient::TaskFinished(const proto::Task& task, int64_t num_samples) {
+  const Credential cred = credential();
   proto::TaskFinishedRequest req;
-  req.set_trainer_id(trainer_id_);
+  req.set_trainer_id(cred.trainer_id);
   req.set_task_id(task.id());
   req.set_pass(task.pass());
   req.set_num_samples(num_samples);
   proto::TaskFinishedResponse resp;
-  return PL_MASTER_RPC(TaskFinished, req, &resp);
+  return PL_TRAINER_RPC(TaskFinished, cred, req, &resp);
 }
 
 Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned) {
+  const Credential cred = credential();
   proto::TaskFailedRequest req;
-  req.set_trainer_id(trainer_id_);
+  req.set_trainer_id(cred.trainer_id);
   req.set_task_id(task.id());
   req.set_pass(task.pass());
   req.set_reason(reason);
   req.set_returned(returned);
   proto::TaskFailedResponse resp;
-  return PL_MASTER_RPC(TaskFailed, req, &resp);
+  return PL_TRAINER_RPC(TaskFailed, cred, req, &resp);
 }
 
 Status MasterClient::Heartbeat(int64_t task_id) {
+  const Credential cred = credential();
   proto::HeartbeatRequest req;
-  req.set_trainer_id(trainer_id_);
+  req.set_trainer_id(cred.trainer_id);
   req.set_task_id(task_id);
   proto::HeartbeatResponse resp;
-  PL_RETURN_IF_ERROR(PL_MASTER_RPC(Heartbeat, req, &resp));
+  PL_RETURN_IF_ERROR(PL_TRAINER_RPC(Heartbeat, cred, req, &resp));
   if (!resp.known()) return RegisterAgain(req.trainer_id());
   return absl::OkStatus();
 }
@@ -90,16 +111,19 @@ Status MasterClient::RegisterAgain(int64_t forgotten_id) {
   // The heartbeat thread and the training loop both notice a forgotten id; only one of
   // them may register, or the loop leases a task under an id the other replaces at once.
   std::lock_guard<std::mutex> lock(register_mu_);
-  if (trainer_id_.load() != forgotten_id) return absl::OkStatus();  // the other one did
+  if (trainer_id() != forgotten_id) return absl::OkStatus();  // the other one did
   return Register().status();
 }
 
 Status MasterClient::Leave() {
+  const Credential cred = credential();
   proto::LeaveRequest req;
-  req.set_trainer_id(trainer_id_);
+  req.set_trainer_id(cred.trainer_id);
   proto::LeaveResponse resp;
   // Best effort and quick: the lease would expire anyway.
-  return rpc::FromGrpc(stub_->Leave(rpc::MakeContext(std::chrono::milliseconds(2000)).get(), req, &resp));
+  std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(std::chrono::milliseconds(2000));
+  ctx->AddMetadata(rpc::kTrainerTokenKey, cred.token);
+  return rpc::FromGrpc(stub_->Leave(ctx.get(), req, &resp));
 }
 
 StatusOr<proto::MembershipResponse> MasterClient::Membership() {
@@ -117,6 +141,7 @@ StatusOr<proto::JobStatusResponse> MasterClient::JobStatus() {
 }
 
 #undef PL_MASTER_RPC
+#undef PL_TRAINER_RPC
 
 StatusOr<std::vector<std::string>> MasterClient::PserverAddresses(int num_pservers) {
   PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, Membership());

@@ -30,7 +30,7 @@ class MasterClient {
 
   // Registers (again); remembers the trainer id and lease.
   StatusOr<proto::RegisterTrainerResponse> Register();
-  int64_t trainer_id() const { return trainer_id_.load(); }
+  int64_t trainer_id() const;
   int64_t lease_ms() const { return lease_ms_.load(); }
 
   StatusOr<proto::GetTaskResponse> GetTask();
@@ -55,10 +55,19 @@ class MasterClient {
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
  private:
+  // The trainer's id and the token bound to it (rpc/caller.h), taken together: a call
+  // made while another thread registers again carries a matching pair.
+  struct Credential {
+    int64_t trainer_id = 0;
+    std::string token;
+  };
+  Credential credential() const;
+
   std::unique_ptr<proto::Master::Stub> stub_;
   std::string name_;
   absl::Duration give_up_after_;
-  std::atomic<int64_t> trainer_id_{0};
+  mutable std::mutex credential_mu_;
+  Credential credential_;  // guarded by credential_mu_
   std::atomic<int64_t> lease_ms_{3000};
   const std::atomic<bool>* stop_ = nullptr;
   std::mutex register_mu_;  // serialises RegisterAgain

@@ -1,5 +1,6 @@
 #include "paddle_like/metrics/progress_board.h"
 
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl::metrics {
@@ -7,6 +8,7 @@ namespace pl::metrics {
 grpc::Status ProgressBoard::Report(grpc::ServerContext* context, const proto::ProgressReport* request,
                                    proto::ProgressReply*) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::Authorize(context, {rpc::kTrainers}, "Report"); !s.ok()) return s;
   if (request->trainer().empty() || request->trainer().size() > 128) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ProgressReport.trainer: 1 to 128 characters");
   }

@@ -75,6 +75,8 @@ void UseInsecureTransport() {
 
 bool TransportIsSecure() { return !Dir().empty(); }
 
+std::string TransportDirectory() { return Dir(); }
+
 std::string TransportDescription() {
   const std::string dir = Dir();
   return dir.empty() ? "insecure" : "mutual TLS (" + dir + ")";

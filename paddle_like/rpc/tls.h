@@ -33,6 +33,8 @@ void UseInsecureTransport();
 bool TransportIsSecure();
 // "mutual TLS (DIR)" or "insecure".
 std::string TransportDescription();
+// The configured directory; "" when insecure.
+std::string TransportDirectory();
 
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials();
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials();

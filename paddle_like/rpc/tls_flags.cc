@@ -2,6 +2,8 @@
 
 #include "absl/flags/flag.h"
 #include "paddle_like/core/log.h"
+#include "absl/strings/str_cat.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/tls.h"
 
 ABSL_FLAG(std::string, tls_dir, "",
@@ -18,7 +20,7 @@ std::vector<cli::EnvFallback> WithTlsEnv(std::vector<cli::EnvFallback> env) {
 std::string TlsDirFlag() { return absl::GetFlag(FLAGS_tls_dir); }
 bool InsecureFlag() { return absl::GetFlag(FLAGS_insecure); }
 
-void ConfigureTransportOrExit(const cli::Program& program) {
+void ConfigureTransportOrExit(const cli::Program& program, const std::string& identity) {
   const std::string dir = absl::GetFlag(FLAGS_tls_dir);
   if (absl::GetFlag(FLAGS_insecure)) {
     UseInsecureTransport();
@@ -34,7 +36,11 @@ void ConfigureTransportOrExit(const cli::Program& program) {
   if (Status s = ConfigureTransportSecurity(dir); !s.ok()) {
     cli::ExitWithUsageError(program, "--tls_dir: " + std::string(s.message()));
   }
-  log::Info("transport: " + TransportDescription());
+  if (Status s = identity.empty() ? Status() : CheckOwnIdentity(identity); !s.ok()) {
+    cli::ExitWithUsageError(program, "--tls_dir: " + std::string(s.message()));
+  }
+  StatusOr<std::string> own = OwnIdentity();
+  log::Info(absl::StrCat("transport: ", TransportDescription(), " as ", own.ok() ? *own : "?"));
 }
 
 }  // namespace pl::rpc

@@ -19,8 +19,10 @@ namespace pl::rpc {
 std::vector<cli::EnvFallback> WithTlsEnv(std::vector<cli::EnvFallback> env);
 
 // Configures the process's transport from the flags and logs which it is; a --tls_dir
-// whose files are missing or unreadable is "<program>: error: ..." with exit status 2.
-void ConfigureTransportOrExit(const cli::Program& program);
+// whose files are missing or unreadable, or whose certificate names another identity
+// than `identity` ("pserver-2"; "" accepts any), is "<program>: error: ..." with exit
+// status 2.
+void ConfigureTransportOrExit(const cli::Program& program, const std::string& identity = "");
 
 // What --tls_dir and --insecure say, for a launcher passing them on.
 std::string TlsDirFlag();

@@ -24,6 +24,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -236,12 +237,17 @@ def test_objects_decode_into_typed_models(target):
 # ---------------------------------------------------------------- container invocations
 
 def invocation(container):
-    """(binary, ["--flag=value", ...], shell script or None) that a container runs."""
+    """(binary, ["--flag=value", ...], shell script or None) that a container runs. A
+    script is `export NAME=value;` statements (none or more), then `exec BINARY FLAGS`."""
     argv = list(container.get("command", [])) + list(container.get("args", []))
     assert argv, f"container {container['name']}: no command (the image has no entrypoint)"
     if argv[:2] == ["/bin/sh", "-c"]:
         assert len(argv) == 3, f"container {container['name']}: sh -c takes one script"
         words = shlex.split(argv[2])
+        while words and words[0] == "export":
+            assert len(words) > 1 and re.fullmatch(r"[A-Z_][A-Z0-9_]*=[^;]*;", words[1]), (
+                f"container {container['name']}: write `export NAME=value;` in {argv[2]!r}")
+            words = words[2:]
         # exec: the binary replaces the shell, so SIGTERM reaches it (PID 1).
         assert words[0] == "exec", f"container {container['name']}: the script must exec the binary: {argv[2]!r}"
         return words[1], words[2:], argv[2]
@@ -275,9 +281,27 @@ def env_value(obj, container, var, objs, pod_name):
     raise AssertionError(f"{where(obj, container)}: unsupported env source {source}")
 
 
-def resolved_args(obj, container, objs, ordinal=0):
-    """The flags as the binary sees them in the Pod with this ordinal: $(VAR) expanded by
-    Kubernetes, then the shell script (if any) run by /bin/sh with the same env."""
+def script_exports(script):
+    """The variables a container's script exports before it execs the binary."""
+    return re.findall(r"\bexport\s+([A-Z_][A-Z0-9_]*)=", script or "")
+
+
+# Stands in for the binary in a container's script: prints its arguments and environment.
+_SHOW_PROCESS = (f"exec {sys.executable} -c "
+                 "'import json, os, sys; print(json.dumps([sys.argv[1:], dict(os.environ)]))'")
+
+
+@functools.lru_cache(maxsize=None)
+def _run_script(script, env_items):
+    out = subprocess.run(["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin", **dict(env_items)},
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode, out.stdout, out.stderr
+
+
+def resolved_process(obj, container, objs, ordinal=0):
+    """(flags, environment) as the binary sees them in the Pod with this ordinal: $(VAR)
+    expanded by Kubernetes, then the shell script (if any) run by /bin/sh with the same
+    env, so that what it exports counts too."""
     pod_name = f"{obj['metadata']['name']}-{ordinal}"
     env = {v["name"]: env_value(obj, container, v, objs, pod_name) for v in container.get("env", [])}
 
@@ -286,12 +310,20 @@ def resolved_args(obj, container, objs, ordinal=0):
 
     binary, args, script = invocation(container)
     if script is None:
-        return [k8s_expand(a) for a in args]
-    script = k8s_expand(script).replace(f"exec {binary}", "exec printf '%s\\n'", 1)
-    out = subprocess.run(["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True,
-                         text=True, timeout=30)
-    assert out.returncode == 0, f"{where(obj, container)}: its script fails under /bin/sh: {out.stderr}"
-    return out.stdout.splitlines()
+        return [k8s_expand(a) for a in args], env
+    script = k8s_expand(script).replace(f"exec {binary}", _SHOW_PROCESS, 1)
+    rc, stdout, stderr = _run_script(script, tuple(sorted(env.items())))
+    assert rc == 0, f"{where(obj, container)}: its script fails under /bin/sh: {stderr}"
+    args, seen = json.loads(stdout)
+    for name in ("PATH", "PWD", "SHLVL", "_"):  # the shell's, not the Pod's
+        if name not in env:
+            seen.pop(name, None)
+    return args, seen
+
+
+def resolved_args(obj, container, objs, ordinal=0):
+    """The flags as the binary sees them in the Pod with this ordinal (resolved_process)."""
+    return resolved_process(obj, container, objs, ordinal)[0]
 
 
 def flag_values(args):
@@ -336,8 +368,13 @@ def test_containers_use_flags_and_env_the_binaries_read(target):
         referenced = set(re.findall(r"\$\((\w+)\)", text))
         if script is not None:
             referenced |= set(re.findall(r"\$\{?(\w+)", script.replace("$(", "")))
-        missing = referenced - set(defined)
+        exported = script_exports(script)
+        missing = referenced - set(defined) - set(exported)
         assert not missing, f"{where(o, c)}: uses undefined variables {sorted(missing)}"
+        for var in exported:
+            assert var not in defined, f"{where(o, c)}: {var} is both in env and exported by the script"
+            assert var.startswith("PL_") and var in contract[name]["env"], (
+                f"{where(o, c)}: the script exports {var}, which {name}'s main does not read")
         for var in defined:
             if var.startswith("PL_"):
                 assert var in contract[name]["env"], f"{where(o, c)}: {name}'s main does not read {var}"

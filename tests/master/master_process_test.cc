@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle_like/data/record_file.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
 #include "tests/master/test_util.h"
@@ -145,10 +146,16 @@ TEST_F(MasterProcessTest, ServesResumesAfterRestartAndExitsZeroOnSigterm) {
   proto::RegisterTrainerResponse reg;
   ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), reg_req, &reg).ok());
   EXPECT_EQ(reg.trainer_id(), 1);
+  const std::string token1 = reg.token();
+  auto as_trainer = [&](const std::string& token) {
+    std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(timeout, /*wait_for_ready=*/true);
+    ctx->AddMetadata(rpc::kTrainerTokenKey, token);
+    return ctx;
+  };
   proto::GetTaskRequest get;
   get.set_trainer_id(1);
   proto::GetTaskResponse task;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), get, &task).ok());
+  ASSERT_TRUE(stub->GetTask(as_trainer(token1).get(), get, &task).ok());
   ASSERT_EQ(task.result(), proto::GetTaskResponse::TASK);
   ASSERT_EQ(task.task().chunks_size(), 2);
   EXPECT_EQ(task.task().chunks(0).path(), data);
@@ -168,7 +175,11 @@ TEST_F(MasterProcessTest, ServesResumesAfterRestartAndExitsZeroOnSigterm) {
   ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), reg_req, &reg).ok());
   EXPECT_EQ(reg.trainer_id(), 2);
   proto::GetTaskResponse again;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), get, &again).ok());
+  // Trainer 1's token outlived the restart (its digest is in the state); trainer 2's
+  // token does not act for trainer 1.
+  grpc::Status as_other = stub->GetTask(as_trainer(reg.token()).get(), get, &again);
+  EXPECT_EQ(as_other.error_code(), grpc::StatusCode::PERMISSION_DENIED) << as_other.error_message();
+  ASSERT_TRUE(stub->GetTask(as_trainer(token1).get(), get, &again).ok());
   EXPECT_EQ(again.task().id(), task.task().id());  // trainer 1 still holds its lease
   ::kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, std::chrono::seconds(20)), 0) << Slurp(log);

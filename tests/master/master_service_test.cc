@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "master/master_service.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
 #include "proto/master.grpc.pb.h"
@@ -344,18 +345,34 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
   EXPECT_EQ(reg.lease_ms(), 5000);
   EXPECT_EQ(reg.num_pservers(), 1);
 
+  ASSERT_FALSE(reg.token().empty());
+  // A trainer's calls carry the token its registration returned (rpc/caller.h).
+  auto as_trainer = [&](const std::string& token) {
+    std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(timeout, /*wait_for_ready=*/true);
+    if (!token.empty()) ctx->AddMetadata(rpc::kTrainerTokenKey, token);
+    return ctx;
+  };
   for (int i = 0; i < 2; ++i) {
     proto::GetTaskResponse task;
-    st = stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Get(reg.trainer_id()), &task);
+    st = stub->GetTask(as_trainer(reg.token()).get(), Get(reg.trainer_id()), &task);
     ASSERT_TRUE(st.ok()) << st.error_message();
     ASSERT_EQ(task.result(), proto::GetTaskResponse::TASK);
     EXPECT_EQ(task.num_passes(), 1);
     proto::TaskFinishedResponse fin;
-    st = stub->TaskFinished(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
+    // Without the token, or with another one: refused, and the task stays pending.
+    for (const std::string& wrong : {std::string(), std::string(32, 'a')}) {
+      st = stub->TaskFinished(as_trainer(wrong).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+    }
+    proto::JobStatusResponse pending;
+    ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout, true).get(), {}, &pending).ok());
+    EXPECT_EQ(pending.done(), i);
+    EXPECT_EQ(pending.pending(), 1);
+    st = stub->TaskFinished(as_trainer(reg.token()).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }
   proto::GetTaskResponse done;
-  ASSERT_TRUE(stub->GetTask(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), Get(1), &done).ok());
+  ASSERT_TRUE(stub->GetTask(as_trainer(reg.token()).get(), Get(1), &done).ok());
   EXPECT_EQ(done.result(), proto::GetTaskResponse::JOB_DONE);
   proto::JobStatusResponse js;
   ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), {}, &js).ok());

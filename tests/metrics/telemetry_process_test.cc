@@ -93,7 +93,7 @@ TEST(TelemetryProcessTest, MetricsPortInUseNamesIt) {
   const Finished run = RunToEnd({*bin, "--index", "0", "--num_pservers", "1", "--metrics_port", std::to_string(port)},
                            dir.path() + "/out");
   EXPECT_EQ(run.exit.code, 1) << run.output;
-  EXPECT_THAT(run.output, HasSubstr(absl::StrCat("--metrics_port: cannot listen on 0.0.0.0:", port,
+  EXPECT_THAT(run.output, HasSubstr(absl::StrCat("--metrics_port: cannot listen on 127.0.0.1:", port,
                                                  ": Address already in use")));
   // The master's status page port too.
   auto master = pl::testing::BinaryPath("pl-master");
@@ -102,7 +102,7 @@ TEST(TelemetryProcessTest, MetricsPortInUseNamesIt) {
                                   "--http_port", std::to_string(port)},
                                  dir.path() + "/out-master");
   EXPECT_EQ(page.exit.code, 1) << page.output;
-  EXPECT_THAT(page.output, HasSubstr(absl::StrCat("--http_port: cannot listen on 0.0.0.0:", port,
+  EXPECT_THAT(page.output, HasSubstr(absl::StrCat("--http_port: cannot listen on 127.0.0.1:", port,
                                                   ": Address already in use")));
   const Finished range = RunToEnd({*bin, "--index", "0", "--num_pservers", "1", "--metrics_port", "-2"},
                              dir.path() + "/out2");

@@ -49,8 +49,8 @@ class NodeBed {
     // TLS across the bed's hosts.
     PL_RETURN_IF_ERROR(rpc::EnsureJobCa(nb->dir_ + "/job-tls", "netbed job"));
     // The test reads the master's JobStatus: as one of the job's processes.
-    PL_RETURN_IF_ERROR(rpc::IssueCertificate(nb->dir_ + "/job-tls", "observer"));
-    PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(nb->dir_ + "/job-tls/observer"));
+    PL_RETURN_IF_ERROR(rpc::IssueCertificate(nb->dir_ + "/job-tls", "launch"));
+    PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(nb->dir_ + "/job-tls/launch"));
     nb->master_addr_ = absl::StrCat(nb->bed_->host(0).address(), ":", kMasterPort);
     return nb;
   }
