@@ -3,6 +3,10 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -16,6 +20,8 @@ namespace {
 struct Transport {
   std::mutex mu;
   std::string dir;  // empty: insecure
+  // Servers' certificates, re-read when the files change (a running server's are).
+  std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> watcher;
 };
 
 Transport& Global() {
@@ -61,9 +67,12 @@ Status ConfigureTransportSecurity(const std::string& tls_dir) {
   PL_RETURN_IF_ERROR(CheckPem(tls_dir + "/tls.crt", false));
   PL_RETURN_IF_ERROR(CheckPem(tls_dir + "/tls.key", true));
   PL_RETURN_IF_ERROR(CheckPem(tls_dir + "/ca.crt", false));
+  auto watcher = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls_dir + "/tls.key", tls_dir + "/tls.crt", tls_dir + "/ca.crt", kCertificateRefreshSeconds);
   Transport& t = Global();
   std::lock_guard<std::mutex> lock(t.mu);
   t.dir = tls_dir;
+  t.watcher = std::move(watcher);
   return absl::OkStatus();
 }
 
@@ -71,6 +80,7 @@ void UseInsecureTransport() {
   Transport& t = Global();
   std::lock_guard<std::mutex> lock(t.mu);
   t.dir.clear();
+  t.watcher.reset();
 }
 
 bool TransportIsSecure() { return !Dir().empty(); }
@@ -95,12 +105,21 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() {
 }
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
-  const std::string dir = Dir();
-  if (dir.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  o.pem_root_certs = ReadFile(dir + "/ca.crt");
-  o.pem_key_cert_pairs.push_back({ReadFile(dir + "/tls.key"), ReadFile(dir + "/tls.crt")});
-  return grpc::SslServerCredentials(o);
+  std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> watcher;
+  {
+    Transport& t = Global();
+    std::lock_guard<std::mutex> lock(t.mu);
+    watcher = t.watcher;
+  }
+  if (watcher == nullptr) return grpc::InsecureServerCredentials();
+  // A server lives as long as its process: its key, certificate and CA come from the
+  // watcher, so a Secret rotated in place (Kubernetes swaps the files atomically) is
+  // used for the handshakes after it changed, without a restart.
+  grpc::experimental::TlsServerCredentialsOptions o(watcher);
+  o.watch_root_certs();
+  o.watch_identity_key_cert_pairs();
+  o.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(o);
 }
 
 }  // namespace pl::rpc

@@ -2,8 +2,9 @@
 // TLS with the certificates of a directory in cert-manager's layout (tls.crt, tls.key,
 // ca.crt), or none. With TLS, a server accepts only clients whose certificate the
 // job's CA signed, and a client talks only to servers whose certificate it signed and
-// names the job (certificates.h). The files are read for every new channel and when a
-// server starts, so a rotated Secret is used by the connections made after it changed.
+// names the job (certificates.h). A client reads the files for every new channel; a
+// server watches them (every kCertificateRefreshSeconds), so a rotated Secret is used by
+// the connections made after it changed, a running server's included.
 //
 // The identity of a process is its certificate's common name ("master", "pserver-2",
 // "trainer", certificates.h).
@@ -24,6 +25,8 @@
 #include "paddle_like/core/status.h"
 
 namespace pl::rpc {
+
+inline constexpr unsigned kCertificateRefreshSeconds = 5;
 
 // Mutual TLS from DIR/{tls.crt, tls.key, ca.crt}; checks that the three files exist
 // and parse (INVALID_ARGUMENT / NOT_FOUND naming the file otherwise).

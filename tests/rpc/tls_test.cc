@@ -130,6 +130,29 @@ TEST_F(TlsTest, AnExpiredCertificateOfThisJobIsRefused) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 
+// Kubernetes rotates a Secret by swapping its files in place: a running server uses the
+// new key, certificate and CA for the handshakes after the swap, without a restart.
+TEST_F(TlsTest, ARunningServerTakesUpRotatedCertificates) {
+  const std::string next = dir_ + "/next";
+  ASSERT_TRUE(EnsureJobCa(next, "job-a, next year").ok());
+  ASSERT_TRUE(IssueCertificate(next, "pserver-0").ok());
+  ASSERT_TRUE(IssueCertificate(next, "trainer").ok());
+  EXPECT_EQ(Stats(CredentialsFrom(next + "/trainer")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  ASSERT_TRUE(Stats(CredentialsFrom(dir_ + "/trainer")).ok());
+  // The swap, as atomic as Kubernetes makes it: the whole directory at once.
+  fs::rename(dir_ + "/pserver-0", dir_ + "/pserver-0.old");
+  fs::rename(next + "/pserver-0", dir_ + "/pserver-0");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4 * kCertificateRefreshSeconds);
+  grpc::Status s;
+  do {
+    s = Stats(CredentialsFrom(next + "/trainer"));
+    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
+  EXPECT_TRUE(s.ok()) << "the server still refuses the new CA's trainer: " << s.error_message();
+  // And the old CA's certificates are no longer accepted.
+  EXPECT_EQ(Stats(CredentialsFrom(dir_ + "/trainer")).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(TlsTest, KeysAreTheOwnersAndBadFilesAreNamed) {
   struct stat st {};
   ASSERT_EQ(::stat((dir_ + "/trainer/tls.key").c_str(), &st), 0);
