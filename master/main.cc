@@ -149,6 +149,10 @@ int main(int argc, char** argv) {
   });
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
+  // What the master is told never depends on the model: a registration, a task's end, a
+  // trainer's progress points are bytes to kilobytes. Its answers (the membership of a
+  // large job) may be larger.
+  server_options.max_receive_bytes = pl::kMasterMaxRequestBytes;
   int bound_port = 0;
   pl::StatusPage status_page(master->get(), &events, &board, options.lease_ms);
   page.store(&status_page);

@@ -71,6 +71,10 @@ struct MasterOptions {
   std::function<void(const std::string&)> log;
 };
 
+// The largest request the master accepts (gRPC refuses larger ones with
+// RESOURCE_EXHAUSTED): its legal requests are a few kilobytes at most.
+inline constexpr int kMasterMaxRequestBytes = 1 << 20;
+
 class Master {
  public:
   // Produces the dataset's chunks; called only when the store holds no state.

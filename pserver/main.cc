@@ -44,7 +44,9 @@ ABSL_FLAG(std::string, advertise_host, "",
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
 ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
-ABSL_FLAG(int, max_message_mb, 256, "largest gRPC message in MB, in [1, 2047]");
+ABSL_FLAG(int, max_message_mb, 256,
+          "largest gRPC message in MB, in [1, 2047]; once initialised the shard also refuses any push or pull "
+          "larger than its parameters allow (Stats: largest_request_bytes)");
 ABSL_FLAG(int, threads, 0,
           "gRPC polling threads for Init, Stats, Checkpoint and Attach (0: gRPC's default); Push and Pull "
           "run on gRPC's callback threads (async) or a pool of their own (sync)");

@@ -94,6 +94,16 @@ grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* con
     reactor->Finish(rpc::LogIfRefused(context, std::move(s)));
     return reactor;
   }
+  // The message limit that follows the model: nothing this shard holds needs more.
+  const int64_t limit = shard_->largest_request_bytes();
+  if (const auto size = static_cast<int64_t>(request->Length()); limit > 0 && size > limit) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("a request of ", size, " bytes is larger than this shard's parameters allow (", limit,
+                     " bytes: every value it holds and at most ", ShardStore::kRowsPerPushBound,
+                     " rows per table, plus a margin)")));
+    return reactor;
+  }
   // gRPC keeps context, request and response until Finish. A parsed frame holds its
   // own references to the received slices, so a deferred push outlives the call.
   auto parsed = std::make_shared<Request>();
@@ -237,6 +247,7 @@ proto::StatsResponse PserverService::StatsNow() const {
     r.set_replica_epoch(replicator_->epoch());
   }
   r.set_push_clients(shard_->ledger_clients());
+  r.set_largest_request_bytes(shard_->largest_request_bytes());
   return r;
 }
 

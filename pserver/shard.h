@@ -140,6 +140,8 @@ class ParameterShard {
 
   bool initialized() const { return store_.initialized(); }
   bool sync() const { return store_.sync(); }
+  // ShardStore::largest_request_bytes: the limit on a Push or Pull once initialised.
+  int64_t largest_request_bytes() const { return store_.largest_request_bytes(); }
   int64_t version() const { return clock_.version(); }
   ShardCounters Counters() const;
 

@@ -12,6 +12,18 @@
 
 namespace pl::pserver {
 
+namespace {
+// Serialized sizes, generously: a field's tag and length, the parameter's name, the block
+// number, and the values in float32 (the widest the wire carries).
+int64_t RequestBytesOfBlock(const proto::ParamSpec& spec, int64_t n) {
+  return 32 + static_cast<int64_t>(spec.name().size()) + 4 * n;
+}
+// Ids are varints of at most 10 bytes.
+int64_t RequestBytesOfRows(const proto::ParamSpec& spec, int64_t rows) {
+  return 32 + static_cast<int64_t>(spec.name().size()) + rows * (10 + 4 * spec.dim());
+}
+}  // namespace
+
 Status ShardStore::CheckInitialized() const {
   if (!initialized()) {
     // NOT_FOUND, as for any parameter this shard does not hold: a trainer answers it by
@@ -120,6 +132,7 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
       InitializeValues(init, stream, blk->data.get(), blk->n, blk->offset);
       InitSlots(optimizer_, blk->data.get() + blk->n, blk->n);
       dense_elements_ += blk->n;
+      request_payload_bytes_ += RequestBytesOfBlock(spec, blk->n);
       p->blocks.emplace(b, std::move(blk));
     }
     dense_.emplace(spec.name(), std::move(p));
@@ -131,6 +144,10 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
     t->stride = spec.dim() * (1 + slots) + 2;
     t->stripes.reset(new RowStripe[kRowStripes]);
     sparse_.emplace(spec.name(), std::move(t));
+    // Rows this shard can hold: its share of the id range, when the table has one.
+    const int64_t rows = spec.num_rows() > 0 ? std::min(kRowsPerPushBound, (spec.num_rows() + num_shards_ - 1) / num_shards_)
+                                             : kRowsPerPushBound;
+    request_payload_bytes_ += RequestBytesOfRows(spec, rows);
   }
   return absl::OkStatus();
 }

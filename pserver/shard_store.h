@@ -80,6 +80,14 @@ class ShardStore {
   Status Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out);
 
   int64_t dense_elements() const { return dense_elements_.load(); }
+  // The size of the largest push (or pull request) this shard's parameters allow, as
+  // serialized: every dense block it holds in float32, and for each table as many rows
+  // as it can hold here (at most kRowsPerPushBound), plus a margin. 0 before Init.
+  int64_t largest_request_bytes() const {
+    const int64_t payload = request_payload_bytes_.load();
+    return payload == 0 ? 0 : payload + payload / 8 + (64 << 10);
+  }
+  static constexpr int64_t kRowsPerPushBound = int64_t{1} << 20;
   int64_t sparse_rows() const;
 
   // What a saver sees of the store (Visit), in a stable order: the configuration; each
@@ -158,6 +166,7 @@ class ShardStore {
 
   // Lock-free.
   std::atomic<int64_t> dense_elements_{0};
+  std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
 };
 
 }  // namespace pl::pserver

@@ -42,7 +42,7 @@ StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options
                                                     int* bound_port) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, ServerCredentials(), bound_port);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes > 0 ? options.max_receive_bytes : options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Accept the clients' keepalive pings (MakeChannel) however long a call sends no data;
   // gRPC's default answers a ping more often than every 5 min with GOAWAY.

@@ -53,6 +53,7 @@ std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeo
 struct ServerOptions {
   std::string address = "127.0.0.1:0";  // port 0: the OS picks a free port
   int max_message_bytes = kDefaultMaxMessageBytes;
+  int max_receive_bytes = 0;             // 0: max_message_bytes
   int num_threads = 0;                   // 0: gRPC's default
 };
 

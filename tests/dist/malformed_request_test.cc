@@ -190,6 +190,14 @@ TEST_F(MalformedRequestTest, EachBadPushIsRefusedClearlyAndChangesNothing) {
     AddDense(&c.req, "w", 0, std::vector<float>(512 * 1024, 0.5f));
     cases.push_back(std::move(c));
   }
+  {
+    // Under gRPC's limit but more than this model could ever push (6 values, 100 rows
+    // of 2): refused before it is parsed.
+    Case c{"larger than the model allows", {}, grpc::StatusCode::RESOURCE_EXHAUSTED,
+           "bytes is larger than this shard's parameters allow"};
+    AddRows(&c.req, "emb", std::vector<int64_t>(20000, 1), std::vector<float>(20000 * kDim, 0.5f));
+    cases.push_back(std::move(c));
+  }
 
   int64_t reached_handler = 0;
   for (const Case& c : cases) {
@@ -203,6 +211,9 @@ TEST_F(MalformedRequestTest, EachBadPushIsRefusedClearlyAndChangesNothing) {
   EXPECT_EQ(stats.version(), 0);
   EXPECT_EQ(stats.pushes_applied(), 0);
   EXPECT_EQ(stats.pushes_rejected(), reached_handler);
+  // The model's limit: every value and row this shard can hold, with a margin of tens of KB.
+  EXPECT_GT(stats.largest_request_bytes(), 64 << 10);
+  EXPECT_LT(stats.largest_request_bytes(), 80 << 10);
 
   // Still serving: a well-formed push applies (SGD, lr 0.1: w -= 0.1 * 1).
   proto::PushRequest ok;

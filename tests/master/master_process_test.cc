@@ -147,6 +147,12 @@ TEST_F(MasterProcessTest, ServesResumesAfterRestartAndExitsZeroOnSigterm) {
   ASSERT_TRUE(stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), reg_req, &reg).ok());
   EXPECT_EQ(reg.trainer_id(), 1);
   const std::string token1 = reg.token();
+  // Nothing the master is told is larger than a few KB: 2 MB is refused unread.
+  proto::RegisterTrainerRequest huge;
+  huge.set_name(std::string(2 << 20, 'x'));
+  proto::RegisterTrainerResponse unused;
+  grpc::Status big = stub->RegisterTrainer(rpc::MakeContext(timeout, /*wait_for_ready=*/true).get(), huge, &unused);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << big.error_message();
   auto as_trainer = [&](const std::string& token) {
     std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(timeout, /*wait_for_ready=*/true);
     ctx->AddMetadata(rpc::kTrainerTokenKey, token);
