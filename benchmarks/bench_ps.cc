@@ -38,6 +38,7 @@
 
 #include "absl/flags/flag.h"
 #include "benchmarks/bench_util.h"
+#include "benchmarks/pserver_process.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
@@ -161,46 +162,6 @@ double RawPingPongSeconds(size_t size, int reps, double min_seconds) {
   return t;
 }
 
-// ---- a pserver process -----------------------------------------------------------
-
-class Pserver {
- public:
-  Status Start(const std::string& tag) {
-    if (dir_.path().empty()) return absl::InternalError("cannot create a temp dir");
-    PL_ASSIGN_OR_RETURN(std::string bin, BinPath("pl-pserver"));
-    const std::string port_file = dir_.path() + "/ps.port";
-    PL_ASSIGN_OR_RETURN(child_, testing::Spawn({bin, "--index", "0", "--num_pservers", "1", "--port", "0",
-                                                "--port_file", port_file},
-                                               dir_.path() + "/" + tag + ".log"));
-    PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(port_file, std::chrono::seconds(20), child_.get()));
-    address_ = "127.0.0.1:" + std::to_string(port);
-    stub_ = proto::ParameterServer::NewStub(rpc::MakeChannel(address_));
-    return absl::OkStatus();
-  }
-  static StatusOr<std::string> BinPath(const std::string& name) {
-    const std::string path = SelfBinDir() + "/" + name;
-    if (!FileExists(path)) return absl::NotFoundError(path + " is not built");
-    return path;
-  }
-  StatusOr<proto::StatsResponse> Stats() {
-    proto::StatsResponse r;
-    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
-    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Stats(ctx.get(), proto::StatsRequest(), &r)));
-    return r;
-  }
-  const std::string& address() const { return address_; }
-  proto::ParameterServer::Stub& stub() { return *stub_; }
-  ~Pserver() {
-    if (child_) child_->Stop(std::chrono::milliseconds(2000));
-  }
-
- private:
-  testing::TempDir dir_{"pl-bench-ps"};
-  std::unique_ptr<ChildProcess> child_;
-  std::string address_;
-  std::unique_ptr<proto::ParameterServer::Stub> stub_;
-};
-
 // A module holding exactly one dense parameter "w" of n floats, or one sparse table.
 class OneDense : public Module {
  public:
@@ -240,19 +201,6 @@ void RunValidationScan() {
 }
 
 // A trainer's client of the one pserver at `address`, connected.
-StatusOr<std::unique_ptr<ParameterClient>> ConnectedClient(Module* module, const OptimizerSpec& optimizer,
-                                                           bool shared_memory, const std::string& address,
-                                                           WireDtype wire = WireDtype::kFloat32) {
-  ParameterClientOptions po;
-  po.optimizer = optimizer;
-  po.shared_memory = shared_memory;
-  po.wire_dtype = wire;
-  auto client = std::make_unique<ParameterClient>(
-      module, po, [address]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{address}; });
-  PL_RETURN_IF_ERROR(client->Connect());
-  return client;
-}
-
 void RunDense(const Options& o, double stream_mbps) {
   RunValidationScan();
   std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
@@ -266,7 +214,7 @@ void RunDense(const Options& o, double stream_mbps) {
       if (shm && bytes < (1u << 20)) continue;  // small tensors: the call, not the bytes
       // bfloat16 wire: over gRPC (a region carries float32), SGD, sizes where bytes count.
       if (wire == WireDtype::kBfloat16 && (shm || kind != OptimizerKind::kSGD || bytes < (1u << 20))) continue;
-      Pserver ps;
+      PserverProcess ps;
       if (Status s = ps.Start("dense"); !s.ok()) {
         std::cout << "  " << s << std::endl;
         return;
@@ -353,7 +301,7 @@ void RunExchange(const Options& o) {
       5, min_s);
   std::printf("  in-process Adam step over %lld floats: %.3f ms\n", static_cast<long long>(floats), t_local * 1e3);
   for (const bool shm : {false, true}) {
-    Pserver ps;
+    PserverProcess ps;
     if (Status s = ps.Start(shm ? "exchange-shm" : "exchange-grpc"); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
@@ -388,7 +336,7 @@ proto::InitRequest InitFor(Module& module, OptimizerKind kind) {
   return req;
 }
 
-Status Init(Pserver& ps, Module& module, OptimizerKind kind) {
+Status Init(PserverProcess& ps, Module& module, OptimizerKind kind) {
   proto::InitResponse resp;
   auto ctx = rpc::MakeContext(std::chrono::seconds(60));
   return rpc::FromGrpc(ps.stub().Init(ctx.get(), InitFor(module, kind), &resp));
@@ -416,7 +364,7 @@ std::vector<int64_t> Ids(int64_t begin, int64_t n) {
 void RunSparse(const Options& o, double stream_mbps) {
   const int64_t batch = 10000, batches = 10;
   for (int64_t dim : {8, 64}) {
-    Pserver ps;
+    PserverProcess ps;
     if (Status s = ps.Start("sparse"); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
@@ -474,7 +422,7 @@ void RunMemory(const Options& o) {
   // one on the same host, whose shared-memory region the pserver maps too.
   for (const bool shm : {false, true}) {
     const int64_t n = o.quick ? (4 << 20) : (16 << 20);  // floats
-    Pserver ps;
+    PserverProcess ps;
     if (Status s = ps.Start("mem-dense"); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
@@ -529,7 +477,7 @@ void RunMemory(const Options& o) {
   // Sparse: rss growth per stored row.
   for (int64_t dim : {8, 64}) {
     const int64_t rows = o.quick ? 200000 : 1000000, batch = 10000;
-    Pserver ps;
+    PserverProcess ps;
     if (Status s = ps.Start("mem-sparse"); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;

@@ -35,7 +35,7 @@
 //
 //   pl-bench-scaling [--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4]
 //                    [--rates_mbit 10000,1000] [--samples N] [--reps N] [--csv FILE] [--bin_dir DIR]
-//                    [--wire_dtype float32|bfloat16] [--pipeline]
+//                    [--wire_dtype float32|bfloat16] [--pipeline] [--tls]
 //
 // Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
 #include <stdlib.h>
@@ -71,6 +71,7 @@ ABSL_FLAG(std::vector<std::string>, rates_mbit, (std::vector<std::string>{"10000
 ABSL_FLAG(int64_t, samples, 0, "training samples per point, one pass (0: 8192; --quick: 4096)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "the trainers' --wire_dtype: how dense values cross the links (float32 or bfloat16)");
+ABSL_FLAG(bool, tls, false, "every process on mutual TLS (certificates of a CA made for each point)");
 ABSL_FLAG(bool, pipeline, false, "the trainers' --pipeline: push and pull while the next step computes");
 ABSL_FLAG(int, reps, 0, "runs per point, the fastest kept (0: 3; --quick: 1)");
 ABSL_FLAG(std::string, csv, "", "write every point here (empty: <build>/bench-scaling.csv beside bin/)");
@@ -157,6 +158,7 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
                     "--wire_dtype", absl::GetFlag(FLAGS_wire_dtype)};
   if (absl::GetFlag(FLAGS_pipeline)) o.trainer_args.push_back("--pipeline");
   o.placement = placement;
+  o.tls = absl::GetFlag(FLAGS_tls);
   Cluster cluster(o, dir);
   auto fail = [&](const std::string& why) {
     // The first line: the Cluster's errors append every log, which go to the file.

@@ -153,6 +153,7 @@ const std::vector<Binary>& Binaries() {
         {"threads", "list, default \"1,2\""}}},
       {"pl-bench-ps", false, {"--only", "nothing"}, "--only",
        {{"only", "list, default \"\""}, {"quick", "bool, default false"}}},
+      {"pl-bench-tls", false, {"--rounds", "zero"}, "--rounds", {{"rounds", "int32, default 3"}}},
       {"pl-bench-dist", false, {"--quick=maybe"}, "--quick",
        {{"data", "string, default \"\""}, {"only", "list, default \"\""}, {"quick", "bool, default false"}}},
       {"pl-bench-telemetry", false, {"--rounds", "1"}, "--rounds",
@@ -172,6 +173,7 @@ const std::vector<Binary>& Binaries() {
         {"rates_mbit", "list, default \"10000,1000\""},
         {"reps", "int32, default 0"},
         {"samples", "int64, default 0"},
+        {"tls", "bool, default false"},
         {"trainers", "list, default \"\""},
         {"wire_dtype", "string, default \"float32\""}}},
   };

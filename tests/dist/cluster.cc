@@ -10,7 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "paddle_like/data/record_file.h"
+#include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls.h"
 
 namespace pl::dist_testing {
 
@@ -42,6 +44,15 @@ Cluster::~Cluster() {
   for (auto& t : trainers_) t.reset();
   for (auto& p : pservers_) p.reset();
   master_.reset();
+  if (options_.tls) rpc::UseInsecureTransport();
+}
+
+// --tls_dir for `identity`'s process, made on first use (nothing when insecure).
+StatusOr<std::vector<std::string>> Cluster::TlsArgs(const std::string& identity) {
+  if (!options_.tls) return std::vector<std::string>{};
+  const std::string dir = Path("tls");
+  if (!std::filesystem::exists(dir + "/" + identity)) PL_RETURN_IF_ERROR(rpc::IssueCertificate(dir, identity));
+  return std::vector<std::string>{"--tls_dir", dir + "/" + identity};
 }
 
 std::string Cluster::master_address() const {
@@ -65,6 +76,11 @@ Status Cluster::Start(int trainers) {
                            {"pl-trainer", &bin_trainer_}}) {
     PL_ASSIGN_OR_RETURN(*out, testing::BinaryPath(name));
   }
+  if (options_.tls) {
+    PL_RETURN_IF_ERROR(rpc::EnsureJobCa(Path("tls"), "cluster " + dir_));
+    PL_RETURN_IF_ERROR(TlsArgs("launch").status());
+    PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(Path("tls/launch")));
+  }
   PL_RETURN_IF_ERROR(StartMaster());
   for (int i = 0; i < options_.num_pservers; ++i) PL_RETURN_IF_ERROR(StartPserver(i));
   // Trainers would wait for the pservers anyway; waiting here keeps their logs clean.
@@ -86,12 +102,14 @@ Status Cluster::StartMaster(int port) {
   const std::string port_file = Path(absl::StrCat("master-", master_incarnation_, ".port"));
   const std::string log = Path(absl::StrCat("master-", master_incarnation_, ".log"));
   log_files_.push_back(log);
-  const std::vector<std::string> argv = {
+  std::vector<std::string> argv = {
       bin_master_, "--host", HostOf(ProcessPlacement::Role::kMaster, 0), "--port", std::to_string(port),
       "--port_file", port_file, "--state_dir", Path("master-state"), "--data", options_.data, "--passes",
       std::to_string(options_.passes), "--chunks_per_task", std::to_string(options_.chunks_per_task), "--lease_ms",
       std::to_string(options_.lease_ms), "--num_pservers", std::to_string(options_.num_pservers), "--seed",
       std::to_string(options_.seed)};
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs("master"));
+  argv.insert(argv.end(), tls.begin(), tls.end());
   PL_ASSIGN_OR_RETURN(master_, Spawn(ProcessPlacement::Role::kMaster, 0, argv, log));
   PL_ASSIGN_OR_RETURN(int bound, testing::WaitForPortFile(port_file, kStartTimeout, master_.get()));
   if (port != 0 && bound != port) {
@@ -118,6 +136,8 @@ Status Cluster::SpawnPserver(int i) {
     argv.insert(argv.end(), {"--checkpoint_dir", Path("ckpt"), "--checkpoint_every_s",
                              std::to_string(options_.checkpoint_every_s)});
   }
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs(absl::StrCat("pserver-", i)));
+  argv.insert(argv.end(), tls.begin(), tls.end());
   PL_ASSIGN_OR_RETURN(pservers_[i], Spawn(ProcessPlacement::Role::kPserver, i, argv, log));
   return testing::WaitForPortFile(port_file, kStartTimeout, pservers_[i].get()).status();
 }
@@ -134,6 +154,8 @@ StatusOr<int> Cluster::StartTrainer(const std::vector<std::string>& extra_args) 
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   testing::EnvVars env = options_.trainer_env;
   env.emplace_back("PL_TRAINER_RANK", std::to_string(rank));
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs("trainer"));
+  if (!tls.empty()) env.emplace_back("PL_TLS_DIR", tls[1]);
   log_files_.push_back(TrainerLogPath(rank));
   PL_ASSIGN_OR_RETURN(auto child, Spawn(ProcessPlacement::Role::kTrainer, rank, argv, TrainerLogPath(rank), env));
   trainers_.push_back(std::move(child));

@@ -67,6 +67,9 @@ struct ClusterOptions {
   testing::EnvVars trainer_env;     // added to every trainer's environment
   // Not owned; outlives the Cluster. nullptr: every process on 127.0.0.1.
   ProcessPlacement* placement = nullptr;
+  // Mutual TLS: Start makes a CA for the job in DIR/tls and a certificate per process,
+  // and this process talks to the job as `launch` (rpc/caller.h) until the Cluster goes.
+  bool tls = false;
 };
 
 class Cluster {
@@ -121,6 +124,7 @@ class Cluster {
 
  private:
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  StatusOr<std::vector<std::string>> TlsArgs(const std::string& identity);
   Status SpawnPserver(int i);
   std::string HostOf(ProcessPlacement::Role role, int index) const;
   StatusOr<std::unique_ptr<ChildProcess>> Spawn(ProcessPlacement::Role role, int index,

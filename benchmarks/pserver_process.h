@@ -1,0 +1,77 @@
+// A real pl-pserver process for the benchmarks (shard 0 of 1, on 127.0.0.1), optionally
+// on mutual TLS, and a ParameterClient connected to it: the trainer's real path.
+//
+// Thread-safety: not thread-safe; one benchmark thread uses it.
+#ifndef PADDLE_LIKE_BENCHMARKS_PSERVER_PROCESS_H_
+#define PADDLE_LIKE_BENCHMARKS_PSERVER_PROCESS_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchmarks/bench_util.h"
+#include "paddle_like/client/param_client.h"
+#include "paddle_like/dist/bf16.h"
+#include "paddle_like/rpc/rpc.h"
+#include "proto/pserver.grpc.pb.h"
+#include "tests/testing/process.h"
+
+namespace pl::bench {
+
+class PserverProcess {
+ public:
+  // `tls_dir`: the pserver's certificate directory (empty: insecure). The channel this
+  // process dials uses whatever transport this process has configured (rpc/tls.h).
+  Status Start(const std::string& tag, const std::string& tls_dir = "") {
+    if (dir_.path().empty()) return absl::InternalError("cannot create a temp dir");
+    PL_ASSIGN_OR_RETURN(std::string bin, BinPath("pl-pserver"));
+    const std::string port_file = dir_.path() + "/ps.port";
+    std::vector<std::string> argv = {bin, "--index", "0", "--num_pservers", "1", "--port", "0", "--port_file", port_file};
+    if (!tls_dir.empty()) argv.insert(argv.end(), {"--tls_dir", tls_dir});
+    PL_ASSIGN_OR_RETURN(child_, testing::Spawn(argv, dir_.path() + "/" + tag + ".log"));
+    PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(port_file, std::chrono::seconds(20), child_.get()));
+    address_ = "127.0.0.1:" + std::to_string(port);
+    stub_ = proto::ParameterServer::NewStub(rpc::MakeChannel(address_));
+    return absl::OkStatus();
+  }
+  static StatusOr<std::string> BinPath(const std::string& name) {
+    const std::string path = SelfBinDir() + "/" + name;
+    if (!FileExists(path)) return absl::NotFoundError(path + " is not built");
+    return path;
+  }
+  StatusOr<proto::StatsResponse> Stats() {
+    proto::StatsResponse r;
+    auto ctx = rpc::MakeContext(std::chrono::seconds(10));
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Stats(ctx.get(), proto::StatsRequest(), &r)));
+    return r;
+  }
+  const std::string& address() const { return address_; }
+  proto::ParameterServer::Stub& stub() { return *stub_; }
+  ~PserverProcess() {
+    if (child_) child_->Stop(std::chrono::milliseconds(2000));
+  }
+
+ private:
+  testing::TempDir dir_{"pl-bench-ps"};
+  std::unique_ptr<ChildProcess> child_;
+  std::string address_;
+  std::unique_ptr<proto::ParameterServer::Stub> stub_;
+};
+
+inline StatusOr<std::unique_ptr<ParameterClient>> ConnectedClient(Module* module, const OptimizerSpec& optimizer,
+                                                                  bool shared_memory, const std::string& address,
+                                                                  WireDtype wire = WireDtype::kFloat32) {
+  ParameterClientOptions po;
+  po.optimizer = optimizer;
+  po.shared_memory = shared_memory;
+  po.wire_dtype = wire;
+  auto client = std::make_unique<ParameterClient>(
+      module, po, [address]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{address}; });
+  PL_RETURN_IF_ERROR(client->Connect());
+  return client;
+}
+
+}  // namespace pl::bench
+
+#endif  // PADDLE_LIKE_BENCHMARKS_PSERVER_PROCESS_H_
