@@ -27,7 +27,7 @@ report="${REPORT:-$build/bench-report.txt}"
 tmp="$(mktemp -d /tmp/pl-bench-XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 
-for b in pl-bench-core pl-bench-ps pl-bench-tls pl-bench-dist pl-bench-telemetry pl-trainer pl-pserver pl-master pl-launch; do
+for b in pl-bench-core pl-bench-ps pl-bench-tls pl-bench-checkpoint pl-bench-dist pl-bench-telemetry pl-trainer pl-pserver pl-master pl-launch; do
   if [ ! -x "$bin/$b" ]; then
     echo "run_all.sh: $bin/$b is not built (cmake --build $build)" >&2
     exit 2
@@ -70,6 +70,9 @@ done
 
 section "pserver: push/pull vs raw loopback, sparse rows, memory"
 run "$bin/pl-bench-ps" $quick
+
+section "checkpoints: incremental vs full after 1% of an embedding table changed"
+run "$bin/pl-bench-checkpoint" ${quick:+--rows 200000}
 
 section "mutual TLS: the mlp exchange and a first call with and without it, vs the cipher"
 run "$bin/pl-bench-tls" ${quick:+--rounds 1}

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/io/crc32c.h"
 #include "paddle_like/core/log.h"
@@ -25,13 +26,19 @@ constexpr char kMagic[8] = {'P', 'L', 'P', 'S', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kFormat = 1;
 constexpr size_t kBufferBytes = 1 << 20;
 
-// Sequence number of "ckpt-<seq>.bin", or -1.
+constexpr char kFullSuffix[] = ".bin";
+constexpr char kDeltaSuffix[] = ".delta";
+
+// Sequence number of "ckpt-<seq>.bin" or "ckpt-<seq>.delta", or -1.
 int64_t SeqOf(const std::string& filename) {
-  if (!absl::StartsWith(filename, "ckpt-") || !absl::EndsWith(filename, ".bin")) return -1;
+  if (!absl::StartsWith(filename, "ckpt-")) return -1;
+  absl::string_view rest = absl::string_view(filename).substr(5);
+  if (!absl::ConsumeSuffix(&rest, kFullSuffix) && !absl::ConsumeSuffix(&rest, kDeltaSuffix)) return -1;
   int64_t seq = -1;
-  if (!absl::SimpleAtoi(filename.substr(5, filename.size() - 9), &seq)) return -1;
+  if (!absl::SimpleAtoi(rest, &seq)) return -1;
   return seq;
 }
+bool IsDelta(const std::string& path) { return absl::EndsWith(path, kDeltaSuffix); }
 
 // A read-only file descriptor closed on scope exit.
 class InFile {
@@ -70,10 +77,11 @@ class InFile {
 };
 }  // namespace
 
-Checkpointer::Checkpointer(std::string dir, int index, int keep)
+Checkpointer::Checkpointer(std::string dir, int index, int keep, int full_every)
     : shard_dir_((fs::path(dir) / absl::StrCat("pserver-", index)).string()),
       index_(index),
-      keep_(std::max(keep, 1)) {}
+      keep_(std::max(keep, 1)),
+      full_every_(std::max(full_every, 1)) {}
 
 std::vector<std::string> Checkpointer::List() const {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -99,11 +107,20 @@ StatusOr<std::string> Checkpointer::Save(const ParameterShard& shard) {
     // Temporary files of a save that crashed are dead weight.
     for (const auto& entry : fs::directory_iterator(shard_dir_, ec)) {
       const std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "ckpt-") && absl::StrContains(name, ".bin.tmp")) fs::remove(entry.path(), ec);
+      if (absl::StartsWith(name, "ckpt-") && absl::StrContains(name, ".tmp")) fs::remove(entry.path(), ec);
     }
   }
-  const std::string path =
-      (fs::path(shard_dir_) / absl::StrFormat("ckpt-%010d.bin", next_seq_)).string();
+  // From here on the shard marks what pushes change: the next save may be a delta.
+  if (!shard.tracking_changes()) {
+    shard.TrackChanges();
+    need_full_ = true;
+  }
+  const bool full = need_full_ || saves_since_full_ + 1 >= full_every_;
+  const std::string path = (fs::path(shard_dir_) /
+                            absl::StrFormat("ckpt-%010d%s", next_seq_, full ? kFullSuffix : kDeltaSuffix))
+                               .string();
+  // Whatever happens below, the marks taken so far are in no file unless it commits.
+  need_full_ = true;
   AtomicFileWriter file;
   PL_RETURN_IF_ERROR(file.Open(path));
   std::string buffer;
@@ -126,18 +143,52 @@ StatusOr<std::string> Checkpointer::Save(const ParameterShard& shard) {
   };
   PL_RETURN_IF_ERROR(write(kMagic, sizeof(kMagic)));
   PL_RETURN_IF_ERROR(write(&kFormat, sizeof(kFormat)));
-  PL_RETURN_IF_ERROR(shard.SaveState(write));
+  PL_RETURN_IF_ERROR(shard.SaveState(
+      write, full ? ShardStore::Rows::kAllTakingChanges : ShardStore::Rows::kChangedTakingChanges));
   PL_RETURN_IF_ERROR(flush());
   PL_RETURN_IF_ERROR(file.Append(absl::string_view(reinterpret_cast<const char*>(&crc), sizeof(crc))));
   PL_RETURN_IF_ERROR(file.Commit());
   ++next_seq_;
-  const std::vector<std::string> all = List();
-  for (size_t i = keep_; i < all.size(); ++i) fs::remove(all[i], ec);
+  need_full_ = false;
+  saves_since_full_ = full ? 0 : saves_since_full_ + 1;
+  Prune();
   return path;
 }
 
+void Checkpointer::Prune() {
+  const std::vector<std::string> all = List();  // newest first
+  int fulls = 0;
+  size_t keep_until = all.size();  // index of the oldest file to keep, + 1
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!IsDelta(all[i]) && ++fulls == keep_) {
+      keep_until = i + 1;
+      break;
+    }
+  }
+  std::error_code ec;
+  for (size_t i = keep_until; i < all.size(); ++i) fs::remove(all[i], ec);
+}
+
 Status Checkpointer::Load(const std::string& path, ParameterShard* shard) {
-  // Pass 1: the checksum, before any byte is trusted.
+  if (IsDelta(path)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is an incremental checkpoint: load its chain"));
+  }
+  PL_RETURN_IF_ERROR(Verify(path));
+  return Parse(path, /*delta=*/false, shard);
+}
+
+Status Checkpointer::LoadChain(const std::vector<std::string>& chain, ParameterShard* shard) {
+  if (chain.empty()) return absl::InvalidArgumentError("an empty checkpoint chain");
+  PL_RETURN_IF_ERROR(Load(chain[0], shard));
+  for (size_t i = 1; i < chain.size(); ++i) {
+    PL_RETURN_IF_ERROR(Verify(chain[i]));
+    PL_RETURN_IF_ERROR(Parse(chain[i], /*delta=*/true, shard));
+  }
+  return absl::OkStatus();
+}
+
+Status Checkpointer::Verify(const std::string& path) {
+  // The checksum, before any byte is trusted.
   {
     InFile in;
     PL_RETURN_IF_ERROR(in.Open(path));
@@ -160,7 +211,11 @@ Status Checkpointer::Load(const std::string& path, ParameterShard* shard) {
                                                  path, stored, crc));
     }
   }
-  // Pass 2: parse, reading no further than the checksum.
+  return absl::OkStatus();
+}
+
+Status Checkpointer::Parse(const std::string& path, bool delta, ParameterShard* shard) {
+  // Reads no further than the checksum.
   InFile in;
   PL_RETURN_IF_ERROR(in.Open(path));
   uint64_t left = in.size() - sizeof(uint32_t);
@@ -192,24 +247,61 @@ Status Checkpointer::Load(const std::string& path, ParameterShard* shard) {
   }
   if (s.ok()) s = read(&format, sizeof(format));
   if (s.ok() && format != kFormat) s = absl::DataLossError(absl::StrCat("unknown checkpoint format ", format));
-  if (s.ok()) s = shard->LoadState(read);
+  if (s.ok()) s = delta ? shard->ApplyStateDelta(read) : shard->LoadState(read);
   if (s.ok() && (left != 0 || pos != buffer.size())) s = absl::DataLossError("trailing bytes after the shard state");
   return Annotate(s, absl::StrCat("checkpoint '", path, "'"));
 }
 
 StatusOr<Checkpointer::Restored> Checkpointer::RestoreLatest(int num_shards) {
   Restored restored;
-  for (const std::string& path : List()) {
-    auto shard = std::make_unique<ParameterShard>(index_, num_shards);
-    Status s = Load(path, shard.get());
-    if (s.ok()) {
-      restored.shard = std::move(shard);
-      restored.path = path;
-      return restored;
+  const std::vector<std::string> all = List();  // newest first
+  auto skip = [&restored](const std::string& path, absl::string_view why) {
+    log::Warning(absl::StrCat("skipping checkpoint ", path, ": ", why));
+    restored.skipped.push_back(absl::StrCat(path, ": ", why));
+  };
+  size_t newer_full = 0;  // all[newer_full, i): the deltas newer than the full one all[i]
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (IsDelta(all[i])) continue;
+    // all[i] is a full checkpoint; its deltas are the files between it and the next
+    // newer full one, oldest first, each one sequence number after the one before.
+    std::vector<std::string> chain = {all[i]};
+    bool broken = false;
+    for (size_t j = i; j-- > newer_full;) {
+      const std::string& d = all[j];
+      if (broken) {
+        skip(d, "comes after a delta that cannot be used");
+        continue;
+      }
+      const int64_t expected = SeqOf(fs::path(chain.back()).filename().string()) + 1;
+      Status ok = SeqOf(fs::path(d).filename().string()) == expected
+                      ? Verify(d)
+                      : absl::DataLossError(absl::StrCat("checkpoint ", expected, " of the chain is missing"));
+      if (!ok.ok()) {
+        skip(d, ok.message());
+        broken = true;
+        continue;
+      }
+      chain.push_back(d);
     }
-    if (absl::IsFailedPrecondition(s)) return s;
-    log::Warning(absl::StrCat("skipping corrupt checkpoint ", path, ": ", s.message()));
-    restored.skipped.push_back(absl::StrCat(path, ": ", s.message()));
+    newer_full = i + 1;
+    // Parse the chain; a delta that parses badly ends it where the state was good.
+    while (!chain.empty()) {
+      auto shard = std::make_unique<ParameterShard>(index_, num_shards);
+      Status s = LoadChain(chain, shard.get());
+      if (s.ok()) {
+        restored.shard = std::move(shard);
+        restored.path = chain.back();
+        restored.chain = std::move(chain);
+        return restored;
+      }
+      if (absl::IsFailedPrecondition(s)) return s;
+      if (chain.size() == 1) {
+        skip(chain[0], s.message());
+        break;
+      }
+      skip(chain.back(), s.message());
+      chain.pop_back();
+    }
   }
   return restored;
 }

@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, advertise_host, "",
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
 ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
+ABSL_FLAG(int, full_checkpoint_every, 10,
+          "every Nth checkpoint is full, the others hold only the rows changed since the one before (>= 1; 1: all "
+          "full)");
 ABSL_FLAG(int, max_message_mb, 256,
           "largest gRPC message in MB, in [1, 2047]; once initialised the shard also refuses any push or pull "
           "larger than its parameters allow (Stats: largest_request_bytes)");
@@ -94,7 +97,7 @@ pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::P
   PL_ASSIGN_OR_RETURN(auto role, replicator->Join(absl::Seconds(60), checkpoint_version));
   if (role == pl::proto::ReplicaInfo::PRIMARY) {
     if (restored.shard) {
-      PL_RETURN_IF_ERROR(pl::pserver::Checkpointer::Load(restored.path, shard));
+      PL_RETURN_IF_ERROR(pl::pserver::Checkpointer::LoadChain(restored.chain, shard));
       *restored_from = restored.path;
     }
     const int64_t known = replicator->last_known_version();
@@ -137,6 +140,7 @@ int Run(int argc, char** argv) {
   const int num_pservers = absl::GetFlag(FLAGS_num_pservers);
   const int port = absl::GetFlag(FLAGS_port);
   const int every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
+  const int full_every = absl::GetFlag(FLAGS_full_checkpoint_every);
   const int trim_idle_ms = absl::GetFlag(FLAGS_trim_idle_ms);
   const int max_mb = absl::GetFlag(FLAGS_max_message_mb);
   if (num_pservers <= 0) pl::cli::ExitWithUsageError(program, "--num_pservers (or PL_NUM_PSERVERS) must be >= 1");
@@ -146,6 +150,7 @@ int Run(int argc, char** argv) {
   }
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", port, 0, 65535),
                                    pl::cli::CheckAtLeast("checkpoint_every_s", every_s, 0),
+                                   pl::cli::CheckAtLeast("full_checkpoint_every", full_every, 1),
                                    pl::cli::CheckAtLeast("trim_idle_ms", trim_idle_ms, 0),
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
                                    pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
@@ -177,9 +182,9 @@ int Run(int argc, char** argv) {
   // A replica learns from the master whether it is the shard's primary before it
   // restores anything (replicated_startup below).
   if (!checkpoint_dir.empty() && replicated) {
-    checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index);
+    checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index, /*keep=*/2, full_every);
   } else if (!checkpoint_dir.empty()) {
-    checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index);
+    checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index, /*keep=*/2, full_every);
     auto restored = checkpointer->RestoreLatest(num_pservers);
     if (!restored.ok()) return Fail(std::string(restored.status().message()));
     if (restored->shard) {

@@ -160,10 +160,16 @@ void ParameterShard::SetLiveTrainers(const std::vector<int64_t>& trainer_ids) {
 
 // ------------------------------------------------------------------ state in/out
 
-Status ParameterShard::SaveState(const ByteWriter& write) const {
+Status ParameterShard::SaveState(const ByteWriter& write, ShardStore::Rows rows) const {
   // Sync: no step's update runs meanwhile, so the values are exactly those at the version.
   const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
-  return WriteShardState(store_, clock_.version(), write);
+  return WriteShardState(store_, clock_.version(), write, rows);
+}
+
+Status ParameterShard::ApplyStateDelta(const ByteReader& read) {
+  PL_ASSIGN_OR_RETURN(const int64_t version, ApplyShardDelta(read, &store_));
+  clock_.Set(version);
+  return absl::OkStatus();
 }
 
 Status ParameterShard::LoadState(const ByteReader& read) {

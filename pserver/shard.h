@@ -150,8 +150,14 @@ class ParameterShard {
   // and rejects data for another index or shard count with FAILED_PRECONDITION.
   using ByteWriter = pserver::ByteWriter;
   using ByteReader = pserver::ByteReader;
-  Status SaveState(const ByteWriter& write) const;
+  // `rows`: ShardStore::Rows (kChangedTakingChanges: an incremental state).
+  Status SaveState(const ByteWriter& write, ShardStore::Rows rows = ShardStore::Rows::kAll) const;
   Status LoadState(const ByteReader& read);
+  // An incremental state onto the state it was taken after (shard_serializer.h).
+  Status ApplyStateDelta(const ByteReader& read);
+  // Incremental checkpoints: see ShardStore::TrackChanges.
+  void TrackChanges() const { store_.TrackChanges(); }
+  bool tracking_changes() const { return store_.tracking_changes(); }
 
  private:
   // The push pipeline's steps.

@@ -10,7 +10,8 @@ namespace pl::pserver {
 namespace {
 constexpr uint32_t kHeadTag = 0x48534c50;  // "PLSH"
 constexpr uint32_t kEndTag = 0x21444e45;   // "END!"
-constexpr uint32_t kLayout = 1;
+constexpr uint32_t kLayout = 1;       // the whole state
+constexpr uint32_t kDeltaLayout = 2;  // the same, with only the rows changed since the state before
 constexpr uint64_t kMaxMessageBytes = 1 << 20;
 
 template <typename T>
@@ -42,11 +43,12 @@ Status Corrupt(absl::string_view why) { return absl::DataLossError(absl::StrCat(
 // Writes what the store shows, in the order of the layout.
 class Writer : public ShardStore::Visitor {
  public:
-  Writer(const ShardStore& store, int64_t version, const ByteWriter& w) : store_(store), version_(version), w_(w) {}
+  Writer(const ShardStore& store, int64_t version, uint32_t layout, const ByteWriter& w)
+      : store_(store), version_(version), layout_(layout), w_(w) {}
 
   Status Config(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync, size_t dense_params) override {
     PL_RETURN_IF_ERROR(Put(w_, kHeadTag));
-    PL_RETURN_IF_ERROR(Put(w_, kLayout));
+    PL_RETURN_IF_ERROR(Put(w_, layout_));
     PL_RETURN_IF_ERROR(Put<int32_t>(w_, store_.index()));
     PL_RETURN_IF_ERROR(Put<int32_t>(w_, store_.num_shards()));
     PL_RETURN_IF_ERROR(Put<uint8_t>(w_, sync ? 1 : 0));
@@ -79,15 +81,21 @@ class Writer : public ShardStore::Visitor {
  private:
   const ShardStore& store_;
   const int64_t version_;
+  const uint32_t layout_;
   const ByteWriter& w_;
 };
 
-Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, int64_t* version) {
+Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, uint32_t expected_layout,
+                  int64_t* version) {
   uint32_t tag = 0, layout = 0;
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kHeadTag) return Corrupt("not a pserver shard (bad tag)");
   PL_RETURN_IF_ERROR(Get(r, &layout));
-  if (layout != kLayout) return Corrupt(absl::StrCat("unknown layout ", layout));
+  if (layout != kLayout && layout != kDeltaLayout) return Corrupt(absl::StrCat("unknown layout ", layout));
+  if (layout != expected_layout) {
+    return Corrupt(layout == kDeltaLayout ? "an incremental state where a whole one was expected"
+                                          : "a whole state where an incremental one was expected");
+  }
   int32_t index = 0, num_shards = 0;
   uint8_t sync = 0;
   uint64_t seed = 0;
@@ -109,10 +117,18 @@ Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Load
 }
 
 // Reads a parameter's or table's spec and creates it; returns the blocks it owns here.
-StatusOr<size_t> ReadSpec(const ByteReader& r, proto::ParamSpec::Kind kind, ShardStore::Loader* loader,
+// `delta`: one the state before already holds is kept (it must be the same).
+StatusOr<size_t> ReadSpec(const ByteReader& r, proto::ParamSpec::Kind kind, bool delta, ShardStore::Loader* loader,
                           proto::ParamSpec* spec) {
   const char* what = kind == proto::ParamSpec::DENSE ? "dense parameter" : "sparse table";
   PL_RETURN_IF_ERROR(GetMessage(r, spec, absl::StrCat(what, " spec")));
+  if (delta && loader->Holds(spec->name())) {
+    const proto::ParamSpec* held = loader->Spec(spec->name());
+    if (held == nullptr || held->kind() != kind || held->SerializeAsString() != spec->SerializeAsString()) {
+      return Corrupt(absl::StrCat(what, " '", spec->name(), "' differs from the state it changes"));
+    }
+    return loader->OwnedBlocks(spec->name());
+  }
   if (spec->kind() != kind || loader->Holds(spec->name())) {
     return Corrupt(absl::StrCat("bad or repeated ", what, " '", spec->name(), "'"));
   }
@@ -121,9 +137,9 @@ StatusOr<size_t> ReadSpec(const ByteReader& r, proto::ParamSpec::Kind kind, Shar
   return owned;
 }
 
-Status ReadDense(const ByteReader& r, ShardStore::Loader* loader) {
+Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader) {
   proto::ParamSpec spec;
-  PL_ASSIGN_OR_RETURN(const size_t owned, ReadSpec(r, proto::ParamSpec::DENSE, loader, &spec));
+  PL_ASSIGN_OR_RETURN(const size_t owned, ReadSpec(r, proto::ParamSpec::DENSE, delta, loader, &spec));
   uint64_t num_blocks = 0;
   PL_RETURN_IF_ERROR(Get(r, &num_blocks));
   if (num_blocks != owned) {
@@ -143,9 +159,9 @@ Status ReadDense(const ByteReader& r, ShardStore::Loader* loader) {
   return absl::OkStatus();
 }
 
-Status ReadTable(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader) {
+Status ReadTable(const ByteReader& r, const ShardStore& store, bool delta, ShardStore::Loader* loader) {
   proto::ParamSpec spec;
-  PL_RETURN_IF_ERROR(ReadSpec(r, proto::ParamSpec::SPARSE, loader, &spec).status());
+  PL_RETURN_IF_ERROR(ReadSpec(r, proto::ParamSpec::SPARSE, delta, loader, &spec).status());
   uint32_t stripes = 0;
   PL_RETURN_IF_ERROR(Get(r, &stripes));
   for (uint32_t s = 0; s < stripes; ++s) {
@@ -157,36 +173,47 @@ Status ReadTable(const ByteReader& r, const ShardStore& store, ShardStore::Loade
       if (id < 0 || ShardOfRow(id, store.num_shards()) != store.index()) {
         return Corrupt(absl::StrCat("table '", spec.name(), "': row ", id, " is not this shard's"));
       }
-      absl::Span<float> record = loader->NewRow(spec.name(), id);
+      absl::Span<float> record = delta ? loader->Row(spec.name(), id) : loader->NewRow(spec.name(), id);
       if (record.empty()) return Corrupt(absl::StrCat("table '", spec.name(), "': row ", id, " saved twice"));
       PL_RETURN_IF_ERROR(r(record.data(), record.size() * sizeof(float)));
     }
   }
   return absl::OkStatus();
 }
+
+Status ReadBody(const ByteReader& r, const ShardStore& store, bool delta, ShardStore::Loader* loader,
+                int64_t* version) {
+  PL_RETURN_IF_ERROR(ReadHeader(r, store, loader, delta ? kDeltaLayout : kLayout, version));
+  uint32_t num_dense = 0;
+  PL_RETURN_IF_ERROR(Get(r, &num_dense));
+  for (uint32_t i = 0; i < num_dense; ++i) PL_RETURN_IF_ERROR(ReadDense(r, delta, loader));
+  uint32_t num_sparse = 0;
+  PL_RETURN_IF_ERROR(Get(r, &num_sparse));
+  for (uint32_t i = 0; i < num_sparse; ++i) PL_RETURN_IF_ERROR(ReadTable(r, store, delta, loader));
+  uint32_t tag = 0;
+  PL_RETURN_IF_ERROR(Get(r, &tag));
+  if (tag != kEndTag) return Corrupt("missing end tag");
+  return absl::OkStatus();
+}
 }  // namespace
 
-Status WriteShardState(const ShardStore& store, int64_t version, const ByteWriter& write) {
-  Writer writer(store, version, write);
-  PL_RETURN_IF_ERROR(store.Visit(&writer));
+Status WriteShardState(const ShardStore& store, int64_t version, const ByteWriter& write, ShardStore::Rows rows) {
+  Writer writer(store, version, rows == ShardStore::Rows::kChangedTakingChanges ? kDeltaLayout : kLayout, write);
+  PL_RETURN_IF_ERROR(store.Visit(&writer, rows));
   return Put(write, kEndTag);
 }
 
 StatusOr<int64_t> ReadShardState(const ByteReader& r, ShardStore* store) {
   int64_t version = 0;
-  PL_RETURN_IF_ERROR(store->Load([&](ShardStore::Loader* loader) -> Status {
-    PL_RETURN_IF_ERROR(ReadHeader(r, *store, loader, &version));
-    uint32_t num_dense = 0;
-    PL_RETURN_IF_ERROR(Get(r, &num_dense));
-    for (uint32_t i = 0; i < num_dense; ++i) PL_RETURN_IF_ERROR(ReadDense(r, loader));
-    uint32_t num_sparse = 0;
-    PL_RETURN_IF_ERROR(Get(r, &num_sparse));
-    for (uint32_t i = 0; i < num_sparse; ++i) PL_RETURN_IF_ERROR(ReadTable(r, *store, loader));
-    uint32_t tag = 0;
-    PL_RETURN_IF_ERROR(Get(r, &tag));
-    if (tag != kEndTag) return Corrupt("missing end tag");
-    return absl::OkStatus();
-  }));
+  PL_RETURN_IF_ERROR(store->Load(
+      [&](ShardStore::Loader* loader) { return ReadBody(r, *store, /*delta=*/false, loader, &version); }));
+  return version;
+}
+
+StatusOr<int64_t> ApplyShardDelta(const ByteReader& r, ShardStore* store) {
+  int64_t version = 0;
+  PL_RETURN_IF_ERROR(store->LoadMore(
+      [&](ShardStore::Loader* loader) { return ReadBody(r, *store, /*delta=*/true, loader, &version); }));
   return version;
 }
 

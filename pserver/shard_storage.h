@@ -75,12 +75,34 @@ struct RowStripe {
   absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // id -> slot
   std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
   uint32_t used_in_last ABSL_GUARDED_BY(mu) = 0;
+  // Incremental checkpoints (ShardStore::TrackChanges): the rows updated since the
+  // marks were last taken, as (id, slot), each once: a row's entry in `marked_in` (per
+  // slab, made while tracking) says in which generation it was last marked. An array
+  // read per update, no hashing: marking costs a few percent of a sparse push.
+  std::vector<std::pair<int64_t, uint32_t>> changed ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<uint32_t[]>> marked_in ABSL_GUARDED_BY(mu);
+  uint32_t generation ABSL_GUARDED_BY(mu) = 1;
   // Sync: id -> offset into accum (D floats each), gradient sums of the current step.
   absl::flat_hash_map<int64_t, uint32_t> accum_index ABSL_GUARDED_BY(mu);
   std::vector<float> accum ABSL_GUARDED_BY(mu);
 
   float* At(uint32_t slot, int64_t stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return slabs[slot >> kSlabShift].get() + static_cast<int64_t>(slot & kSlabPosMask) * stride;
+  }
+  void MarkChanged(int64_t id, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint32_t slab = slot >> kSlabShift;
+    while (marked_in.size() <= slab) marked_in.emplace_back(new uint32_t[SlabRows(marked_in.size())]());
+    uint32_t& mark = marked_in[slab][slot & kSlabPosMask];
+    if (mark == generation) return;
+    mark = generation;
+    changed.emplace_back(id, slot);
+  }
+  void TakeChanges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    changed.clear();
+    if (++generation == 0) {  // after 2^32 - 1 checkpoints: forget every mark, start again
+      for (size_t i = 0; i < marked_in.size(); ++i) std::fill_n(marked_in[i].get(), SlabRows(i), 0u);
+      generation = 1;
+    }
   }
   // A fresh, uninitialised record for `id`.
   float* Insert(int64_t id, int64_t stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

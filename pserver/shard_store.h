@@ -107,7 +107,16 @@ class ShardStore {
     virtual Status Stripe(size_t rows) = 0;
     virtual Status Row(int64_t id, absl::Span<const float> record) = 0;
   };
-  Status Visit(Visitor* visitor) const;
+  // Which rows a visit shows: all of them; all, taking the change marks (a full
+  // checkpoint); or only the rows changed since the marks were last taken (an
+  // incremental one). Taking the marks clears them stripe by stripe as it goes.
+  enum class Rows { kAll, kAllTakingChanges, kChangedTakingChanges };
+  Status Visit(Visitor* visitor, Rows rows = Rows::kAll) const;
+
+  // From now on, every row a push updates is marked as changed (for incremental
+  // checkpoints; RowStripe::MarkChanged). Idempotent.
+  void TrackChanges() const { track_changes_.store(true, std::memory_order_relaxed); }
+  bool tracking_changes() const { return track_changes_.load(std::memory_order_relaxed); }
 
   // What a restorer fills (Load). It runs while Load holds the store exclusively, so
   // what it returns may be written without further locks until `fill` returns.
@@ -123,6 +132,12 @@ class ShardStore {
     absl::Span<float> Block(const std::string& name, int64_t b, int64_t n, int64_t step);
     // A new record for row `id` of `table`, to fill; empty when the row exists.
     absl::Span<float> NewRow(const std::string& table, int64_t id);
+    // Row `id`'s record, new or existing, to overwrite (an incremental checkpoint's).
+    absl::Span<float> Row(const std::string& table, int64_t id);
+    // The spec parameter or table `name` was created with, or null.
+    const proto::ParamSpec* Spec(const std::string& name) const;
+    // Blocks of dense parameter `name` held here (0 if none).
+    size_t OwnedBlocks(const std::string& name) const;
 
    private:
     friend class ShardStore;
@@ -132,6 +147,9 @@ class ShardStore {
   // Runs fill on a fresh store (else FAILED_PRECONDITION); the store counts as
   // initialised when fill returns OK.
   Status Load(const std::function<Status(Loader*)>& fill);
+  // Like Load, onto a store that holds a state already (an incremental checkpoint over
+  // its base); FAILED_PRECONDITION on a fresh one.
+  Status LoadMore(const std::function<Status(Loader*)>& fill);
 
  private:
   Status CheckCompatible(const proto::InitRequest& request) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -145,6 +163,7 @@ class ShardStore {
   // The row's record, created from the table's initializer if absent. Needs mu_
   // (shared) and stripe->mu.
   float* FindOrCreateRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  uint32_t FindOrCreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
 
   const int index_;
   const int num_shards_;
@@ -167,6 +186,7 @@ class ShardStore {
   // Lock-free.
   std::atomic<int64_t> dense_elements_{0};
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
+  mutable std::atomic<bool> track_changes_{false};
 };
 
 }  // namespace pl::pserver

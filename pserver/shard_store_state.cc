@@ -5,7 +5,7 @@
 
 namespace pl::pserver {
 
-Status ShardStore::Visit(Visitor* v) const {
+Status ShardStore::Visit(Visitor* v, Rows rows) const {
   absl::ReaderMutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckInitialized());
   const int slots = NumSlots(optimizer_.kind);
@@ -23,10 +23,18 @@ Status ShardStore::Visit(Visitor* v) const {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
-      PL_RETURN_IF_ERROR(v->Stripe(stripe.index.size()));
-      for (const auto& [id, slot] : stripe.index) {
-        PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
+      if (rows == Rows::kChangedTakingChanges) {
+        PL_RETURN_IF_ERROR(v->Stripe(stripe.changed.size()));
+        for (const auto& [id, slot] : stripe.changed) {  // rows keep their slots
+          PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
+        }
+      } else {
+        PL_RETURN_IF_ERROR(v->Stripe(stripe.index.size()));
+        for (const auto& [id, slot] : stripe.index) {
+          PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
+        }
       }
+      if (rows != Rows::kAll) stripe.TakeChanges();
     }
   }
   return absl::OkStatus();
@@ -41,6 +49,13 @@ Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
   PL_RETURN_IF_ERROR(fill(&loader));
   initialized_.store(true, std::memory_order_release);
   return absl::OkStatus();
+}
+
+Status ShardStore::LoadMore(const std::function<Status(Loader*)>& fill) {
+  absl::WriterMutexLock l(&mu_);
+  if (!initialized()) return absl::FailedPreconditionError("LoadMore needs a shard that holds a state");
+  Loader loader(this);
+  return fill(&loader);
 }
 
 // The Loader's methods run inside Load, which holds store_->mu_ exclusively.
@@ -76,6 +91,29 @@ absl::Span<float> ShardStore::Loader::Block(const std::string& name, int64_t b, 
   absl::MutexLock bl(&blk->mu);
   blk->step = step;
   return {blk->data.get(), static_cast<size_t>((1 + NumSlots(store_->optimizer_.kind)) * n)};
+}
+
+absl::Span<float> ShardStore::Loader::Row(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto tit = store_->sparse_.find(table);
+  if (tit == store_->sparse_.end()) return {};
+  SparseTable* t = tit->second.get();
+  RowStripe& stripe = t->stripes[StripeOf(id)];
+  absl::MutexLock sl(&stripe.mu);
+  auto it = stripe.index.find(id);
+  if (it != stripe.index.end()) return {stripe.At(it->second, t->stride), static_cast<size_t>(t->stride)};
+  ++t->rows;
+  return {stripe.Insert(id, t->stride), static_cast<size_t>(t->stride)};
+}
+
+const proto::ParamSpec* ShardStore::Loader::Spec(const std::string& name) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (auto it = store_->dense_.find(name); it != store_->dense_.end()) return &it->second->spec;
+  if (auto it = store_->sparse_.find(name); it != store_->sparse_.end()) return &it->second->spec;
+  return nullptr;
+}
+
+size_t ShardStore::Loader::OwnedBlocks(const std::string& name) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto it = store_->dense_.find(name);
+  return it == store_->dense_.end() ? 0 : it->second->blocks.size();
 }
 
 absl::Span<float> ShardStore::Loader::NewRow(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -8,16 +8,21 @@
 
 namespace pl::pserver {
 
-float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id) const
+uint32_t ShardStore::FindOrCreateSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
   auto it = stripe->index.find(id);
-  if (it != stripe->index.end()) return stripe->At(it->second, t->stride);
+  if (it != stripe->index.end()) return it->second;
   float* row = stripe->Insert(id, t->stride);
   InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), id), row, t->dim);
   InitSlots(optimizer_, row + t->dim, t->dim);
   t->SetStep(row, 0);
   ++t->rows;
-  return row;
+  return stripe->index.at(id);
+}
+
+float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return stripe->At(FindOrCreateSlot(t, stripe, id), t->stride);
 }
 
 void ShardStore::Apply(const ResolvedPush& push) {
@@ -38,16 +43,19 @@ void ShardStore::Apply(const ResolvedPush& push) {
       if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
     });
   });
+  const bool track = tracking_changes();
   for (const ResolvedPush::Sparse& s : push.sparse) {
     SparseTable* t = s.table;
     for (int i = 0; i < s.msg->ids_size(); ++i) {
       const int64_t id = s.msg->ids(i);
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      float* row = FindOrCreateRow(t, &stripe, id);
+      const uint32_t slot = FindOrCreateSlot(t, &stripe, id);
+      float* row = stripe.At(slot, t->stride);
       const int64_t step = t->GetStep(row) + 1;
       rule_->Apply(row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step, t->dim);
       t->SetStep(row, step);
+      if (track) stripe.MarkChanged(id, slot);
     }
   }
 }
@@ -98,6 +106,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
       blk->has_accum = false;
     }
   }
+  const bool track = tracking_changes();
   for (auto& [name, t] : sparse_) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
@@ -105,10 +114,12 @@ void ShardStore::ApplyAccumulated(int contributors) {
       for (const auto& [id, pos] : stripe.accum_index) {
         float* g = stripe.accum.data() + pos;
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
-        float* row = FindOrCreateRow(t.get(), &stripe, id);
+        const uint32_t slot = FindOrCreateSlot(t.get(), &stripe, id);
+        float* row = stripe.At(slot, t->stride);
         const int64_t step = t->GetStep(row) + 1;
         rule_->Apply(row, g, row + t->dim, t->dim, step, t->dim);
         t->SetStep(row, step);
+        if (track) stripe.MarkChanged(id, slot);
       }
       stripe.accum_index.clear();
       stripe.accum.clear();
