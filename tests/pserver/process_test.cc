@@ -154,6 +154,70 @@ TEST(PserverProcess, ServesCheckpointsOnSigtermAndRestores) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// A pl-pserver that checkpointed fully, then incrementally, comes back from the chain:
+// the rows changed after the full checkpoint are in the deltas only.
+TEST(PserverProcess, RestoresFromAFullCheckpointAndItsDeltas) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("ps_delta_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string port_file = (dir / "port").string();
+  const std::vector<std::string> args = {Binary(), "--index", "0", "--num_pservers", "1", "--port", "0",
+                                         "--port_file", port_file, "--checkpoint_dir", (dir / "ckpt").string(),
+                                         "--checkpoint_every_s", "3600", "--full_checkpoint_every", "5"};
+  auto call = [](const grpc::Status& st) { ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message(); };
+  auto ctx = [] { return rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true); };
+  // Row r gets gradient r+1 in the first push, 10 in the second (rows 0-9 only); SGD 0.5
+  // from 1.0: 1 - 0.5 (r+1) for rows 10-99, then 5 less for rows 0-9.
+  std::vector<int64_t> ids(100);
+  for (int64_t i = 0; i < 100; ++i) ids[i] = i;
+  std::vector<float> expected(100);
+  for (int i = 0; i < 100; ++i) expected[i] = 1.0f - 0.5f * (i + 1) - (i < 10 ? 5.0f : 0.0f);
+  {
+    Process p(args, (dir / "run1.log").string());
+    const int port = WaitForPort(port_file, absl::Seconds(10));
+    ASSERT_GT(port, 0) << ReadAll((dir / "run1.log").string());
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    proto::InitResponse init;
+    call(stub->Init(ctx().get(), MakeInit({SparseSpec("emb", 1, 0, InitSpec::Constant(1.0f))}, Sgd(0.5f)), &init));
+    proto::PushRequest first;
+    std::vector<float> g(100);
+    for (int i = 0; i < 100; ++i) g[i] = static_cast<float>(i + 1);
+    AddRows(&first, "emb", 1, ids, g);
+    proto::PushResponse pushed;
+    call(stub->Push(ctx().get(), first, &pushed));
+    proto::CheckpointResponse full;
+    call(stub->Checkpoint(ctx().get(), {}, &full));
+    EXPECT_THAT(full.path(), ::testing::EndsWith(".bin"));
+    proto::PushRequest second;
+    AddRows(&second, "emb", 1, std::vector<int64_t>(ids.begin(), ids.begin() + 10), std::vector<float>(10, 10.0f));
+    call(stub->Push(ctx().get(), second, &pushed));
+    p.Signal(SIGTERM);  // the final checkpoint: a delta of rows 0-9
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << ReadAll((dir / "run1.log").string());
+  }
+  fs::remove(port_file);
+  {
+    Process p(args, (dir / "run2.log").string());
+    const int port = WaitForPort(port_file, absl::Seconds(10));
+    ASSERT_GT(port, 0) << ReadAll((dir / "run2.log").string());
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    proto::StatsResponse stats;
+    call(stub->Stats(ctx().get(), proto::StatsRequest(), &stats));
+    EXPECT_EQ(stats.version(), 2);
+    EXPECT_THAT(stats.restored_from(), ::testing::EndsWith(".delta"));
+    proto::PullRequest pull;
+    proto::SparseRowsMsg* rows = pull.add_sparse();
+    rows->set_table("emb");
+    for (int64_t id : ids) rows->add_ids(id);
+    proto::PullResponse got;
+    call(stub->Pull(ctx().get(), pull, &got));
+    ASSERT_EQ(got.sparse_size(), 1);
+    EXPECT_EQ(Floats(got.sparse(0).values()), expected);
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(absl::Seconds(10)), 0);
+  }
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 // The pserver keeps freed message buffers while traffic flows (they are reused at
 // once) and gives them back once it pauses for --trim_idle_ms; 0 keeps them. How much
 // comes back depends on the allocator's state (13-60 MB of these 32 MB messages on
