@@ -22,6 +22,7 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/io/atomic_file.h"
+#include "paddle_like/metrics/hot_row_rates.h"
 #include "paddle_like/metrics/pserver_sampler.h"
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/rpc.h"
@@ -44,6 +45,8 @@ ABSL_FLAG(std::string, advertise_host, "",
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
 ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
+ABSL_FLAG(int, table_report_every_s, 60,
+          "log each sparse table's rows, bytes and hottest rows this often (0: never)");
 ABSL_FLAG(int, full_checkpoint_every, 10,
           "every Nth checkpoint is full, the others hold only the rows changed since the one before (>= 1; 1: all "
           "full)");
@@ -151,6 +154,7 @@ int Run(int argc, char** argv) {
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", port, 0, 65535),
                                    pl::cli::CheckAtLeast("checkpoint_every_s", every_s, 0),
                                    pl::cli::CheckAtLeast("full_checkpoint_every", full_every, 1),
+                                   pl::cli::CheckAtLeast("table_report_every_s", absl::GetFlag(FLAGS_table_report_every_s), 0),
                                    pl::cli::CheckAtLeast("trim_idle_ms", trim_idle_ms, 0),
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
                                    pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
@@ -259,6 +263,10 @@ int Run(int argc, char** argv) {
   // burst of traffic to the kernel once it has paused for --trim_idle_ms.
   const absl::Duration every = absl::Seconds(std::max(every_s, 1));
   absl::Time next_checkpoint = absl::Now() + every;
+  // Sparse tables in the log: sizes and hot rows (x-deeplearning#85: hot shards nobody saw).
+  const absl::Duration report_every = absl::Seconds(absl::GetFlag(FLAGS_table_report_every_s));
+  absl::Time next_report = absl::Now() + report_every;
+  pl::metrics::HotRowRates report_rates;
   int64_t calls_seen = 0;
   absl::Time last_traffic = absl::Now();
   bool trimmed = true;
@@ -287,6 +295,12 @@ int Run(int argc, char** argv) {
     }
     service.DropIdleRegions();
     sampler.Tick();
+    if (report_every > absl::ZeroDuration() && absl::Now() >= next_report) {
+      next_report = absl::Now() + report_every;
+      for (const std::string& line : pl::metrics::DescribeTables(service.StatsNow(), &report_rates, absl::Now())) {
+        pl::log::Info(line);
+      }
+    }
     // Replicas sharing a directory leave the checkpoints to the primary.
     const bool may_checkpoint = !replicator || own_checkpoints || replicator->CheckPrimary().ok();
     if (checkpointer && may_checkpoint && every_s > 0 && absl::Now() >= next_checkpoint) {

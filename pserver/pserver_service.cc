@@ -248,6 +248,7 @@ proto::StatsResponse PserverService::StatsNow() const {
   }
   r.set_push_clients(shard_->ledger_clients());
   r.set_largest_request_bytes(shard_->largest_request_bytes());
+  for (proto::TableStats& t : shard_->Tables()) *r.add_tables() = std::move(t);
   return r;
 }
 

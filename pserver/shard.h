@@ -144,6 +144,8 @@ class ParameterShard {
   int64_t largest_request_bytes() const { return store_.largest_request_bytes(); }
   int64_t version() const { return clock_.version(); }
   ShardCounters Counters() const;
+  // Each sparse table's size and hottest rows (ShardStore::Tables).
+  std::vector<proto::TableStats> Tables(int hottest = 10) const { return store_.Tables(hottest); }
 
   // The whole shard (shard_serializer.h) as a byte stream, and back. In sync mode the
   // saved state is exactly the state at its version. LoadState requires a fresh shard

@@ -26,6 +26,7 @@
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/nn/init.h"
+#include "pserver/hot_rows.h"
 #include "proto/pserver.pb.h"
 
 namespace pl::pserver {
@@ -82,6 +83,7 @@ struct RowStripe {
   std::vector<std::pair<int64_t, uint32_t>> changed ABSL_GUARDED_BY(mu);
   std::vector<std::unique_ptr<uint32_t[]>> marked_in ABSL_GUARDED_BY(mu);
   uint32_t generation ABSL_GUARDED_BY(mu) = 1;
+  HotRows hot ABSL_GUARDED_BY(mu);  // the stripe's most pushed rows
   // Sync: id -> offset into accum (D floats each), gradient sums of the current step.
   absl::flat_hash_map<int64_t, uint32_t> accum_index ABSL_GUARDED_BY(mu);
   std::vector<float> accum ABSL_GUARDED_BY(mu);

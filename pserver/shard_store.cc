@@ -40,6 +40,39 @@ int64_t ShardStore::sparse_rows() const {
   return rows;
 }
 
+std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
+  absl::ReaderMutexLock l(&mu_);
+  std::vector<proto::TableStats> out;
+  for (const auto& [name, t] : sparse_) {
+    proto::TableStats& s = out.emplace_back();
+    s.set_name(name);
+    s.set_rows(t->rows.load());
+    int64_t bytes = 0;
+    std::vector<HotRows::Entry> hot;
+    for (int i = 0; i < kRowStripes; ++i) {
+      RowStripe& stripe = t->stripes[i];
+      absl::MutexLock sl(&stripe.mu);
+      for (size_t slab = 0; slab < stripe.slabs.size(); ++slab) bytes += SlabRows(slab) * t->stride * sizeof(float);
+      for (size_t slab = 0; slab < stripe.marked_in.size(); ++slab) bytes += SlabRows(slab) * sizeof(uint32_t);
+      // A flat_hash_map slot holds the pair and one control byte.
+      bytes += static_cast<int64_t>(stripe.index.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1));
+      bytes += static_cast<int64_t>(stripe.changed.capacity() * sizeof(stripe.changed[0]));
+      stripe.hot.AppendTo(&hot);
+    }
+    s.set_bytes(bytes);
+    std::sort(hot.begin(), hot.end(), [](const HotRows::Entry& a, const HotRows::Entry& b) {
+      return a.count != b.count ? a.count > b.count : a.id < b.id;
+    });
+    for (size_t k = 0; k < hot.size() && static_cast<int>(k) < hottest; ++k) {
+      proto::HotRow* h = s.add_hottest();
+      h->set_id(hot[k].id);
+      h->set_updates(hot[k].count);
+      h->set_error(hot[k].error);
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------- Init
 
 namespace {

@@ -82,13 +82,18 @@ class ShardStore {
   int64_t dense_elements() const { return dense_elements_.load(); }
   // The size of the largest push (or pull request) this shard's parameters allow, as
   // serialized: every dense block it holds in float32, and for each table as many rows
-  // as it can hold here (at most kRowsPerPushBound), plus a margin. 0 before Init.
+  // as it can hold here (at most kRowsPerPushBound), plus a margin. 0 until initialised.
   int64_t largest_request_bytes() const {
+    // Only once initialised: a push that races a (re-)Init must not meet the sum of the
+    // parameters added so far (it is refused as uninitialised instead, and retried).
+    if (!initialized()) return 0;
     const int64_t payload = request_payload_bytes_.load();
     return payload == 0 ? 0 : payload + payload / 8 + (64 << 10);
   }
   static constexpr int64_t kRowsPerPushBound = int64_t{1} << 20;
   int64_t sparse_rows() const;
+  // Each table's rows, bytes and `hottest` most updated rows (most first).
+  std::vector<proto::TableStats> Tables(int hottest = 10) const;
 
   // What a saver sees of the store (Visit), in a stable order: the configuration; each
   // dense parameter and its blocks, each block under its lock; each table and its rows

@@ -56,6 +56,7 @@ void ShardStore::Apply(const ResolvedPush& push) {
       rule_->Apply(row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step, t->dim);
       t->SetStep(row, step);
       if (track) stripe.MarkChanged(id, slot);
+      stripe.hot.Count(id);
     }
   }
 }
@@ -120,6 +121,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
         rule_->Apply(row, g, row + t->dim, t->dim, step, t->dim);
         t->SetStep(row, step);
         if (track) stripe.MarkChanged(id, slot);
+        stripe.hot.Count(id);
       }
       stripe.accum_index.clear();
       stripe.accum.clear();

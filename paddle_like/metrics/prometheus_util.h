@@ -27,6 +27,12 @@ inline prometheus::Gauge* NewGauge(ProcessTelemetry* t, const std::string& name,
   return &prometheus::BuildGauge().Name(name).Help(help).Labels(t->labels()).Register(t->registry()).Add(labels);
 }
 
+// A family whose instruments the caller adds and removes (labels that change).
+inline prometheus::Family<prometheus::Gauge>& NewGaugeFamily(ProcessTelemetry* t, const std::string& name,
+                                                             const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Labels(t->labels()).Register(t->registry());
+}
+
 inline prometheus::Histogram* NewHistogram(ProcessTelemetry* t, const std::string& name, const std::string& help,
                                            std::vector<double> buckets) {
   return &prometheus::BuildHistogram().Name(name).Help(help).Labels(t->labels()).Register(t->registry())

@@ -4,6 +4,10 @@
 
 namespace pl::metrics {
 
+namespace {
+constexpr int kHotRowsInMetrics = 5;
+}  // namespace
+
 PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsResponse()> stats,
                                absl::Duration every)
     : telemetry_(t),
@@ -19,7 +23,12 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       sparse_rows_(NewGauge(t, "pl_pserver_sparse_rows", "sparse rows this shard holds")),
       rss_(NewGauge(t, "pl_pserver_resident_bytes", "resident memory of the process")),
       shm_regions_(NewGauge(t, "pl_pserver_shm_regions", "trainers attached through shared memory")),
-      shm_bytes_(NewGauge(t, "pl_pserver_shm_bytes", "bytes of their shared-memory regions")) {
+      shm_bytes_(NewGauge(t, "pl_pserver_shm_bytes", "bytes of their shared-memory regions")),
+      table_rows_(&NewGaugeFamily(t, "pl_pserver_table_rows", "rows a sparse table holds on this shard")),
+      table_bytes_(&NewGaugeFamily(t, "pl_pserver_table_bytes",
+                                   "bytes a sparse table takes on this shard: values, optimizer state, index")),
+      hot_rate_(&NewGaugeFamily(t, "pl_pserver_hot_row_updates_per_second",
+                                "updates per second of a table's most updated rows on this shard, by rank")) {
   if (stats_) Record(stats_(), absl::Now());
 }
 
@@ -40,6 +49,18 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   rss_->Set(s.rss_bytes());
   shm_regions_->Set(s.shm_regions());
   shm_bytes_->Set(s.shm_bytes());
+  for (const proto::TableStats& t : s.tables()) {
+    table_rows_->Add({{"table", t.name()}}).Set(t.rows());
+    table_bytes_->Add({{"table", t.name()}}).Set(t.bytes());
+  }
+  for (prometheus::Gauge* g : hot_gauges_) hot_rate_->Remove(g);
+  hot_gauges_.clear();
+  for (const HotRowRates::Rate& r : hot_rates_.Update(s.tables(), now, kHotRowsInMetrics)) {
+    prometheus::Gauge& g =
+        hot_rate_->Add({{"table", r.table}, {"rank", std::to_string(r.rank)}, {"id", std::to_string(r.id)}});
+    g.Set(r.per_second);
+    hot_gauges_.push_back(&g);
+  }
   if (EventFileWriter* events = telemetry_->events(); events != nullptr && last_ != absl::InfinitePast()) {
     const double dt = std::max(1e-3, absl::ToDoubleSeconds(now - last_));
     auto rate = [dt](int64_t now_total, int64_t before) { return std::max<int64_t>(0, now_total - before) / dt; };

@@ -5,6 +5,9 @@
 //   pl_pserver_sparse_rows_pulled_total, pl_pserver_sparse_rows_pushed_total  counters
 //   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
 //   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes   gauges
+//   pl_pserver_table_rows{table}, pl_pserver_table_bytes{table}                 gauges
+//   pl_pserver_hot_row_updates_per_second{table, rank, id}: each table's 5 most
+//       updated rows (rank 1 the hottest; a row leaving the 5 leaves the family)
 // and TensorBoard scalars pserver/pushes_per_sec, pserver/rows_pulled_per_sec,
 // pserver/rows_pushed_per_sec, pserver/dense_mb, pserver/sparse_rows, pserver/rss_mb
 // (step = seconds since the sampler started).
@@ -16,12 +19,15 @@
 #include <functional>
 
 #include "absl/time/time.h"
+#include "paddle_like/metrics/hot_row_rates.h"
 #include "paddle_like/metrics/telemetry.h"
 #include "proto/pserver.pb.h"
 
 namespace prometheus {
 class Counter;
 class Gauge;
+template <typename T>
+class Family;
 }  // namespace prometheus
 
 namespace pl::metrics {
@@ -48,6 +54,9 @@ class PserverSampler {
   proto::StatsResponse previous_;
   prometheus::Counter *pushes_, *rejected_, *rows_pulled_, *rows_pushed_;
   prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_;
+  prometheus::Family<prometheus::Gauge> *table_rows_, *table_bytes_, *hot_rate_;
+  HotRowRates hot_rates_;
+  std::vector<prometheus::Gauge*> hot_gauges_;  // the last sample's, removed at the next
 };
 
 }  // namespace pl::metrics

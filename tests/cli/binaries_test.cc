@@ -79,6 +79,7 @@ const std::vector<Binary>& Binaries() {
         {"replicas", "int32, default 1"},
         {"replica_checkpoints", "bool, default false"},
         {"shm", "bool, default true"},
+        {"table_report_every_s", "int32, default 60"},
         {"threads", "int32, default 0"},
         {"tls_dir", "string, default \"\", env PL_TLS_DIR"},
         {"trim_idle_ms", "int32, default 1000"}}},

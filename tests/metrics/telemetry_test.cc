@@ -19,6 +19,7 @@ namespace pl::metrics {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::unique_ptr<ProcessTelemetry> Open(const std::string& logdir, const std::string& role, const std::string& index,
@@ -137,6 +138,43 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   const std::string ps_text = Scrape(*ps);
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_pushes_total{index=\"1\",role=\"pserver\"} 25"));
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_dense_bytes{index=\"1\",role=\"pserver\"} 4000"));
+}
+
+TEST(TelemetryTest, APserversTablesAndTheirHottestRowsReachMetrics) {
+  auto ps = Open("", "pserver", "0");
+  ASSERT_NE(ps, nullptr);
+  PserverSampler sampler(ps.get(), nullptr);
+  proto::StatsResponse stats;
+  proto::TableStats* t = stats.add_tables();
+  t->set_name("emb");
+  t->set_rows(1200);
+  t->set_bytes(64000);
+  proto::HotRow* first = t->add_hottest();
+  first->set_id(17);
+  first->set_updates(100);
+  proto::HotRow* second = t->add_hottest();
+  second->set_id(4);
+  second->set_updates(50);
+  const absl::Time t0 = absl::Now();
+  sampler.Record(stats, t0);
+  std::string text = Scrape(*ps);
+  EXPECT_THAT(text, HasSubstr("pl_pserver_table_rows{index=\"0\",role=\"pserver\",table=\"emb\"} 1200"));
+  EXPECT_THAT(text, HasSubstr("pl_pserver_table_bytes{index=\"0\",role=\"pserver\",table=\"emb\"} 64000"));
+  EXPECT_THAT(text, Not(HasSubstr("pl_pserver_hot_row_updates_per_second{")));  // no rate from one sample
+  // Two seconds later row 4 overtook row 17.
+  first->set_id(4);
+  first->set_updates(250);
+  second->set_id(17);
+  second->set_updates(140);
+  sampler.Record(stats, t0 + absl::Seconds(2));
+  text = Scrape(*ps);
+  EXPECT_THAT(text, HasSubstr("pl_pserver_hot_row_updates_per_second{index=\"0\",role=\"pserver\",id=\"4\",rank=\"1\",table=\"emb\"} 100"));
+  EXPECT_THAT(text, HasSubstr("pl_pserver_hot_row_updates_per_second{index=\"0\",role=\"pserver\",id=\"17\",rank=\"2\",table=\"emb\"} 20"));
+  // A row that left the hottest leaves the family.
+  t->mutable_hottest()->RemoveLast();
+  sampler.Record(stats, t0 + absl::Seconds(3));
+  text = Scrape(*ps);
+  EXPECT_THAT(text, Not(HasSubstr("id=\"17\"")));
 }
 
 TEST(TelemetryTest, ErrorsNameTheFlag) {

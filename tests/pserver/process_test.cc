@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 
@@ -163,7 +164,8 @@ TEST(PserverProcess, RestoresFromAFullCheckpointAndItsDeltas) {
   const std::string port_file = (dir / "port").string();
   const std::vector<std::string> args = {Binary(), "--index", "0", "--num_pservers", "1", "--port", "0",
                                          "--port_file", port_file, "--checkpoint_dir", (dir / "ckpt").string(),
-                                         "--checkpoint_every_s", "3600", "--full_checkpoint_every", "5"};
+                                         "--checkpoint_every_s", "3600", "--full_checkpoint_every", "5",
+                                         "--table_report_every_s", "1"};
   auto call = [](const grpc::Status& st) { ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message(); };
   auto ctx = [] { return rpc::MakeContext(std::chrono::seconds(5), /*wait_for_ready=*/true); };
   // Row r gets gradient r+1 in the first push, 10 in the second (rows 0-9 only); SGD 0.5
@@ -191,6 +193,16 @@ TEST(PserverProcess, RestoresFromAFullCheckpointAndItsDeltas) {
     proto::PushRequest second;
     AddRows(&second, "emb", 1, std::vector<int64_t>(ids.begin(), ids.begin() + 10), std::vector<float>(10, 10.0f));
     call(stub->Push(ctx().get(), second, &pushed));
+    // The table in the log (every second here): its rows and its hottest rows, 0-9 (2
+    // updates each) first.
+    const auto until = absl::Now() + absl::Seconds(10);
+    std::string log;
+    while (absl::Now() < until && !absl::StrContains(log, "table emb: 100 rows")) {
+      absl::SleepFor(absl::Milliseconds(100));
+      log = ReadAll((dir / "run1.log").string());
+    }
+    EXPECT_THAT(log, HasSubstr("table emb: 100 rows"));
+    EXPECT_THAT(log, ::testing::ContainsRegex("hottest rows \\(updates, per second since the last line\\): [0-9] \\(2"));
     p.Signal(SIGTERM);  // the final checkpoint: a delta of rows 0-9
     EXPECT_EQ(p.Wait(absl::Seconds(10)), 0) << ReadAll((dir / "run1.log").string());
   }
