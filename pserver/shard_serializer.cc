@@ -77,6 +77,9 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, id));
     return w_(record.data(), record.size() * sizeof(float));
   }
+  Status Sightings(absl::Span<const uint16_t> counters) override {
+    return w_(counters.data(), counters.size() * sizeof(uint16_t));
+  }
 
  private:
   const ShardStore& store_;
@@ -176,6 +179,11 @@ Status ReadTable(const ByteReader& r, const ShardStore& store, bool delta, Shard
       absl::Span<float> record = delta ? loader->Row(spec.name(), id) : loader->NewRow(spec.name(), id);
       if (record.empty()) return Corrupt(absl::StrCat("table '", spec.name(), "': row ", id, " saved twice"));
       PL_RETURN_IF_ERROR(r(record.data(), record.size() * sizeof(float)));
+    }
+    if (spec.admit_after() > 1) {
+      absl::Span<uint16_t> counters = loader->Sightings(spec.name(), static_cast<int>(s));
+      if (counters.empty()) return Corrupt(absl::StrCat("table '", spec.name(), "': stripe ", s, " out of range"));
+      PL_RETURN_IF_ERROR(r(counters.data(), counters.size() * sizeof(uint16_t)));
     }
   }
   return absl::OkStatus();

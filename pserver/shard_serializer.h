@@ -6,7 +6,8 @@
 //   u32 #dense  { bytes ParamSpec | u64 #blocks { i64 block | i64 n | i64 step |
 //                                                 f32 value[n] | f32 slots[S*n] } }
 //   u32 #sparse { bytes ParamSpec | u32 #stripes { u64 #rows { i64 id |
-//                                   f32 value[D] | f32 slots[S*D] | i64 step } } }
+//                                   f32 value[D] | f32 slots[S*D] | i64 step }
+//                                   [u16 sightings[4*1024] if ParamSpec.admit_after > 1] } }
 //   u32 'END!'
 //
 // Layout 2, an incremental state, is the same with only the rows changed since the

@@ -84,6 +84,27 @@ struct RowStripe {
   std::vector<std::unique_ptr<uint32_t[]>> marked_in ABSL_GUARDED_BY(mu);
   uint32_t generation ABSL_GUARDED_BY(mu) = 1;
   HotRows hot ABSL_GUARDED_BY(mu);  // the stripe's most pushed rows
+  // Admission (SparseTable::admit_after > 1): how often each id without a row was pushed,
+  // a count-min sketch of kSketchDepth x kSketchWidth saturating counters (8 KB per
+  // stripe, whatever the number of ids). Part of the state (snapshots, checkpoints), so
+  // replicas that apply the same pushes admit the same ids.
+  static constexpr int kSketchDepth = 4;
+  static constexpr int kSketchWidth = 1024;
+  std::unique_ptr<uint16_t[]> sightings ABSL_GUARDED_BY(mu);
+  // Counts one more sighting of `id` and returns the estimate, which never undercounts.
+  // Every counter of the id grows (saturating), not only the smallest ones: the plain
+  // update does not depend on the order of the ids, which a sync step's map does not fix.
+  int64_t Sight(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!sightings) sightings.reset(new uint16_t[kSketchDepth * kSketchWidth]());
+    uint16_t least = UINT16_MAX;
+    for (int d = 0; d < kSketchDepth; ++d) {
+      const uint64_t h = MixSeed(0x9e3779b97f4a7c15ULL * (d + 1), static_cast<uint64_t>(id));
+      uint16_t& c = sightings[d * kSketchWidth + h % kSketchWidth];
+      if (c < UINT16_MAX) ++c;
+      least = std::min(least, c);
+    }
+    return least;
+  }
   // Sync: id -> offset into accum (D floats each), gradient sums of the current step.
   absl::flat_hash_map<int64_t, uint32_t> accum_index ABSL_GUARDED_BY(mu);
   std::vector<float> accum ABSL_GUARDED_BY(mu);
@@ -123,8 +144,10 @@ struct SparseTable {
   InitSpec init;
   int64_t dim = 0;
   int64_t stride = 0;  // floats per row record: dim * (1 + S) + 2
+  int64_t admit_after = 0;  // > 1: a new id gets its row at its admit_after-th pushed update
   std::unique_ptr<RowStripe[]> stripes;
   std::atomic<int64_t> rows{0};
+  std::atomic<int64_t> admitted{0};  // rows created by admission
 
   int64_t step_offset() const { return stride - 2; }
   int64_t GetStep(const float* row) const {

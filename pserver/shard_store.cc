@@ -47,6 +47,8 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
     proto::TableStats& s = out.emplace_back();
     s.set_name(name);
     s.set_rows(t->rows.load());
+    s.set_admit_after(t->admit_after);
+    s.set_admitted(t->admitted.load());
     int64_t bytes = 0;
     std::vector<HotRows::Entry> hot;
     for (int i = 0; i < kRowStripes; ++i) {
@@ -57,6 +59,7 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
       // A flat_hash_map slot holds the pair and one control byte.
       bytes += static_cast<int64_t>(stripe.index.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1));
       bytes += static_cast<int64_t>(stripe.changed.capacity() * sizeof(stripe.changed[0]));
+      if (stripe.sightings) bytes += RowStripe::kSketchDepth * RowStripe::kSketchWidth * sizeof(uint16_t);
       stripe.hot.AppendTo(&hot);
     }
     s.set_bytes(bytes);
@@ -175,6 +178,7 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
     t->init = init;
     t->dim = spec.dim();
     t->stride = spec.dim() * (1 + slots) + 2;
+    t->admit_after = spec.admit_after();
     t->stripes.reset(new RowStripe[kRowStripes]);
     sparse_.emplace(spec.name(), std::move(t));
     // Rows this shard can hold: its share of the id range, when the table has one.
@@ -369,7 +373,11 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
     for (int64_t id : msg.ids()) {
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      std::memcpy(dst, FindOrCreateRow(t, &stripe, id), t->dim * sizeof(float));
+      if (t->admit_after > 1 && !stripe.index.contains(id)) {
+        std::memset(dst, 0, t->dim * sizeof(float));  // not admitted yet: the shared default
+      } else {
+        std::memcpy(dst, FindOrCreateRow(t, &stripe, id), t->dim * sizeof(float));
+      }
       dst += t->dim * sizeof(float);
     }
   }

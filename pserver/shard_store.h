@@ -111,6 +111,9 @@ class ShardStore {
     virtual Status Table(const proto::ParamSpec& spec, int stripes) = 0;
     virtual Status Stripe(size_t rows) = 0;
     virtual Status Row(int64_t id, absl::Span<const float> record) = 0;
+    // After a stripe's rows, for a table with admission (admit_after > 1): its sighting
+    // counters (kSketchDepth x kSketchWidth, zeros when none yet).
+    virtual Status Sightings(absl::Span<const uint16_t> counters) = 0;
   };
   // Which rows a visit shows: all of them; all, taking the change marks (a full
   // checkpoint); or only the rows changed since the marks were last taken (an
@@ -139,6 +142,8 @@ class ShardStore {
     absl::Span<float> NewRow(const std::string& table, int64_t id);
     // Row `id`'s record, new or existing, to overwrite (an incremental checkpoint's).
     absl::Span<float> Row(const std::string& table, int64_t id);
+    // Stripe `stripe`'s sighting counters of `table`, to fill (empty for an unknown table).
+    absl::Span<uint16_t> Sightings(const std::string& table, int stripe);
     // The spec parameter or table `name` was created with, or null.
     const proto::ParamSpec* Spec(const std::string& name) const;
     // Blocks of dense parameter `name` held here (0 if none).
@@ -169,6 +174,9 @@ class ShardStore {
   // (shared) and stripe->mu.
   float* FindOrCreateRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
   uint32_t FindOrCreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // A push's row: its slot, or none while admission still holds the id back (the
+  // table's admit_after; the push counts as one more sighting). Needs stripe->mu.
+  std::optional<uint32_t> AdmittedSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
 
   const int index_;
   const int num_shards_;

@@ -35,6 +35,11 @@ Status ShardStore::Visit(Visitor* v, Rows rows) const {
         }
       }
       if (rows != Rows::kAll) stripe.TakeChanges();
+      if (t->admit_after > 1) {
+        static const uint16_t kNone[RowStripe::kSketchDepth * RowStripe::kSketchWidth] = {};
+        PL_RETURN_IF_ERROR(v->Sightings({stripe.sightings ? stripe.sightings.get() : kNone,
+                                         RowStripe::kSketchDepth * RowStripe::kSketchWidth}));
+      }
     }
   }
   return absl::OkStatus();
@@ -103,6 +108,15 @@ absl::Span<float> ShardStore::Loader::Row(const std::string& table, int64_t id) 
   if (it != stripe.index.end()) return {stripe.At(it->second, t->stride), static_cast<size_t>(t->stride)};
   ++t->rows;
   return {stripe.Insert(id, t->stride), static_cast<size_t>(t->stride)};
+}
+
+absl::Span<uint16_t> ShardStore::Loader::Sightings(const std::string& table, int s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto tit = store_->sparse_.find(table);
+  if (tit == store_->sparse_.end() || s < 0 || s >= kRowStripes) return {};
+  RowStripe& stripe = tit->second->stripes[s];
+  absl::MutexLock sl(&stripe.mu);
+  if (!stripe.sightings) stripe.sightings.reset(new uint16_t[RowStripe::kSketchDepth * RowStripe::kSketchWidth]());
+  return {stripe.sightings.get(), RowStripe::kSketchDepth * RowStripe::kSketchWidth};
 }
 
 const proto::ParamSpec* ShardStore::Loader::Spec(const std::string& name) const ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -25,6 +25,15 @@ float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id
   return stripe->At(FindOrCreateSlot(t, stripe, id), t->stride);
 }
 
+std::optional<uint32_t> ShardStore::AdmittedSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (t->admit_after > 1 && !stripe->index.contains(id)) {
+    if (stripe->Sight(id) < t->admit_after) return std::nullopt;  // its gradient changes nothing
+    ++t->admitted;
+  }
+  return FindOrCreateSlot(t, stripe, id);
+}
+
 void ShardStore::Apply(const ResolvedPush& push) {
   absl::ReaderMutexLock l(&mu_);
   const UpdateRule* rule = &*rule_;  // fixed once initialised; read by the helpers
@@ -50,7 +59,9 @@ void ShardStore::Apply(const ResolvedPush& push) {
       const int64_t id = s.msg->ids(i);
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      const uint32_t slot = FindOrCreateSlot(t, &stripe, id);
+      const std::optional<uint32_t> admitted = AdmittedSlot(t, &stripe, id);
+      if (!admitted) continue;
+      const uint32_t slot = *admitted;
       float* row = stripe.At(slot, t->stride);
       const int64_t step = t->GetStep(row) + 1;
       rule_->Apply(row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step, t->dim);
@@ -112,10 +123,16 @@ void ShardStore::ApplyAccumulated(int contributors) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
-      for (const auto& [id, pos] : stripe.accum_index) {
+      std::vector<std::pair<int64_t, uint32_t>> order(stripe.accum_index.begin(), stripe.accum_index.end());
+      // Admission: sightings counted in the same order on every replica (a hash map's
+      // order is not: its hash is seeded per process), so they admit the same ids.
+      if (t->admit_after > 1) std::sort(order.begin(), order.end());
+      for (const auto& [id, pos] : order) {
         float* g = stripe.accum.data() + pos;
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
-        const uint32_t slot = FindOrCreateSlot(t.get(), &stripe, id);
+        const std::optional<uint32_t> admitted = AdmittedSlot(t.get(), &stripe, id);
+        if (!admitted) continue;
+        const uint32_t slot = *admitted;
         float* row = stripe.At(slot, t->stride);
         const int64_t step = t->GetStep(row) + 1;
         rule_->Apply(row, g, row + t->dim, t->dim, step, t->dim);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle_like/dist/wire.h"
 
 namespace pl {
 
@@ -25,6 +26,10 @@ StatusOr<std::unique_ptr<KeyStore>> KeyStore::Declare(const std::vector<KeySpec>
           ": it must hold at least one float"));
     }
     if (k.num_rows < 0) return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has num_rows ", k.num_rows));
+    if (k.policy.admit_after < 0 || k.policy.admit_after > kMaxAdmitAfter) {
+      return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has admit_after ", k.policy.admit_after,
+                                                     ": it must be in [0, ", kMaxAdmitAfter, "]"));
+    }
     auto p = std::make_unique<Parameter>();
     p->kind = k.kind;
     p->init = k.init;
@@ -33,6 +38,7 @@ StatusOr<std::unique_ptr<KeyStore>> KeyStore::Declare(const std::vector<KeySpec>
       p->var = Variable(Tensor::Zeros(k.shape), /*requires_grad=*/true);
     } else {
       p->table = std::make_shared<SparseTable>(k.name, k.dim, k.num_rows, k.init);
+      p->table->set_policy(k.policy);
     }
     store->Add(k.name, p.get());
     store->owned_.push_back(std::move(p));

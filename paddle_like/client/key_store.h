@@ -28,12 +28,14 @@ struct KeySpec {
   int64_t dim = 0;       // sparse: a row's floats
   int64_t num_rows = 0;  // sparse: ids must lie below it (0: any non-negative id)
   InitSpec init;
+  TablePolicy policy;    // sparse: how the pservers keep its rows (admission)
 
   static KeySpec Dense(std::string name, Shape shape, InitSpec init = InitSpec::Zeros()) {
     return {std::move(name), ParamKind::kDense, std::move(shape), 0, 0, init};
   }
-  static KeySpec Sparse(std::string name, int64_t dim, int64_t num_rows = 0, InitSpec init = InitSpec::Zeros()) {
-    return {std::move(name), ParamKind::kSparse, {}, dim, num_rows, init};
+  static KeySpec Sparse(std::string name, int64_t dim, int64_t num_rows = 0, InitSpec init = InitSpec::Zeros(),
+                        TablePolicy policy = {}) {
+    return {std::move(name), ParamKind::kSparse, {}, dim, num_rows, init, policy};
   }
   // Dense: the key's floats; sparse: a row's.
   int64_t floats() const;

@@ -90,6 +90,9 @@ Status ValidateParamSpec(const proto::ParamSpec& spec) {
   } else if (spec.kind() == proto::ParamSpec::SPARSE) {
     if (spec.dim() <= 0) return bad(absl::StrCat("sparse dim ", spec.dim(), " must be > 0"));
     if (spec.num_rows() < 0) return bad(absl::StrCat("num_rows ", spec.num_rows(), " is negative"));
+    if (spec.admit_after() < 0 || spec.admit_after() > kMaxAdmitAfter) {
+      return bad(absl::StrCat("admit_after ", spec.admit_after(), " is outside [0, ", kMaxAdmitAfter, "]"));
+    }
   } else {
     return bad(absl::StrCat("unknown kind ", static_cast<int>(spec.kind())));
   }
@@ -148,6 +151,7 @@ std::vector<proto::ParamSpec> ParamSpecsOf(const std::vector<NamedParameter>& pa
       s.set_kind(proto::ParamSpec::SPARSE);
       s.set_dim(np.param->table->dim());
       s.set_num_rows(np.param->table->num_rows());
+      s.set_admit_after(np.param->table->policy().admit_after);
     }
     specs.push_back(std::move(s));
   }

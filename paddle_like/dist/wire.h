@@ -34,8 +34,13 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 StatusOr<OptimizerSpec> OptimizerFromProto(const proto::OptimizerConfig& config);
 proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& spec);
 
+// The most sightings a table may require before an id gets a row (admit_after): the
+// pservers count them in 16-bit saturating counters.
+inline constexpr int64_t kMaxAdmitAfter = 65535;
+
 // Checks a ParamSpec: non-empty name, known kind and init kind, positive dims, a
-// positive block size for dense parameters. The error names the parameter.
+// positive block size for dense parameters, admit_after in range. The error names the
+// parameter.
 Status ValidateParamSpec(const proto::ParamSpec& spec);
 StatusOr<InitSpec> InitSpecFromProto(const proto::ParamSpec& spec);
 // Number of elements of a dense parameter (1 for a scalar).

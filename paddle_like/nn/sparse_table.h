@@ -43,10 +43,20 @@ class SparseRows {
   absl::flat_hash_map<int64_t, size_t> index_;
 };
 
+// How the parameter servers keep a table's rows (one process keeps every row it sees).
+struct TablePolicy {
+  // An id gets its own row at its admit_after-th pushed update; until then it reads
+  // zeros and its gradients change nothing (0 or 1: a row at once). At most 65535.
+  int64_t admit_after = 0;
+};
+
 class SparseTable {
  public:
   // `num_rows` bounds the ids (0 means any non-negative int64 id is valid).
   SparseTable(std::string name, int64_t dim, int64_t num_rows, InitSpec init);
+
+  const TablePolicy& policy() const { return policy_; }
+  void set_policy(const TablePolicy& policy) { policy_ = policy; }
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
@@ -77,6 +87,7 @@ class SparseTable {
   int64_t dim_;
   int64_t num_rows_;
   InitSpec init_;
+  TablePolicy policy_;
   uint64_t seed_ = 0;
   SparseRows rows_;
   SparseRows grad_;

@@ -11,8 +11,11 @@ ps-lite's KVWorker. Declare named keys once; ``push`` gradients, ``pull`` values
     kv.wait(kv.push({"w": grad_w, "emb": (ids, grad_rows)}, num_samples=64))
 
 A key is ``(name, shape)`` (dense: travels whole) or ``(name, dim, num_rows)`` (sparse:
-rows travel by id; num_rows 0 allows any non-negative id), optionally ending in an
-initializer ``(kind, scale)`` with kind zeros, constant, uniform or normal. Names are
+rows travel by id; num_rows 0 allows any non-negative id), optionally followed by an
+initializer ``(kind, scale)`` with kind zeros, constant, uniform or normal, and, for a
+sparse key, its table's policy on the pservers: ``{"admit_after": N}`` gives an id its
+own row only at its Nth pushed update (until then it reads zeros and its gradients
+change nothing), which keeps ids seen once or twice out of memory. Names are
 the pservers' parameter names: a ``Module`` trained through ``paddle_like.distributed``
 shares keys of the same names (declared alike). Pushes and pulls retry across pserver
 restarts and failovers like the trainers' (C++: paddle_like/client/kv_worker.h).

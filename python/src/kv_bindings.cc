@@ -37,13 +37,25 @@ InitSpec ParseInit(const std::string& kind, float scale) {
   throw py::value_error("init: unknown kind '" + kind + "' (known: zeros, constant, uniform, normal)");
 }
 
-// A key: (name, shape) dense, or (name, dim, num_rows) sparse; an optional last item
-// (init_kind, scale) sets the initializer (default zeros).
+// A key: (name, shape) dense, or (name, dim, num_rows) sparse; an optional item
+// (init_kind, scale) sets the initializer (default zeros); a sparse key may end in a
+// dict of its table's policy ({"admit_after": N}).
 KeySpec ParseKey(const py::tuple& t) {
   if (t.size() < 2) throw py::value_error("a key is (name, shape) or (name, dim, num_rows), with an optional (init, scale)");
   const std::string name = t[0].cast<std::string>();
   InitSpec init = InitSpec::Zeros();
+  TablePolicy policy;
   size_t n = t.size();
+  if (n >= 4 && py::isinstance<py::dict>(t[n - 1])) {
+    for (const auto& [k, v] : t[n - 1].cast<py::dict>()) {
+      const std::string option = k.cast<std::string>();
+      if (option != "admit_after") {
+        throw py::value_error("key '" + name + "': unknown table policy '" + option + "' (known: admit_after)");
+      }
+      policy.admit_after = v.cast<int64_t>();
+    }
+    --n;
+  }
   if (n >= 3 && py::isinstance<py::tuple>(t[n - 1])) {
     py::tuple i = t[n - 1].cast<py::tuple>();
     if (i.size() != 2) throw py::value_error("key '" + name + "': init is (kind, scale)");
@@ -54,8 +66,8 @@ KeySpec ParseKey(const py::tuple& t) {
     if (n != 2) throw py::value_error("key '" + name + "': a dense key is (name, shape[, init])");
     return KeySpec::Dense(name, t[1].cast<std::vector<int64_t>>(), init);
   }
-  if (n != 3) throw py::value_error("key '" + name + "': a sparse key is (name, dim, num_rows[, init])");
-  return KeySpec::Sparse(name, t[1].cast<int64_t>(), t[2].cast<int64_t>(), init);
+  if (n != 3) throw py::value_error("key '" + name + "': a sparse key is (name, dim, num_rows[, init][, policy])");
+  return KeySpec::Sparse(name, t[1].cast<int64_t>(), t[2].cast<int64_t>(), init, policy);
 }
 
 class PyKVWorker {

@@ -71,6 +71,25 @@ TEST_F(KVWorkerTest, PushThenPullGivesTheHandComputedSgdStep) {
   EXPECT_EQ(kv->client().counters().sparse_rows_pushed, 1);  // the two 42s travel as one row
 }
 
+// A table's policy travels with its key to the pservers: with admit_after 3 an id
+// reads zeros and its pushes change nothing until its third pushed update.
+TEST_F(KVWorkerTest, ATablesAdmissionPolicyReachesThePservers) {
+  auto kv = Worker({KeySpec::Sparse("emb", 2, 0, InitSpec::Constant(1.0f), TablePolicy{.admit_after = 3})}, Sgd(0.5f));
+  ASSERT_TRUE(kv->Connect().ok());
+  auto pull = [&] { return PullNow(*kv, {{"emb", {5, 6}}})[0].values; };
+  auto push = [&](std::vector<int64_t> ids) {
+    StatusOr<KVWorker::Handle> h = kv->Push({KeyValues{"emb", ids, std::vector<float>(2 * ids.size(), 1.0f)}});
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_TRUE(kv->Wait(*h).ok());
+  };
+  EXPECT_EQ(pull(), std::vector<float>(4, 0.0f));
+  push({5, 6});
+  push({5});
+  EXPECT_EQ(pull(), std::vector<float>(4, 0.0f));
+  push({5});  // id 5's third update: its row, from the initializer, then the SGD step
+  EXPECT_EQ(pull(), (std::vector<float>{0.5f, 0.5f, 0.0f, 0.0f}));
+}
+
 TEST_F(KVWorkerTest, KeysLeftOutOfAPushNeitherTravelNorMove) {
   // Momentum: a zero gradient sent for "a" would still move it (v = 0.9 v).
   OptimizerSpec momentum{OptimizerKind::kMomentum, 1.0f};
