@@ -313,6 +313,12 @@ int Run(int argc, char** argv) {
   }
   const int signal_number = g_signal;
   pl::log::Info(absl::StrCat(strsignal(signal_number), " received; shutting down"));
+  // The tables as they end (sizes, admissions, hottest rows), also when no report fell due.
+  if (report_every > absl::ZeroDuration() && shard->initialized()) {
+    for (const std::string& line : pl::metrics::DescribeTables(service.StatsNow(), &report_rates, absl::Now())) {
+      pl::log::Info(line);
+    }
+  }
   if (watcher) watcher->Stop();
   const bool may_checkpoint = !replicator || own_checkpoints || replicator->CheckPrimary().ok();
   if (replicator) replicator->Stop();

@@ -19,6 +19,7 @@
 #include "paddle_like/metrics/trainer_telemetry.h"
 #include "paddle_like/nn/module_file.h"
 #include "paddle_like/optim/update_rules.h"
+#include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/tls_flags.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
@@ -49,6 +50,9 @@ ABSL_FLAG(bool, sync, false, "distributed: synchronous updates (the pservers ave
 ABSL_FLAG(std::string, rank, "", "distributed: this trainer's rank or name, for its name in logs (trainer-<rank>)");
 ABSL_FLAG(std::string, device, "auto", "cpu, gpu or auto (the GPU when one is present)");
 ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
+ABSL_FLAG(int64_t, admit_after, 0,
+          "ctr, distributed: an id gets its embedding row on the pservers at its Nth pushed update (0: at once; "
+          "at most 65535)");
 ABSL_FLAG(bool, pipeline, false,
           "distributed async mlp/cnn: push and pull in the background while the next step computes "
           "(a step misses the previous step's update); pays off when the trainer has a core to spare");
@@ -88,7 +92,9 @@ int main(int argc, char** argv) {
                                  pl::cli::CheckAtLeast("epochs", absl::GetFlag(FLAGS_epochs), 0),
                                  pl::cli::CheckAtLeast<int64_t>("train_limit", absl::GetFlag(FLAGS_train_limit), 0),
                                  pl::cli::CheckAtLeast<int64_t>("test_limit", absl::GetFlag(FLAGS_test_limit), 0),
-                                 pl::cli::CheckAtLeast<int64_t>("ctr_fields", absl::GetFlag(FLAGS_ctr_fields), 1)});
+                                 pl::cli::CheckAtLeast<int64_t>("ctr_fields", absl::GetFlag(FLAGS_ctr_fields), 1),
+                                 pl::cli::CheckRange<int64_t>("admit_after", absl::GetFlag(FLAGS_admit_after), 0,
+                                                              pl::kMaxAdmitAfter)});
   pl::SetMathThreads(absl::GetFlag(FLAGS_threads));
   pl::KeepLargeBuffersInHeap();
 
@@ -117,6 +123,7 @@ int main(int argc, char** argv) {
   pl::ModelOptions mo;
   mo.seed = absl::GetFlag(FLAGS_seed);
   mo.ctr_fields = absl::GetFlag(FLAGS_ctr_fields);
+  mo.ctr_admit_after = absl::GetFlag(FLAGS_admit_after);
   const std::string model_name = absl::GetFlag(FLAGS_model);
   auto model = pl::MakeExampleModel(model_name, mo);
   if (!model.ok()) pl::cli::ExitWithUsageError(program, absl::StrCat("--model: ", model.status().message()));

@@ -66,7 +66,7 @@ inline std::vector<std::string> DescribeTables(const proto::StatsResponse& s, Ho
   for (const proto::TableStats& t : s.tables()) {
     std::string line = absl::StrFormat("table %s: %d rows, %.1f MB", t.name(), t.rows(), t.bytes() / 1e6);
     if (t.admit_after() > 1) {
-      absl::StrAppend(&line, absl::StrFormat(" (a row at an id's %d-th update: %d admitted)", t.admit_after(), t.admitted()));
+      absl::StrAppend(&line, absl::StrFormat(" (admit_after %d: %d admitted)", t.admit_after(), t.admitted()));
     }
     if (t.hottest_size() > 0) absl::StrAppend(&line, "; hottest rows (updates, per second since the last line):");
     for (int k = 0; k < t.hottest_size() && k < top; ++k) {

@@ -41,7 +41,8 @@ void PrintTo(const Binary& b, std::ostream* os) { *os << b.name; }
 const std::vector<Binary>& Binaries() {
   static const auto* const binaries = new std::vector<Binary>{
       {"pl-trainer", false, {"--epochs", "abc"}, "--epochs",
-       {{"batch_size", "int64, default 64"},       {"ctr_fields", "int64, default 8"},
+       {{"admit_after", "int64, default 0"},
+        {"batch_size", "int64, default 64"},       {"ctr_fields", "int64, default 8"},
         {"data", "string, default \"\""},          {"defer_apply", "bool, default false"},
         {"device", "string, default \"auto\""},    {"epochs", "int32, default 5"},
         {"eval_each_epoch", "bool, default false"}, {"insecure", "bool, default false"},
