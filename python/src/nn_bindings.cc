@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/dist/wire.h"
 #include "paddle_like/nn/nn.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"
@@ -155,9 +156,16 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
       .def(py::init<float, uint64_t>(), "p"_a, "seed"_a = 0)
       .def_property_readonly("p", &Dropout::p);
   py::class_<Embedding, Layer, std::shared_ptr<Embedding>>(m, "Embedding")
-      .def(py::init([](int64_t num_rows, int64_t dim, float init_std) {
-             return std::make_shared<Embedding>(num_rows, dim, InitSpec::Normal(init_std));
-           }), "num_rows"_a, "dim"_a, "init_std"_a = 0.01f)
+      .def(py::init([](int64_t num_rows, int64_t dim, float init_std, int64_t admit_after) {
+             if (admit_after < 0 || admit_after > kMaxAdmitAfter) {
+               throw py::value_error("Embedding: admit_after " + std::to_string(admit_after) + " is outside [0, " +
+                                     std::to_string(kMaxAdmitAfter) + "]");
+             }
+             auto e = std::make_shared<Embedding>(num_rows, dim, InitSpec::Normal(init_std));
+             e->table()->set_policy({.admit_after = admit_after});
+             return e;
+           }), "num_rows"_a, "dim"_a, "init_std"_a = 0.01f, "admit_after"_a = 0)
+      .def_property_readonly("admit_after", [](const Embedding& e) { return e.table()->policy().admit_after; })
       .def_property_readonly("num_rows", &Embedding::num_rows)
       .def_property_readonly("dim", &Embedding::dim)
       .def("describe", &Embedding::Describe);

@@ -183,3 +183,11 @@ def test_init_parameters_is_deterministic_by_name():
     b.init_parameters(5)
     np.testing.assert_array_equal(a.fc1.weight.numpy(), b.fc1.weight.numpy())
     assert not np.array_equal(a.fc1.weight.numpy()[:2, :2], a.fc2.weight.numpy()[:2, :2])
+
+
+def test_embedding_admission_policy_is_kept_and_checked():
+    emb = pl.nn.Embedding(100, 4, admit_after=3)
+    assert emb.admit_after == 3 and emb._cpp.admit_after == 3
+    assert pl.nn.Embedding(100, 4).admit_after == 0
+    with pytest.raises(ValueError, match="admit_after 70000 is outside"):
+        pl.nn.Embedding(100, 4, admit_after=70000)

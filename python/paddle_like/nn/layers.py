@@ -182,14 +182,19 @@ class Embedding(_Layer):
     num_embeddings bounds the ids (0: any non-negative id, e.g. hashed features whose
     rows live on parameter servers). Rows are created on first use from N(0, init_std),
     deterministically per (seed, table name, id); the gradient is sparse (touched rows
-    only), and the optimizers update only those rows (lazily)."""
+    only), and the optimizers update only those rows (lazily).
 
-    def __init__(self, num_embeddings, embedding_dim, init_std=0.01):
+    admit_after=N (trained on parameter servers): an id gets its own row there only at its
+    Nth pushed update; until then it reads zeros and its gradients change nothing, which
+    keeps ids seen once or twice out of the pservers' memory (0: a row at once)."""
+
+    def __init__(self, num_embeddings, embedding_dim, init_std=0.01, admit_after=0):
         if num_embeddings < 0 or embedding_dim <= 0:
             raise ValueError(f"Embedding({num_embeddings}, {embedding_dim}): num_embeddings must be "
                              f">= 0 and embedding_dim > 0")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        super().__init__(_C.Embedding(self.num_embeddings, self.embedding_dim, float(init_std)))
+        super().__init__(_C.Embedding(self.num_embeddings, self.embedding_dim, float(init_std), int(admit_after)))
+        self.admit_after = int(admit_after)
 
     @property
     def weight(self):
