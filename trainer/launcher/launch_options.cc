@@ -105,7 +105,8 @@ const cli::Program& LaunchProgram() {
       "pservers when they die, and exits 0 when the job is done (1: the job failed;\n"
       "2: bad input; 130/143: stopped by SIGINT/SIGTERM).\n"
       "Control FIFO lines: add-trainer | kill-trainer [rank] | stop-trainer [rank] |\n"
-      "                    kill-pserver INDEX | kill-master\n"
+      "                    kill-pserver INDEX | kill-master |\n"
+      "                    checkpoint-pserver INDEX\n"
       "Several machines: run on each  pl-launch --nnodes N --node_rank R --master_addr HOST:PORT\n"
       "--pservers P --trainers T ... -- <trainer command>; node 0 runs the master, every node\n"
       "its P pservers (indexes R*P..) and T trainers (ranks R*T..).",

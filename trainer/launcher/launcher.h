@@ -154,6 +154,10 @@ class Launcher {
   // The process that serves shard `index` now: its only one, or with replicas the
   // primary the master names (empty when it names none this node runs).
   std::string PserverServing(int index);
+  // The address of shard `index`'s primary, from the master ("" if none or unreachable).
+  std::string PrimaryAddress(int index);
+  // The control command checkpoint-pserver: shard `index`'s primary checkpoints now.
+  void CheckpointPserver(int index, const std::string& source);
   // A node other than 0: waits (bounded) until the master answers JobStatus and checks
   // the job's --nnodes.
   Status WaitForMaster();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "paddle_like/rpc/rpc.h"
+#include "proto/pserver.grpc.pb.h"
 #include "trainer/launcher/launcher.h"
 
 namespace pl {
@@ -84,6 +85,13 @@ void Launcher::RunCommand(const std::string& line) {
     Status s = supervisor_->Signal(name, SIGKILL);
     supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL ", name, " (pid ", pid, ")")
                             : absl::StrCat(source, ": cannot signal ", name, ": ", s.message()));
+  } else if (cmd == "checkpoint-pserver" && words.size() == 2) {
+    int index = -1;
+    if (!absl::SimpleAtoi(arg, &index) || index < 0) {
+      supervisor_->Log(absl::StrCat(source, ": '", arg, "' is not a pserver index"));
+      return;
+    }
+    CheckpointPserver(index, source);
   } else if (cmd == "kill-master" && words.size() == 1 && !runs_master()) {
     supervisor_->Log(absl::StrCat(source, ": the master runs on node 0"));
   } else if (cmd == "kill-master" && words.size() == 1) {
@@ -93,7 +101,8 @@ void Launcher::RunCommand(const std::string& line) {
                             : absl::StrCat(source, ": cannot signal master: ", s.message()));
   } else {
     supervisor_->Log(absl::StrCat(source, ": unknown command (known: add-trainer, kill-trainer [rank], "
-                                          "stop-trainer [rank], kill-pserver INDEX, kill-master)"));
+                                          "stop-trainer [rank], kill-pserver INDEX, checkpoint-pserver INDEX, "
+                                          "kill-master)"));
   }
 }
 
@@ -109,19 +118,40 @@ void Launcher::CheckTimers() {
   }
 }
 
-std::string Launcher::PserverServing(int index) {
-  const std::vector<std::string> names = PserverNames(index);
-  if (names.size() == 1) return names.front();
+std::string Launcher::PrimaryAddress(int index) {
   proto::MembershipResponse membership;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(2000));
   if (!master_->Membership(ctx.get(), proto::MembershipRequest(), &membership).ok()) return "";
   for (const proto::PserverInfo& p : membership.pservers()) {
-    if (p.index() != index) continue;
-    const std::string port = p.address().substr(p.address().rfind(':') + 1);
-    for (const std::string& name : names) {
-      auto it = server_ports_.find(name);
-      if (it != server_ports_.end() && std::to_string(it->second) == port) return name;
-    }
+    if (p.index() == index) return p.address();
+  }
+  return "";
+}
+
+void Launcher::CheckpointPserver(int index, const std::string& source) {
+  const std::string address = PrimaryAddress(index);
+  if (address.empty()) {
+    supervisor_->Log(absl::StrCat(source, ": the master names no primary of shard ", index));
+    return;
+  }
+  // As pl-launch (its certificate's identity may ask any of the job's processes).
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(address));
+  proto::CheckpointResponse written;
+  auto ctx = rpc::MakeContext(std::chrono::seconds(30), /*wait_for_ready=*/true);
+  const grpc::Status s = stub->Checkpoint(ctx.get(), proto::CheckpointRequest(), &written);
+  supervisor_->Log(s.ok() ? absl::StrCat(source, ": shard ", index, " at ", address, " wrote ", written.path())
+                          : absl::StrCat(source, ": shard ", index, " at ", address, ": ", s.error_message()));
+}
+
+std::string Launcher::PserverServing(int index) {
+  const std::vector<std::string> names = PserverNames(index);
+  if (names.size() == 1) return names.front();
+  const std::string address = PrimaryAddress(index);
+  if (address.empty()) return "";
+  const std::string port = address.substr(address.rfind(':') + 1);
+  for (const std::string& name : names) {
+    auto it = server_ports_.find(name);
+    if (it != server_ports_.end() && std::to_string(it->second) == port) return name;
   }
   return "";
 }
