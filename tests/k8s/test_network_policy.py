@@ -9,7 +9,7 @@ import posixpath
 
 import pytest
 
-import test_manifests as m
+import manifests as m
 
 JOB = {m.PART_OF: "pl-job"}
 OBSERVABLE_PORTS = {8080, 9090}
