@@ -87,13 +87,6 @@ template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // Refused before the body is parsed. Which of the two a push needs (a trainer, or
-  // this shard's primary streaming) is checked once the header says which it is.
-  if (grpc::Status s = rpc::Authorize(context, {rpc::kTrainers, rpc::PserverOf(shard_->index())}, "Push and Pull");
-      !s.ok()) {
-    reactor->Finish(rpc::LogIfRefused(context, std::move(s)));
-    return reactor;
-  }
   // The message limit that follows the model: nothing this shard holds needs more.
   const int64_t limit = shard_->largest_request_bytes();
   if (const auto size = static_cast<int64_t>(request->Length()); limit > 0 && size > limit) {

@@ -177,6 +177,9 @@ class ShardStore {
   // A push's row: its slot, or none while admission still holds the id back (the
   // table's admit_after; the push counts as one more sighting). Needs stripe->mu.
   std::optional<uint32_t> AdmittedSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // One row's update by `grad` (dim floats): admission, the optimizer step, the change
+  // mark (`track`) and the hot-row count. Needs mu_ and stripe->mu.
+  void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, bool track) const;
 
   const int index_;
   const int num_shards_;

@@ -25,6 +25,18 @@ float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id
   return stripe->At(FindOrCreateSlot(t, stripe, id), t->stride);
 }
 
+void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const float* grad, bool track) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ and stripe->mu
+  const std::optional<uint32_t> admitted = AdmittedSlot(t, stripe, id);
+  if (!admitted) return;
+  float* row = stripe->At(*admitted, t->stride);
+  const int64_t step = t->GetStep(row) + 1;
+  rule_->Apply(row, grad, row + t->dim, t->dim, step, t->dim);
+  t->SetStep(row, step);
+  if (track) stripe->MarkChanged(id, *admitted);
+  stripe->hot.Count(id);
+}
+
 std::optional<uint32_t> ShardStore::AdmittedSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (t->admit_after > 1 && !stripe->index.contains(id)) {
@@ -59,15 +71,7 @@ void ShardStore::Apply(const ResolvedPush& push) {
       const int64_t id = s.msg->ids(i);
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      const std::optional<uint32_t> admitted = AdmittedSlot(t, &stripe, id);
-      if (!admitted) continue;
-      const uint32_t slot = *admitted;
-      float* row = stripe.At(slot, t->stride);
-      const int64_t step = t->GetStep(row) + 1;
-      rule_->Apply(row, s.grad.data() + i * t->dim, row + t->dim, t->dim, step, t->dim);
-      t->SetStep(row, step);
-      if (track) stripe.MarkChanged(id, slot);
-      stripe.hot.Count(id);
+      UpdateRow(t, &stripe, id, s.grad.data() + i * t->dim, track);
     }
   }
 }
@@ -123,22 +127,19 @@ void ShardStore::ApplyAccumulated(int contributors) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
-      std::vector<std::pair<int64_t, uint32_t>> order(stripe.accum_index.begin(), stripe.accum_index.end());
-      // Admission: sightings counted in the same order on every replica (a hash map's
-      // order is not: its hash is seeded per process), so they admit the same ids.
-      if (t->admit_after > 1) std::sort(order.begin(), order.end());
-      for (const auto& [id, pos] : order) {
+      auto update = [&](int64_t id, uint32_t pos) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         float* g = stripe.accum.data() + pos;
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
-        const std::optional<uint32_t> admitted = AdmittedSlot(t.get(), &stripe, id);
-        if (!admitted) continue;
-        const uint32_t slot = *admitted;
-        float* row = stripe.At(slot, t->stride);
-        const int64_t step = t->GetStep(row) + 1;
-        rule_->Apply(row, g, row + t->dim, t->dim, step, t->dim);
-        t->SetStep(row, step);
-        if (track) stripe.MarkChanged(id, slot);
-        stripe.hot.Count(id);
+        UpdateRow(t.get(), &stripe, id, g, track);
+      };
+      if (t->admit_after > 1) {
+        // Sightings counted in the same order on every replica (a hash map's order is
+        // not: its hash is seeded per process), so they admit the same ids.
+        std::vector<std::pair<int64_t, uint32_t>> order(stripe.accum_index.begin(), stripe.accum_index.end());
+        std::sort(order.begin(), order.end());
+        for (const auto& [id, pos] : order) update(id, pos);
+      } else {
+        for (const auto& [id, pos] : stripe.accum_index) update(id, pos);
       }
       stripe.accum_index.clear();
       stripe.accum.clear();
