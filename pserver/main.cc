@@ -32,6 +32,7 @@
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
 #include "pserver/replicator.h"
+#include "pserver/row_evictor.h"
 #include "pserver/shard.h"
 
 ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
@@ -66,6 +67,9 @@ ABSL_FLAG(bool, replica_checkpoints, false,
           "every replica, backups too, checkpoints into its own --checkpoint_dir (replicas that do not share the "
           "directory, as Pods with claims of their own; a copy that outlives the others then restores its own "
           "newest state); default: only the primary writes, for replicas sharing one directory (pl-launch)");
+ABSL_FLAG(int64_t, sparse_memory_mb, 0,
+          "cap on this pserver's sparse rows (values, optimizer state, index), in MB: beyond it the least "
+          "recently used rows are evicted in the background (0: no cap; tables' evict_after_s still applies)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -158,7 +162,9 @@ int Run(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("trim_idle_ms", trim_idle_ms, 0),
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
                                    pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
-                                   pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 1)});
+                                   pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 1),
+                                   pl::cli::CheckRange<int64_t>("sparse_memory_mb", absl::GetFlag(FLAGS_sparse_memory_mb), 0,
+                                                                int64_t{1} << 30)});
   const std::string master = absl::GetFlag(FLAGS_master);
   const std::string host = absl::GetFlag(FLAGS_host);
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -245,6 +251,9 @@ int Run(int argc, char** argv) {
     if (!started.ok()) return Fail(std::string(started.message()));
     service.SetRestoredFrom(restored_from);
   }
+
+  // Rows past their table's time to live, and beyond the cap, go in the background.
+  pl::pserver::RowEvictor evictor(shard.get(), absl::GetFlag(FLAGS_sparse_memory_mb) << 20);
 
   std::unique_ptr<pl::pserver::MembershipWatcher> watcher;
   if (!master.empty()) {

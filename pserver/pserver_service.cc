@@ -241,6 +241,8 @@ proto::StatsResponse PserverService::StatsNow() const {
   }
   r.set_push_clients(shard_->ledger_clients());
   r.set_largest_request_bytes(shard_->largest_request_bytes());
+  r.set_sparse_memory_cap_bytes(shard_->memory_cap_bytes());
+  r.set_sparse_bytes(shard_->sparse_bytes());
   for (proto::TableStats& t : shard_->Tables()) *r.add_tables() = std::move(t);
   return r;
 }

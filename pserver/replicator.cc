@@ -410,6 +410,21 @@ StatusOr<int64_t> Replicator::ForwardStepComplete(int contributors) {
   return Append(std::move(entry));
 }
 
+StatusOr<int64_t> Replicator::ForwardEviction(const proto::SparseRowsMsg& evicted) {
+  auto frame = std::make_shared<PushFrame>();
+  StreamEntry entry;
+  {
+    absl::MutexLock l(&mu_);
+    PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+    entry.position = position_ + 1;
+    frame->header().set_replica_epoch(epoch_);
+  }
+  frame->header().set_replica_seq(entry.position);
+  *frame->header().mutable_evicted() = evicted;
+  entry.push = std::move(frame);
+  return Append(std::move(entry));
+}
+
 int64_t Replicator::last_position() const {
   absl::MutexLock l(&mu_);
   return position_;

@@ -115,6 +115,22 @@ class ParameterShard {
   // Waits until every queued push is applied.
   void WaitForQueuedPushes() { applier_.WaitUntilIdle(); }
 
+  // ---- eviction (shard_eviction.cc; ShardStore's eviction) ----
+  // Rows are evicted from now on: past a table's evict_after_s, and the least recently
+  // touched beyond `cap_bytes` of sparse rows (0: no cap). RowEvictor drives it.
+  void EnableEviction(int64_t cap_bytes) { store_.EnableEviction(cap_bytes); }
+  bool evicting() const { return store_.evicting(); }
+  void SetEvictionTick(uint32_t tick) { store_.SetTick(tick); }
+  int64_t sparse_bytes() const { return store_.sparse_bytes(); }
+  int64_t memory_cap_bytes() const { return store_.memory_cap_bytes(); }
+  // One sweep (ShardStore::PlanSweep; `ttl_due` includes the times to live); returns the
+  // rows evicted. Stripe by stripe, so pushes wait at most for one stripe's. A
+  // replicated primary sends each stripe's evictions to its backups in its stream,
+  // ordered with its pushes; a backup evicts only what its stream says (0 here).
+  int64_t SweepRows(bool ttl_due);
+  // A backup applies an eviction of the primary's stream.
+  Status FollowEviction(const proto::SparseRowsMsg& evicted);
+
   // ---- replication (shard_replication.cc) ----
   // Set before serving; `hook` outlives the shard's use of it. Null: not replicated.
   void SetReplicationHook(ReplicationHook* hook) { hook_ = hook; }

@@ -56,11 +56,16 @@ Status ParameterShard::AccumulateReplicated(const PendingPush& push, int64_t* po
 }
 
 void ParameterShard::ApplyStep(int contributors) {
-  store_.ApplyAccumulated(contributors);
-  if (hook_ == nullptr) return;
+  if (hook_ == nullptr) {
+    store_.ApplyAccumulated(contributors);
+    return;
+  }
   // No push is summed into a step while its update runs (the barrier), so the stream
-  // holds every push of this step before its end, and nothing of the next.
+  // holds every push of this step before its end, and nothing of the next. The order
+  // lock keeps an eviction (SweepRows) from landing in the middle of the update, where
+  // the stream could not place it.
   absl::MutexLock order(&order_mu_);
+  store_.ApplyAccumulated(contributors);
   StatusOr<int64_t> position = hook_->ForwardStepComplete(contributors);
   if (snapshot_taker_) {
     SnapshotTaker take = std::move(snapshot_taker_);

@@ -11,7 +11,9 @@ namespace {
 constexpr uint32_t kHeadTag = 0x48534c50;  // "PLSH"
 constexpr uint32_t kEndTag = 0x21444e45;   // "END!"
 constexpr uint32_t kLayout = 1;       // the whole state
-constexpr uint32_t kDeltaLayout = 2;  // the same, with only the rows changed since the state before
+constexpr uint32_t kOldDeltaLayout = 2;  // the same, with only the rows changed since the state before
+constexpr uint32_t kDeltaLayout = 3;     // the same, each stripe first listing the rows evicted since
+bool IsDelta(uint32_t layout) { return layout == kOldDeltaLayout || layout == kDeltaLayout; }
 constexpr uint64_t kMaxMessageBytes = 1 << 20;
 
 template <typename T>
@@ -72,6 +74,10 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(PutBytes(w_, spec.SerializeAsString()));
     return Put<uint32_t>(w_, stripes);
   }
+  Status Evicted(absl::Span<const int64_t> ids) override {
+    PL_RETURN_IF_ERROR(Put<uint64_t>(w_, ids.size()));
+    return w_(ids.data(), ids.size() * sizeof(int64_t));
+  }
   Status Stripe(size_t rows) override { return Put<uint64_t>(w_, rows); }
   Status Row(int64_t id, absl::Span<const float> record) override {
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, id));
@@ -88,17 +94,18 @@ class Writer : public ShardStore::Visitor {
   const ByteWriter& w_;
 };
 
-Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, uint32_t expected_layout,
-                  int64_t* version) {
+Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, bool delta,
+                  uint32_t* layout_out, int64_t* version) {
   uint32_t tag = 0, layout = 0;
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kHeadTag) return Corrupt("not a pserver shard (bad tag)");
   PL_RETURN_IF_ERROR(Get(r, &layout));
-  if (layout != kLayout && layout != kDeltaLayout) return Corrupt(absl::StrCat("unknown layout ", layout));
-  if (layout != expected_layout) {
-    return Corrupt(layout == kDeltaLayout ? "an incremental state where a whole one was expected"
-                                          : "a whole state where an incremental one was expected");
+  if (layout != kLayout && !IsDelta(layout)) return Corrupt(absl::StrCat("unknown layout ", layout));
+  if (IsDelta(layout) != delta) {
+    return Corrupt(delta ? "a whole state where an incremental one was expected"
+                         : "an incremental state where a whole one was expected");
   }
+  *layout_out = layout;
   int32_t index = 0, num_shards = 0;
   uint8_t sync = 0;
   uint64_t seed = 0;
@@ -162,12 +169,25 @@ Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader) {
   return absl::OkStatus();
 }
 
-Status ReadTable(const ByteReader& r, const ShardStore& store, bool delta, ShardStore::Loader* loader) {
+Status ReadTable(const ByteReader& r, const ShardStore& store, uint32_t layout, ShardStore::Loader* loader) {
+  const bool delta = IsDelta(layout);
   proto::ParamSpec spec;
   PL_RETURN_IF_ERROR(ReadSpec(r, proto::ParamSpec::SPARSE, delta, loader, &spec).status());
   uint32_t stripes = 0;
   PL_RETURN_IF_ERROR(Get(r, &stripes));
   for (uint32_t s = 0; s < stripes; ++s) {
+    if (layout == kDeltaLayout) {
+      uint64_t evicted = 0;
+      PL_RETURN_IF_ERROR(Get(r, &evicted));
+      for (uint64_t k = 0; k < evicted; ++k) {
+        int64_t id = 0;
+        PL_RETURN_IF_ERROR(Get(r, &id));
+        if (id < 0 || ShardOfRow(id, store.num_shards()) != store.index()) {
+          return Corrupt(absl::StrCat("table '", spec.name(), "': evicted row ", id, " is not this shard's"));
+        }
+        loader->Erase(spec.name(), id);
+      }
+    }
     uint64_t rows = 0;
     PL_RETURN_IF_ERROR(Get(r, &rows));
     for (uint64_t k = 0; k < rows; ++k) {
@@ -191,13 +211,14 @@ Status ReadTable(const ByteReader& r, const ShardStore& store, bool delta, Shard
 
 Status ReadBody(const ByteReader& r, const ShardStore& store, bool delta, ShardStore::Loader* loader,
                 int64_t* version) {
-  PL_RETURN_IF_ERROR(ReadHeader(r, store, loader, delta ? kDeltaLayout : kLayout, version));
+  uint32_t layout = 0;
+  PL_RETURN_IF_ERROR(ReadHeader(r, store, loader, delta, &layout, version));
   uint32_t num_dense = 0;
   PL_RETURN_IF_ERROR(Get(r, &num_dense));
   for (uint32_t i = 0; i < num_dense; ++i) PL_RETURN_IF_ERROR(ReadDense(r, delta, loader));
   uint32_t num_sparse = 0;
   PL_RETURN_IF_ERROR(Get(r, &num_sparse));
-  for (uint32_t i = 0; i < num_sparse; ++i) PL_RETURN_IF_ERROR(ReadTable(r, store, delta, loader));
+  for (uint32_t i = 0; i < num_sparse; ++i) PL_RETURN_IF_ERROR(ReadTable(r, store, layout, loader));
   uint32_t tag = 0;
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kEndTag) return Corrupt("missing end tag");

@@ -12,7 +12,10 @@
 //
 // Layout 2, an incremental state, is the same with only the rows changed since the
 // state it applies to (every dense block is in it still: dense parameters are small
-// beside embedding tables, and every step changes them all).
+// beside embedding tables, and every step changes them all). Layout 3, the incremental
+// state written now, adds to each stripe, before its rows, the rows evicted since:
+//                                   u64 #evicted { i64 id }
+// (a row evicted and touched again since is in both: evict first, then the row).
 //
 // where "bytes" is u64 length + data. The layout is append-only: a new one gets a new
 // number and the old one stays readable.
@@ -38,7 +41,7 @@ using ByteReader = std::function<Status(void* data, size_t n)>;
 // Writes `store` as being at `version`. The caller keeps a sync step's update out
 // meanwhile when the version must match the values exactly. `rows`: which rows, and
 // whether the change marks are taken (ShardStore::Rows); kChangedTakingChanges writes
-// layout 2.
+// layout 3.
 Status WriteShardState(const ShardStore& store, int64_t version, const ByteWriter& write,
                        ShardStore::Rows rows = ShardStore::Rows::kAll);
 
@@ -46,7 +49,7 @@ Status WriteShardState(const ShardStore& store, int64_t version, const ByteWrite
 // version. DATA_LOSS for a stream that is not one; FAILED_PRECONDITION for a store that
 // is not fresh, or a stream for another index or shard count.
 StatusOr<int64_t> ReadShardState(const ByteReader& read, ShardStore* store);
-// Applies an incremental state (layout 2) onto `store`, which holds the state it was
+// Applies an incremental state (layout 2 or 3) onto `store`, which holds the state it was
 // taken after; returns its version. DATA_LOSS as above, or for a whole state; a store
 // left half-changed by a DATA_LOSS must be loaded again from its base.
 StatusOr<int64_t> ApplyShardDelta(const ByteReader& read, ShardStore* store);

@@ -5,7 +5,9 @@
 //
 // Thread-safety: a DenseBlock's and a RowStripe's mutable fields are guarded by the
 // record's own mutex (ShardStore takes them); everything else is fixed at creation.
-// Records are never removed while their store lives, so pointers to them stay valid.
+// Blocks, tables and stripes are never removed while their store lives, so pointers to
+// them stay valid; a row may be evicted (its slot is then reused), so a row's pointer
+// is good only while its stripe's lock is held.
 #ifndef PSERVER_SHARD_STORAGE_H_
 #define PSERVER_SHARD_STORAGE_H_
 
@@ -91,19 +93,75 @@ struct RowStripe {
   static constexpr int kSketchDepth = 4;
   static constexpr int kSketchWidth = 1024;
   std::unique_ptr<uint16_t[]> sightings ABSL_GUARDED_BY(mu);
-  // Counts one more sighting of `id` and returns the estimate, which never undercounts.
-  // Every counter of the id grows (saturating), not only the smallest ones: the plain
-  // update does not depend on the order of the ids, which a sync step's map does not fix.
-  int64_t Sight(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!sightings) sightings.reset(new uint16_t[kSketchDepth * kSketchWidth]());
+  // The sum of the sketch's first row, derived from the counters (-1: to be summed).
+  int64_t sightings_sum ABSL_GUARDED_BY(mu) = -1;
+  // Counts one more sighting of `id` and returns the estimate, which never undercounts
+  // the sightings since the counters were last halved. Every counter of the id grows
+  // (saturating), not only the smallest ones: the plain update does not depend on the
+  // order of the ids, which a sync step's map does not fix. Once the counters average
+  // 2 x admit_after they are all halved, so the sketch counts recent sightings and never
+  // fills up: a table of millions of ids would otherwise soon admit every id. The
+  // trigger is a function of the counters alone, so every replica halves at the same
+  // sighting.
+  int64_t Sight(int64_t id, int64_t admit_after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    constexpr int kCounters = kSketchDepth * kSketchWidth;
+    if (!sightings) {
+      sightings.reset(new uint16_t[kCounters]());
+      sightings_sum = 0;
+    }
+    if (sightings_sum < 0) sightings_sum = SumOfFirstRow();
     uint16_t least = UINT16_MAX;
     for (int d = 0; d < kSketchDepth; ++d) {
       const uint64_t h = MixSeed(0x9e3779b97f4a7c15ULL * (d + 1), static_cast<uint64_t>(id));
       uint16_t& c = sightings[d * kSketchWidth + h % kSketchWidth];
-      if (c < UINT16_MAX) ++c;
+      if (c < UINT16_MAX) {
+        ++c;
+        if (d == 0) ++sightings_sum;
+      }
       least = std::min(least, c);
     }
+    if (sightings_sum >= 2 * admit_after * kSketchWidth) {
+      for (int i = 0; i < kCounters; ++i) sightings[i] >>= 1;
+      sightings_sum = SumOfFirstRow();
+    }
     return least;
+  }
+  int64_t SumOfFirstRow() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t sum = 0;
+    for (int i = 0; i < kSketchWidth; ++i) sum += sightings[i];
+    return sum;
+  }
+  // Eviction (ShardStore::EnableEviction): per slab, the clock tick at which each row was
+  // last pulled or pushed (allocated once a row is touched with eviction on; a row
+  // without one counts as touched at tick 0); the slots of evicted rows, which Insert
+  // reuses before a slab grows; the ids evicted since the change marks were last taken
+  // (while tracking changes, for incremental checkpoints), and whether any row was
+  // evicted since then (entries of `changed` may then name a slot another row now has).
+  std::vector<std::unique_ptr<uint32_t[]>> touched_in ABSL_GUARDED_BY(mu);
+  std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> evicted ABSL_GUARDED_BY(mu);
+  bool evicted_since_take ABSL_GUARDED_BY(mu) = false;
+  void Touch(uint32_t slot, uint32_t tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint32_t slab = slot >> kSlabShift;
+    while (touched_in.size() <= slab) touched_in.emplace_back(new uint32_t[SlabRows(touched_in.size())]());
+    touched_in[slab][slot & kSlabPosMask] = tick;
+  }
+  uint32_t TouchedAt(uint32_t slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint32_t slab = slot >> kSlabShift;
+    return slab < touched_in.size() ? touched_in[slab][slot & kSlabPosMask] : 0;
+  }
+  // Removes row `id` (false if it has none); its slot goes to the free list.
+  bool Erase(int64_t id, bool track) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = index.find(id);
+    if (it == index.end()) return false;
+    const uint32_t slot = it->second;
+    index.erase(it);
+    free_slots.push_back(slot);
+    // The slot's next row must be marked afresh when it changes.
+    if (const uint32_t slab = slot >> kSlabShift; slab < marked_in.size()) marked_in[slab][slot & kSlabPosMask] = 0;
+    if (track) evicted.push_back(id);
+    evicted_since_take = true;
+    return true;
   }
   // Sync: id -> offset into accum (D floats each), gradient sums of the current step.
   absl::flat_hash_map<int64_t, uint32_t> accum_index ABSL_GUARDED_BY(mu);
@@ -122,13 +180,21 @@ struct RowStripe {
   }
   void TakeChanges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     changed.clear();
+    evicted.clear();
+    evicted_since_take = false;
     if (++generation == 0) {  // after 2^32 - 1 checkpoints: forget every mark, start again
       for (size_t i = 0; i < marked_in.size(); ++i) std::fill_n(marked_in[i].get(), SlabRows(i), 0u);
       generation = 1;
     }
   }
-  // A fresh, uninitialised record for `id`.
+  // A fresh, uninitialised record for `id`: an evicted row's slot, else a new one.
   float* Insert(int64_t id, int64_t stride) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!free_slots.empty()) {
+      const uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      index.emplace(id, slot);
+      return At(slot, stride);
+    }
     if (slabs.empty() || used_in_last == SlabRows(slabs.size() - 1)) {
       slabs.emplace_back(new float[static_cast<size_t>(SlabRows(slabs.size())) * stride]);
       used_in_last = 0;
@@ -145,9 +211,11 @@ struct SparseTable {
   int64_t dim = 0;
   int64_t stride = 0;  // floats per row record: dim * (1 + S) + 2
   int64_t admit_after = 0;  // > 1: a new id gets its row at its admit_after-th pushed update
+  int64_t evict_after_s = 0;  // > 0: a row neither pulled nor pushed for this long is evicted
   std::unique_ptr<RowStripe[]> stripes;
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> admitted{0};  // rows created by admission
+  std::atomic<int64_t> evicted{0};   // rows evicted
 
   int64_t step_offset() const { return stride - 2; }
   int64_t GetStep(const float* row) const {

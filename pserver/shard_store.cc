@@ -49,6 +49,8 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
     s.set_rows(t->rows.load());
     s.set_admit_after(t->admit_after);
     s.set_admitted(t->admitted.load());
+    s.set_evicted(t->evicted.load());
+    s.set_evict_after_s(t->evict_after_s);
     int64_t bytes = 0;
     std::vector<HotRows::Entry> hot;
     for (int i = 0; i < kRowStripes; ++i) {
@@ -56,6 +58,9 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
       absl::MutexLock sl(&stripe.mu);
       for (size_t slab = 0; slab < stripe.slabs.size(); ++slab) bytes += SlabRows(slab) * t->stride * sizeof(float);
       for (size_t slab = 0; slab < stripe.marked_in.size(); ++slab) bytes += SlabRows(slab) * sizeof(uint32_t);
+      for (size_t slab = 0; slab < stripe.touched_in.size(); ++slab) bytes += SlabRows(slab) * sizeof(uint32_t);
+      bytes += static_cast<int64_t>(stripe.free_slots.capacity() * sizeof(uint32_t) +
+                                    stripe.evicted.capacity() * sizeof(int64_t));
       // A flat_hash_map slot holds the pair and one control byte.
       bytes += static_cast<int64_t>(stripe.index.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1));
       bytes += static_cast<int64_t>(stripe.changed.capacity() * sizeof(stripe.changed[0]));
@@ -179,6 +184,8 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
     t->dim = spec.dim();
     t->stride = spec.dim() * (1 + slots) + 2;
     t->admit_after = spec.admit_after();
+    t->evict_after_s = spec.evict_after_s();
+    if (t->evict_after_s > 0) evicting_.store(true, std::memory_order_relaxed);
     t->stripes.reset(new RowStripe[kRowStripes]);
     sparse_.emplace(spec.name(), std::move(t));
     // Rows this shard can hold: its share of the id range, when the table has one.
@@ -360,6 +367,7 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
     std::memcpy(out, blk->data.get(), blk->n * sizeof(float));
   }
   proto::PullResponse* response = &frame->header();
+  const RowNotes notes = Notes();
   for (int i = 0; i < request.sparse_size(); ++i) {
     const proto::SparseRowsMsg& msg = request.sparse(i);
     SparseTable* t = tables[i];
@@ -376,7 +384,9 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
       if (t->admit_after > 1 && !stripe.index.contains(id)) {
         std::memset(dst, 0, t->dim * sizeof(float));  // not admitted yet: the shared default
       } else {
-        std::memcpy(dst, FindOrCreateRow(t, &stripe, id), t->dim * sizeof(float));
+        const uint32_t slot = FindOrCreateSlot(t, &stripe, id);
+        if (notes.touch) stripe.Touch(slot, notes.tick);
+        std::memcpy(dst, stripe.At(slot, t->stride), t->dim * sizeof(float));
       }
       dst += t->dim * sizeof(float);
     }

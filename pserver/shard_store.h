@@ -8,6 +8,8 @@
 //           (pull or push) from RowStreamSeed(seed, table, r); each row is one record
 //           [value (dim) | slots (S*dim) | step (int64)] inside a slab shared by many
 //           rows, indexed by a flat hash map, so a row costs little beyond its floats.
+//           A row may be evicted (a table's time to live, the pserver's memory cap):
+//           its slot is reused, and it comes back from the initializer when touched.
 //
 // It knows nothing of versions, barriers or queues: ParameterShard decides when a
 // push is applied (Apply) or summed into a sync step (Accumulate, ApplyAccumulated).
@@ -32,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
@@ -111,6 +114,9 @@ class ShardStore {
     virtual Status Table(const proto::ParamSpec& spec, int stripes) = 0;
     virtual Status Stripe(size_t rows) = 0;
     virtual Status Row(int64_t id, absl::Span<const float> record) = 0;
+    // Before a stripe's rows in an incremental visit: the rows evicted since the marks
+    // were last taken (an id may also be among the rows, if it came back since).
+    virtual Status Evicted(absl::Span<const int64_t> ids) = 0;
     // After a stripe's rows, for a table with admission (admit_after > 1): its sighting
     // counters (kSketchDepth x kSketchWidth, zeros when none yet).
     virtual Status Sightings(absl::Span<const uint16_t> counters) = 0;
@@ -125,6 +131,52 @@ class ShardStore {
   // checkpoints; RowStripe::MarkChanged). Idempotent.
   void TrackChanges() const { track_changes_.store(true, std::memory_order_relaxed); }
   bool tracking_changes() const { return track_changes_.load(std::memory_order_relaxed); }
+
+  // ---- eviction (shard_store_eviction.cc) ----
+  // From now on every pull and push notes when it touched each row (RowStripe::Touch),
+  // so rows can be evicted; `cap_bytes` > 0 caps what sparse_bytes() counts. A table
+  // with evict_after_s turns the notes on by itself. May be called again (a new cap).
+  void EnableEviction(int64_t cap_bytes);
+  bool evicting() const { return evicting_.load(std::memory_order_relaxed); }
+  int64_t memory_cap_bytes() const { return cap_bytes_.load(std::memory_order_relaxed); }
+  // The clock of those notes, in ticks of kEvictionTick (0 is before any tick: restored
+  // rows not touched since count as touched then). Set by the sweeper.
+  static constexpr absl::Duration kEvictionTick = absl::Milliseconds(100);
+  void SetTick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
+  uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
+  // What the cap counts: each table's rows times RowCost (record, index entry, marks).
+  int64_t sparse_bytes() const;
+  static int64_t RowCost(const SparseTable& t);
+  // The cap evicts once sparse_bytes passes kHighWater of it, down to kLowWater.
+  static constexpr double kHighWater = 0.95, kLowWater = 0.85;
+
+  // Which rows a sweep evicts: those of a table with evict_after_s untouched for longer,
+  // and, while the tables are over the cap, the least frequently updated (a row's step
+  // count, which its record holds) and among those the least recently touched. By
+  // frequency first because a click log's ids are drawn from a skewed law: the rows
+  // worth keeping are the often-updated ones, which recency alone cannot tell from the
+  // rows a batch touched once a moment ago. Rows that were hot and went cold are the
+  // time to live's to evict.
+  struct SweepPlan {
+    std::map<std::string, uint32_t> expired_before;  // per table: rows touched before this tick
+    bool cap = false;           // over the cap: rows with fewer than cap_steps updates go,
+    int64_t cap_steps = 0;      // and of the rows with exactly cap_steps, those touched
+    uint32_t cap_before = 0;    // before tick cap_before, and at cap_before until
+    int64_t cap_bytes_at = 0;   // cap_bytes_at bytes are taken
+    bool empty() const { return expired_before.empty() && !cap; }
+  };
+  // Steps beyond this count as equal (a row updated that often is hot enough).
+  static constexpr int64_t kMaxCountedSteps = 1 << 20;
+  // `ttl_due`: plan the time-to-live part too (it needs a scan of the rows, so the
+  // sweeper asks for it about once a second; the cap is checked without a scan).
+  SweepPlan PlanSweep(bool ttl_due) const;
+  std::vector<std::string> TableNames() const;
+  // Stripe `stripe` of `table`: the ids of the rows `plan` evicts (it counts down the
+  // plan's cap_bytes_at). With `erase` they are evicted at once, under the same
+  // lock; else the caller evicts them (Evict), having first sent them to its backups.
+  std::vector<int64_t> SweepStripe(const std::string& table, int stripe, SweepPlan* plan, bool erase);
+  // Evicts these rows of `table` (those it has); returns how many it had.
+  int64_t Evict(const std::string& table, absl::Span<const int64_t> ids);
 
   // What a restorer fills (Load). It runs while Load holds the store exclusively, so
   // what it returns may be written without further locks until `fill` returns.
@@ -142,6 +194,8 @@ class ShardStore {
     absl::Span<float> NewRow(const std::string& table, int64_t id);
     // Row `id`'s record, new or existing, to overwrite (an incremental checkpoint's).
     absl::Span<float> Row(const std::string& table, int64_t id);
+    // Evicts row `id` of `table` (an incremental checkpoint's deletions).
+    void Erase(const std::string& table, int64_t id);
     // Stripe `stripe`'s sighting counters of `table`, to fill (empty for an unknown table).
     absl::Span<uint16_t> Sightings(const std::string& table, int stripe);
     // The spec parameter or table `name` was created with, or null.
@@ -170,16 +224,28 @@ class ShardStore {
   // `explain`, an unknown name says why (a dense parameter, or not initialised).
   StatusOr<SparseTable*> FindRows(const proto::SparseRowsMsg& msg, bool explain) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The row's record, created from the table's initializer if absent. Needs mu_
-  // (shared) and stripe->mu.
-  float* FindOrCreateRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // The row's slot, its record created from the table's initializer if absent. Needs
+  // mu_ (shared) and stripe->mu.
   uint32_t FindOrCreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
   // A push's row: its slot, or none while admission still holds the id back (the
   // table's admit_after; the push counts as one more sighting). Needs stripe->mu.
   std::optional<uint32_t> AdmittedSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
-  // One row's update by `grad` (dim floats): admission, the optimizer step, the change
-  // mark (`track`) and the hot-row count. Needs mu_ and stripe->mu.
-  void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, bool track) const;
+  // What a row's update notes besides the step: the change mark (incremental
+  // checkpoints) and the tick it was touched at (eviction). Read once per push.
+  struct RowNotes {
+    bool track = false;
+    bool touch = false;
+    uint32_t tick = 0;
+  };
+  RowNotes Notes() const { return {tracking_changes(), evicting(), tick()}; }
+  // One row's update by `grad` (dim floats): admission, the optimizer step, the notes
+  // and the hot-row count. Needs mu_ and stripe->mu.
+  void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, const RowNotes& notes) const;
+
+  // Calls fn(table, its step count (at most kMaxCountedSteps), the tick it was touched
+  // at) for every row, each stripe under its lock. Needs mu_ (shared).
+  void ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const int index_;
   const int num_shards_;
@@ -203,6 +269,9 @@ class ShardStore {
   std::atomic<int64_t> dense_elements_{0};
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
   mutable std::atomic<bool> track_changes_{false};
+  std::atomic<bool> evicting_{false};
+  std::atomic<int64_t> cap_bytes_{0};
+  std::atomic<uint32_t> tick_{0};
 };
 
 }  // namespace pl::pserver

@@ -1,5 +1,7 @@
 // ShardStore's whole state for a saver (Visit) and from a restorer (Load); the byte
 // format is shard_serializer's.
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "pserver/shard_store.h"
 
@@ -24,8 +26,20 @@ Status ShardStore::Visit(Visitor* v, Rows rows) const {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
       if (rows == Rows::kChangedTakingChanges) {
-        PL_RETURN_IF_ERROR(v->Stripe(stripe.changed.size()));
-        for (const auto& [id, slot] : stripe.changed) {  // rows keep their slots
+        PL_RETURN_IF_ERROR(v->Evicted(stripe.evicted));
+        // A row keeps its slot until evicted; after an eviction, an entry whose row is
+        // gone or moved (its slot reused) is stale.
+        std::vector<std::pair<int64_t, uint32_t>> live;
+        const std::vector<std::pair<int64_t, uint32_t>>* changed = &stripe.changed;
+        if (stripe.evicted_since_take) {
+          for (const auto& [id, slot] : stripe.changed) {
+            auto it = stripe.index.find(id);
+            if (it != stripe.index.end() && it->second == slot) live.emplace_back(id, slot);
+          }
+          changed = &live;
+        }
+        PL_RETURN_IF_ERROR(v->Stripe(changed->size()));
+        for (const auto& [id, slot] : *changed) {
           PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
         }
       } else {
@@ -110,12 +124,23 @@ absl::Span<float> ShardStore::Loader::Row(const std::string& table, int64_t id) 
   return {stripe.Insert(id, t->stride), static_cast<size_t>(t->stride)};
 }
 
+void ShardStore::Loader::Erase(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto tit = store_->sparse_.find(table);
+  if (tit == store_->sparse_.end()) return;
+  SparseTable* t = tit->second.get();
+  RowStripe& stripe = t->stripes[StripeOf(id)];
+  absl::MutexLock sl(&stripe.mu);
+  // Not counted as evicted here: a restore replays evictions the shard counted before.
+  if (stripe.Erase(id, store_->tracking_changes())) --t->rows;
+}
+
 absl::Span<uint16_t> ShardStore::Loader::Sightings(const std::string& table, int s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   auto tit = store_->sparse_.find(table);
   if (tit == store_->sparse_.end() || s < 0 || s >= kRowStripes) return {};
   RowStripe& stripe = tit->second->stripes[s];
   absl::MutexLock sl(&stripe.mu);
   if (!stripe.sightings) stripe.sightings.reset(new uint16_t[RowStripe::kSketchDepth * RowStripe::kSketchWidth]());
+  stripe.sightings_sum = -1;  // summed again at the next sighting
   return {stripe.sightings.get(), RowStripe::kSketchDepth * RowStripe::kSketchWidth};
 }
 

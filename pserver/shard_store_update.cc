@@ -20,12 +20,8 @@ uint32_t ShardStore::FindOrCreateSlot(SparseTable* t, RowStripe* stripe, int64_t
   return stripe->index.at(id);
 }
 
-float* ShardStore::FindOrCreateRow(SparseTable* t, RowStripe* stripe, int64_t id) const
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  return stripe->At(FindOrCreateSlot(t, stripe, id), t->stride);
-}
-
-void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const float* grad, bool track) const
+void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const float* grad,
+                           const RowNotes& notes) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ and stripe->mu
   const std::optional<uint32_t> admitted = AdmittedSlot(t, stripe, id);
   if (!admitted) return;
@@ -33,14 +29,15 @@ void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const 
   const int64_t step = t->GetStep(row) + 1;
   rule_->Apply(row, grad, row + t->dim, t->dim, step, t->dim);
   t->SetStep(row, step);
-  if (track) stripe->MarkChanged(id, *admitted);
+  if (notes.track) stripe->MarkChanged(id, *admitted);
+  if (notes.touch) stripe->Touch(*admitted, notes.tick);
   stripe->hot.Count(id);
 }
 
 std::optional<uint32_t> ShardStore::AdmittedSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (t->admit_after > 1 && !stripe->index.contains(id)) {
-    if (stripe->Sight(id) < t->admit_after) return std::nullopt;  // its gradient changes nothing
+    if (stripe->Sight(id, t->admit_after) < t->admit_after) return std::nullopt;  // its gradient changes nothing
     ++t->admitted;
   }
   return FindOrCreateSlot(t, stripe, id);
@@ -64,14 +61,14 @@ void ShardStore::Apply(const ResolvedPush& push) {
       if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
     });
   });
-  const bool track = tracking_changes();
+  const RowNotes notes = Notes();
   for (const ResolvedPush::Sparse& s : push.sparse) {
     SparseTable* t = s.table;
     for (int i = 0; i < s.msg->ids_size(); ++i) {
       const int64_t id = s.msg->ids(i);
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      UpdateRow(t, &stripe, id, s.grad.data() + i * t->dim, track);
+      UpdateRow(t, &stripe, id, s.grad.data() + i * t->dim, notes);
     }
   }
 }
@@ -122,7 +119,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
       blk->has_accum = false;
     }
   }
-  const bool track = tracking_changes();
+  const RowNotes notes = Notes();
   for (auto& [name, t] : sparse_) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
@@ -130,7 +127,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
       auto update = [&](int64_t id, uint32_t pos) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         float* g = stripe.accum.data() + pos;
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
-        UpdateRow(t.get(), &stripe, id, g, track);
+        UpdateRow(t.get(), &stripe, id, g, notes);
       };
       if (t->admit_after > 1) {
         // Sightings counted in the same order on every replica (a hash map's order is

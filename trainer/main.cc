@@ -53,6 +53,9 @@ ABSL_FLAG(int64_t, ctr_fields, 8, "ctr: sparse fields per sample");
 ABSL_FLAG(int64_t, admit_after, 0,
           "ctr, distributed: an id gets its embedding row on the pservers at its Nth pushed update (0: at once; "
           "at most 65535)");
+ABSL_FLAG(int64_t, evict_after_s, 0,
+          "ctr model on pservers: a row of the embedding table neither pulled nor pushed for this many seconds "
+          "is evicted (0: kept until the pserver's --sparse_memory_mb needs its room)");
 ABSL_FLAG(bool, pipeline, false,
           "distributed async mlp/cnn: push and pull in the background while the next step computes "
           "(a step misses the previous step's update); pays off when the trainer has a core to spare");
@@ -94,7 +97,9 @@ int main(int argc, char** argv) {
                                  pl::cli::CheckAtLeast<int64_t>("test_limit", absl::GetFlag(FLAGS_test_limit), 0),
                                  pl::cli::CheckAtLeast<int64_t>("ctr_fields", absl::GetFlag(FLAGS_ctr_fields), 1),
                                  pl::cli::CheckRange<int64_t>("admit_after", absl::GetFlag(FLAGS_admit_after), 0,
-                                                              pl::kMaxAdmitAfter)});
+                                                              pl::kMaxAdmitAfter),
+                                 pl::cli::CheckRange<int64_t>("evict_after_s", absl::GetFlag(FLAGS_evict_after_s), 0,
+                                                              pl::kMaxEvictAfterSeconds)});
   pl::SetMathThreads(absl::GetFlag(FLAGS_threads));
   pl::KeepLargeBuffersInHeap();
 
@@ -124,6 +129,7 @@ int main(int argc, char** argv) {
   mo.seed = absl::GetFlag(FLAGS_seed);
   mo.ctr_fields = absl::GetFlag(FLAGS_ctr_fields);
   mo.ctr_admit_after = absl::GetFlag(FLAGS_admit_after);
+  mo.ctr_evict_after_s = absl::GetFlag(FLAGS_evict_after_s);
   const std::string model_name = absl::GetFlag(FLAGS_model);
   auto model = pl::MakeExampleModel(model_name, mo);
   if (!model.ok()) pl::cli::ExitWithUsageError(program, absl::StrCat("--model: ", model.status().message()));

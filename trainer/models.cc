@@ -52,7 +52,7 @@ class CtrNet : public Module {
  public:
   explicit CtrNet(const ModelOptions& o) : Module("CtrNet"), fields_(o.ctr_fields) {
     emb_ = RegisterModule("emb", std::make_shared<Embedding>(o.ctr_num_rows, o.ctr_embedding_dim));
-    emb_->table()->set_policy({.admit_after = o.ctr_admit_after});
+    emb_->table()->set_policy({.admit_after = o.ctr_admit_after, .evict_after_s = o.ctr_evict_after_s});
     fc1_ = RegisterModule("fc1", std::make_shared<Linear>(o.ctr_fields * o.ctr_embedding_dim, 64));
     fc2_ = RegisterModule("fc2", std::make_shared<Linear>(64, 1));
   }

@@ -31,6 +31,7 @@ struct ModelOptions {
   int64_t ctr_embedding_dim = 8;
   int64_t ctr_num_rows = 0;     // id bound of the embedding table (0: unbounded)
   int64_t ctr_admit_after = 0;  // the embedding table's admission on the pservers (TablePolicy)
+  int64_t ctr_evict_after_s = 0;  // its rows' time to live there (TablePolicy)
 };
 
 // A model plus what the training loop needs to know about it.

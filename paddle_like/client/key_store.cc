@@ -30,6 +30,10 @@ StatusOr<std::unique_ptr<KeyStore>> KeyStore::Declare(const std::vector<KeySpec>
       return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has admit_after ", k.policy.admit_after,
                                                      ": it must be in [0, ", kMaxAdmitAfter, "]"));
     }
+    if (k.policy.evict_after_s < 0 || k.policy.evict_after_s > kMaxEvictAfterSeconds) {
+      return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has evict_after_s ", k.policy.evict_after_s,
+                                                     ": it must be in [0, ", kMaxEvictAfterSeconds, "]"));
+    }
     auto p = std::make_unique<Parameter>();
     p->kind = k.kind;
     p->init = k.init;

@@ -93,6 +93,9 @@ Status ValidateParamSpec(const proto::ParamSpec& spec) {
     if (spec.admit_after() < 0 || spec.admit_after() > kMaxAdmitAfter) {
       return bad(absl::StrCat("admit_after ", spec.admit_after(), " is outside [0, ", kMaxAdmitAfter, "]"));
     }
+    if (spec.evict_after_s() < 0 || spec.evict_after_s() > kMaxEvictAfterSeconds) {
+      return bad(absl::StrCat("evict_after_s ", spec.evict_after_s(), " is outside [0, ", kMaxEvictAfterSeconds, "]"));
+    }
   } else {
     return bad(absl::StrCat("unknown kind ", static_cast<int>(spec.kind())));
   }
@@ -152,6 +155,7 @@ std::vector<proto::ParamSpec> ParamSpecsOf(const std::vector<NamedParameter>& pa
       s.set_dim(np.param->table->dim());
       s.set_num_rows(np.param->table->num_rows());
       s.set_admit_after(np.param->table->policy().admit_after);
+      s.set_evict_after_s(np.param->table->policy().evict_after_s);
     }
     specs.push_back(std::move(s));
   }

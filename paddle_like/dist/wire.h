@@ -37,6 +37,8 @@ proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& spec);
 // The most sightings a table may require before an id gets a row (admit_after): the
 // pservers count them in 16-bit saturating counters.
 inline constexpr int64_t kMaxAdmitAfter = 65535;
+// The longest time to live a table's rows may have (evict_after_s): a year.
+inline constexpr int64_t kMaxEvictAfterSeconds = int64_t{365} * 24 * 3600;
 
 // Checks a ParamSpec: non-empty name, known kind and init kind, positive dims, a
 // positive block size for dense parameters, admit_after in range. The error names the

@@ -68,6 +68,10 @@ inline std::vector<std::string> DescribeTables(const proto::StatsResponse& s, Ho
     if (t.admit_after() > 1) {
       absl::StrAppend(&line, absl::StrFormat(" (admit_after %d: %d admitted)", t.admit_after(), t.admitted()));
     }
+    if (t.evicted() > 0 || t.evict_after_s() > 0) {
+      absl::StrAppend(&line, t.evict_after_s() > 0 ? absl::StrFormat(" (evict_after_s %d)", t.evict_after_s()) : "",
+                      absl::StrFormat(", %d evicted", t.evicted()));
+    }
     if (t.hottest_size() > 0) absl::StrAppend(&line, "; hottest rows (updates, per second since the last line):");
     for (int k = 0; k < t.hottest_size() && k < top; ++k) {
       const proto::HotRow& h = t.hottest(k);

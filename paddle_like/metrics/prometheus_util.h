@@ -33,6 +33,11 @@ inline prometheus::Family<prometheus::Gauge>& NewGaugeFamily(ProcessTelemetry* t
   return prometheus::BuildGauge().Name(name).Help(help).Labels(t->labels()).Register(t->registry());
 }
 
+inline prometheus::Family<prometheus::Counter>& NewCounterFamily(ProcessTelemetry* t, const std::string& name,
+                                                                 const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Labels(t->labels()).Register(t->registry());
+}
+
 inline prometheus::Histogram* NewHistogram(ProcessTelemetry* t, const std::string& name, const std::string& help,
                                            std::vector<double> buckets) {
   return &prometheus::BuildHistogram().Name(name).Help(help).Labels(t->labels()).Register(t->registry())

@@ -28,7 +28,14 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       table_bytes_(&NewGaugeFamily(t, "pl_pserver_table_bytes",
                                    "bytes a sparse table takes on this shard: values, optimizer state, index")),
       hot_rate_(&NewGaugeFamily(t, "pl_pserver_hot_row_updates_per_second",
-                                "updates per second of a table's most updated rows on this shard, by rank")) {
+                                "updates per second of a table's most updated rows on this shard, by rank")),
+      table_evicted_(&NewCounterFamily(t, "pl_pserver_table_rows_evicted_total",
+                                       "rows of a sparse table evicted on this shard (time to live, memory cap)")),
+      table_admitted_(&NewCounterFamily(t, "pl_pserver_table_rows_admitted_total",
+                                        "rows of a sparse table created by admission (admit_after) on this shard")),
+      sparse_bytes_(NewGauge(t, "pl_pserver_sparse_bytes",
+                             "bytes the memory cap counts: sparse rows with their optimizer state and index")),
+      sparse_cap_(NewGauge(t, "pl_pserver_sparse_memory_cap_bytes", "--sparse_memory_mb in bytes (0: no cap)")) {
   if (stats_) Record(stats_(), absl::Now());
 }
 
@@ -52,7 +59,11 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   for (const proto::TableStats& t : s.tables()) {
     table_rows_->Add({{"table", t.name()}}).Set(t.rows());
     table_bytes_->Add({{"table", t.name()}}).Set(t.bytes());
+    AdvanceCounter(&table_evicted_->Add({{"table", t.name()}}), t.evicted());
+    AdvanceCounter(&table_admitted_->Add({{"table", t.name()}}), t.admitted());
   }
+  sparse_bytes_->Set(s.sparse_bytes());
+  sparse_cap_->Set(s.sparse_memory_cap_bytes());
   for (prometheus::Gauge* g : hot_gauges_) hot_rate_->Remove(g);
   hot_gauges_.clear();
   for (const HotRowRates::Rate& r : hot_rates_.Update(s.tables(), now, kHotRowsInMetrics)) {

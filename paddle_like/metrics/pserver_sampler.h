@@ -6,6 +6,8 @@
 //   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
 //   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes   gauges
 //   pl_pserver_table_rows{table}, pl_pserver_table_bytes{table}                 gauges
+//   pl_pserver_table_rows_evicted_total{table}, pl_pserver_table_rows_admitted_total{table}
+//   pl_pserver_sparse_bytes, pl_pserver_sparse_memory_cap_bytes (0: none)       gauges
 //   pl_pserver_hot_row_updates_per_second{table, rank, id}: each table's 5 most
 //       updated rows (rank 1 the hottest; a row leaving the 5 leaves the family)
 // and TensorBoard scalars pserver/pushes_per_sec, pserver/rows_pulled_per_sec,
@@ -55,6 +57,8 @@ class PserverSampler {
   prometheus::Counter *pushes_, *rejected_, *rows_pulled_, *rows_pushed_;
   prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_;
   prometheus::Family<prometheus::Gauge> *table_rows_, *table_bytes_, *hot_rate_;
+  prometheus::Family<prometheus::Counter> *table_evicted_, *table_admitted_;
+  prometheus::Gauge *sparse_bytes_, *sparse_cap_;
   HotRowRates hot_rates_;
   std::vector<prometheus::Gauge*> hot_gauges_;  // the last sample's, removed at the next
 };

@@ -48,6 +48,10 @@ struct TablePolicy {
   // An id gets its own row at its admit_after-th pushed update; until then it reads
   // zeros and its gradients change nothing (0 or 1: a row at once). At most 65535.
   int64_t admit_after = 0;
+  // A row neither pulled nor pushed for this many seconds is evicted; touched again, it
+  // starts over from the initializer (and admission). 0: kept until the memory cap
+  // (pl-pserver --sparse_memory_mb) needs its room. At most a year.
+  int64_t evict_after_s = 0;
 };
 
 class SparseTable {

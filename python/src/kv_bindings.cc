@@ -39,7 +39,7 @@ InitSpec ParseInit(const std::string& kind, float scale) {
 
 // A key: (name, shape) dense, or (name, dim, num_rows) sparse; an optional item
 // (init_kind, scale) sets the initializer (default zeros); a sparse key may end in a
-// dict of its table's policy ({"admit_after": N}).
+// dict of its table's policy ({"admit_after": N, "evict_after_s": S}).
 KeySpec ParseKey(const py::tuple& t) {
   if (t.size() < 2) throw py::value_error("a key is (name, shape) or (name, dim, num_rows), with an optional (init, scale)");
   const std::string name = t[0].cast<std::string>();
@@ -49,10 +49,14 @@ KeySpec ParseKey(const py::tuple& t) {
   if (n >= 4 && py::isinstance<py::dict>(t[n - 1])) {
     for (const auto& [k, v] : t[n - 1].cast<py::dict>()) {
       const std::string option = k.cast<std::string>();
-      if (option != "admit_after") {
-        throw py::value_error("key '" + name + "': unknown table policy '" + option + "' (known: admit_after)");
+      if (option == "admit_after") {
+        policy.admit_after = v.cast<int64_t>();
+      } else if (option == "evict_after_s") {
+        policy.evict_after_s = v.cast<int64_t>();
+      } else {
+        throw py::value_error("key '" + name + "': unknown table policy '" + option +
+                              "' (known: admit_after, evict_after_s)");
       }
-      policy.admit_after = v.cast<int64_t>();
     }
     --n;
   }

@@ -90,6 +90,30 @@ TEST_F(KVWorkerTest, ATablesAdmissionPolicyReachesThePservers) {
   EXPECT_EQ(pull(), (std::vector<float>{0.5f, 0.5f, 0.0f, 0.0f}));
 }
 
+// The time to live travels too: the pservers' tables say it, and a row past it (the
+// pservers' clocks driven here, as their RowEvictor does) reads its initializer again.
+TEST_F(KVWorkerTest, ATablesTimeToLiveReachesThePservers) {
+  auto kv = Worker({KeySpec::Sparse("emb", 2, 0, InitSpec::Constant(1.0f), TablePolicy{.evict_after_s = 1})}, Sgd(0.5f));
+  ASSERT_TRUE(kv->Connect().ok());
+  for (auto& shard : shards_) shard->SetEvictionTick(1);
+  StatusOr<KVWorker::Handle> h = kv->Push({KeyValues{"emb", {5, 6}, std::vector<float>(4, 1.0f)}});
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(kv->Wait(*h).ok());
+  EXPECT_EQ(PullNow(*kv, {{"emb", {5, 6}}})[0].values, std::vector<float>(4, 0.5f));
+  int64_t evicted = 0;
+  for (auto& shard : shards_) {
+    ASSERT_EQ(shard->Tables().size(), 1u);
+    EXPECT_EQ(shard->Tables()[0].evict_after_s(), 1);
+    shard->SetEvictionTick(30);  // 2.9 s later
+    evicted += shard->SweepRows(/*ttl_due=*/true);
+  }
+  EXPECT_EQ(evicted, 2);
+  EXPECT_EQ(PullNow(*kv, {{"emb", {5, 6}}})[0].values, std::vector<float>(4, 1.0f));
+  auto bad = Worker({KeySpec::Sparse("emb", 2, 0, InitSpec::Zeros(), TablePolicy{.evict_after_s = -2})}, Sgd(0.5f));
+  Status refused = bad->Connect();
+  EXPECT_NE(std::string(refused.message()).find("key 'emb' has evict_after_s -2"), std::string::npos) << refused;
+}
+
 TEST_F(KVWorkerTest, KeysLeftOutOfAPushNeitherTravelNorMove) {
   // Momentum: a zero gradient sent for "a" would still move it (v = 0.9 v).
   OptimizerSpec momentum{OptimizerKind::kMomentum, 1.0f};

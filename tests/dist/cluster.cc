@@ -136,6 +136,7 @@ Status Cluster::SpawnPserver(int i) {
     argv.insert(argv.end(), {"--checkpoint_dir", Path("ckpt"), "--checkpoint_every_s",
                              std::to_string(options_.checkpoint_every_s)});
   }
+  argv.insert(argv.end(), options_.pserver_args.begin(), options_.pserver_args.end());
   PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs(absl::StrCat("pserver-", i)));
   argv.insert(argv.end(), tls.begin(), tls.end());
   PL_ASSIGN_OR_RETURN(pservers_[i], Spawn(ProcessPlacement::Role::kPserver, i, argv, log));

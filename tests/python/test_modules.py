@@ -191,3 +191,7 @@ def test_embedding_admission_policy_is_kept_and_checked():
     assert pl.nn.Embedding(100, 4).admit_after == 0
     with pytest.raises(ValueError, match="admit_after 70000 is outside"):
         pl.nn.Embedding(100, 4, admit_after=70000)
+    emb = pl.nn.Embedding(100, 4, evict_after_s=600)
+    assert emb.evict_after_s == 600 and emb._cpp.evict_after_s == 600
+    with pytest.raises(ValueError, match="evict_after_s -1 is outside"):
+        pl.nn.Embedding(100, 4, evict_after_s=-1)

@@ -186,15 +186,21 @@ class Embedding(_Layer):
 
     admit_after=N (trained on parameter servers): an id gets its own row there only at its
     Nth pushed update; until then it reads zeros and its gradients change nothing, which
-    keeps ids seen once or twice out of the pservers' memory (0: a row at once)."""
+    keeps ids seen once or twice out of the pservers' memory (0: a row at once).
 
-    def __init__(self, num_embeddings, embedding_dim, init_std=0.01, admit_after=0):
+    evict_after_s=S (on parameter servers): a row neither pulled nor pushed for S seconds
+    is evicted; used again, it starts over from the initializer (0: kept until the
+    pserver's memory cap, ``--sparse_memory_mb``, needs its room)."""
+
+    def __init__(self, num_embeddings, embedding_dim, init_std=0.01, admit_after=0, evict_after_s=0):
         if num_embeddings < 0 or embedding_dim <= 0:
             raise ValueError(f"Embedding({num_embeddings}, {embedding_dim}): num_embeddings must be "
                              f">= 0 and embedding_dim > 0")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        super().__init__(_C.Embedding(self.num_embeddings, self.embedding_dim, float(init_std), int(admit_after)))
+        super().__init__(_C.Embedding(self.num_embeddings, self.embedding_dim, float(init_std), int(admit_after),
+                                      int(evict_after_s)))
         self.admit_after = int(admit_after)
+        self.evict_after_s = int(evict_after_s)
 
     @property
     def weight(self):
