@@ -90,7 +90,7 @@ def last_float(pattern, text):
 
 
 def run_one(build, clicks, fields, work):
-    argv = trainer_flags(build, clicks, fields) + ["--data", os.path.join(clicks, "train.plrec"), "--epochs", "1"]
+    argv = trainer_flags(build, clicks, fields) + ["--data", clicks, "--epochs", "1"]
     start = time.time()
     with open(work + ".log", "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -148,8 +148,9 @@ def main():
                               "--records_per_chunk", "10000"], capture_output=True, text=True)
         if gen.returncode != 0:
             raise SystemExit(gen.stdout + gen.stderr)
-        print(f"pl-gen-clicks: {a.train} + {a.test} examples in {time.time() - start:.1f} s; "
-              f"ideal test auc {last_float(r'ideal test auc: ([\d.]+)', gen.stdout + gen.stderr)}", flush=True)
+        ideal = last_float(r"ideal test auc: ([\d.]+)", gen.stdout + gen.stderr)
+        print(f"pl-gen-clicks: {a.train} + {a.test} examples in {time.time() - start:.1f} s; ideal test auc {ideal}",
+              flush=True)
     results = {}
     for part in a.parts.split(","):
         work = os.path.join(tmp, part)

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/nn/init.h"
+#include "paddle_like/optim/update_rules.h"
 #include "pserver/hot_rows.h"
 #include "proto/pserver.pb.h"
 
@@ -212,6 +214,9 @@ struct SparseTable {
   int64_t stride = 0;  // floats per row record: dim * (1 + S) + 2
   int64_t admit_after = 0;  // > 1: a new id gets its row at its admit_after-th pushed update
   int64_t evict_after_s = 0;  // > 0: a row neither pulled nor pushed for this long is evicted
+  // The table's own optimizer (ParamSpec.optimizer) resolved, else unset: the store's.
+  std::optional<OptimizerSpec> optimizer;
+  std::optional<UpdateRule> rule;
   std::unique_ptr<RowStripe[]> stripes;
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> admitted{0};  // rows created by admission

@@ -51,6 +51,7 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
     s.set_admitted(t->admitted.load());
     s.set_evicted(t->evicted.load());
     s.set_evict_after_s(t->evict_after_s);
+    if (t->optimizer) s.set_optimizer(t->optimizer->ToString());
     int64_t bytes = 0;
     std::vector<HotRows::Entry> hot;
     for (int i = 0; i < kRowStripes; ++i) {
@@ -109,6 +110,15 @@ Status ShardStore::CheckCompatible(const proto::InitRequest& request) const {
     if (auto it = dense_.find(spec.name()); it != dense_.end()) held = &it->second->spec;
     if (auto it = sparse_.find(spec.name()); it != sparse_.end()) held = &it->second->spec;
     if (held == nullptr) continue;
+    if (held->optimizer().SerializeAsString() != spec.optimizer().SerializeAsString()) {
+      auto describe = [this](const proto::ParamSpec& s) {
+        if (!s.has_optimizer()) return absl::StrCat("the job's (", optimizer_.ToString(), ")");
+        StatusOr<OptimizerSpec> own = OptimizerFromProto(s.optimizer());
+        return own.ok() ? own->ToString() : std::string(own.status().message());
+      };
+      return absl::FailedPreconditionError(absl::StrCat("table '", spec.name(), "': this pserver updates it with ",
+                                                        describe(*held), "; the request asks for ", describe(spec)));
+    }
     if (!SameShape(*held, spec) || held->init_kind() != spec.init_kind() ||
         held->init_scale() != spec.init_scale()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -182,7 +192,15 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
     t->spec = spec;
     t->init = init;
     t->dim = spec.dim();
-    t->stride = spec.dim() * (1 + slots) + 2;
+    int table_slots = slots;
+    if (spec.has_optimizer()) {
+      PL_ASSIGN_OR_RETURN(OptimizerSpec own, OptimizerFromProto(spec.optimizer()));
+      PL_ASSIGN_OR_RETURN(UpdateRule rule, UpdateRule::Create(own));
+      table_slots = NumSlots(own.kind);
+      t->optimizer = own;
+      t->rule = rule;
+    }
+    t->stride = spec.dim() * (1 + table_slots) + 2;
     t->admit_after = spec.admit_after();
     t->evict_after_s = spec.evict_after_s();
     if (t->evict_after_s > 0) evicting_.store(true, std::memory_order_relaxed);

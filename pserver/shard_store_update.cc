@@ -14,7 +14,7 @@ uint32_t ShardStore::FindOrCreateSlot(SparseTable* t, RowStripe* stripe, int64_t
   if (it != stripe->index.end()) return it->second;
   float* row = stripe->Insert(id, t->stride);
   InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), id), row, t->dim);
-  InitSlots(optimizer_, row + t->dim, t->dim);
+  InitSlots(t->optimizer ? *t->optimizer : optimizer_, row + t->dim, t->dim);
   t->SetStep(row, 0);
   ++t->rows;
   return stripe->index.at(id);
@@ -27,7 +27,7 @@ void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const 
   if (!admitted) return;
   float* row = stripe->At(*admitted, t->stride);
   const int64_t step = t->GetStep(row) + 1;
-  rule_->Apply(row, grad, row + t->dim, t->dim, step, t->dim);
+  (t->rule ? *t->rule : *rule_).Apply(row, grad, row + t->dim, t->dim, step, t->dim);
   t->SetStep(row, step);
   if (notes.track) stripe->MarkChanged(id, *admitted);
   if (notes.touch) stripe->Touch(*admitted, notes.tick);

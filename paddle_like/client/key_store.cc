@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "paddle_like/dist/wire.h"
+#include "paddle_like/optim/update_rules.h"
 
 namespace pl {
 
@@ -33,6 +34,11 @@ StatusOr<std::unique_ptr<KeyStore>> KeyStore::Declare(const std::vector<KeySpec>
     if (k.policy.evict_after_s < 0 || k.policy.evict_after_s > kMaxEvictAfterSeconds) {
       return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "' has evict_after_s ", k.policy.evict_after_s,
                                                      ": it must be in [0, ", kMaxEvictAfterSeconds, "]"));
+    }
+    if (k.policy.optimizer) {
+      if (Status valid = ValidateOptimizerSpec(*k.policy.optimizer); !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("key '", k.name, "': its optimizer: ", valid.message()));
+      }
     }
     auto p = std::make_unique<Parameter>();
     p->kind = k.kind;

@@ -83,6 +83,7 @@ Status ValidateParamSpec(const proto::ParamSpec& spec) {
     for (int64_t d : spec.shape()) {
       if (d <= 0) return bad(absl::StrCat("shape [", absl::StrJoin(spec.shape(), ", "), "] has a non-positive dimension"));
     }
+    if (spec.has_optimizer()) return bad("a dense parameter takes the job's optimizer (a table may have its own)");
     if (spec.block_size() < 0) return bad(absl::StrCat("block_size ", spec.block_size(), " is negative"));
     if (NumBlocks(DenseNumel(spec), BlockSizeOf(spec)) > (int64_t{1} << 31) - 1) {
       return bad("too many blocks (block index must fit int32)");
@@ -95,6 +96,11 @@ Status ValidateParamSpec(const proto::ParamSpec& spec) {
     }
     if (spec.evict_after_s() < 0 || spec.evict_after_s() > kMaxEvictAfterSeconds) {
       return bad(absl::StrCat("evict_after_s ", spec.evict_after_s(), " is outside [0, ", kMaxEvictAfterSeconds, "]"));
+    }
+    if (spec.has_optimizer()) {
+      if (StatusOr<OptimizerSpec> opt = OptimizerFromProto(spec.optimizer()); !opt.ok()) {
+        return bad(absl::StrCat("its optimizer: ", opt.status().message()));
+      }
     }
   } else {
     return bad(absl::StrCat("unknown kind ", static_cast<int>(spec.kind())));
@@ -156,6 +162,7 @@ std::vector<proto::ParamSpec> ParamSpecsOf(const std::vector<NamedParameter>& pa
       s.set_num_rows(np.param->table->num_rows());
       s.set_admit_after(np.param->table->policy().admit_after);
       s.set_evict_after_s(np.param->table->policy().evict_after_s);
+      if (const auto& opt = np.param->table->policy().optimizer) *s.mutable_optimizer() = OptimizerToProto(*opt);
     }
     specs.push_back(std::move(s));
   }

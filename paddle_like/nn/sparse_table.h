@@ -9,12 +9,14 @@
 #define PADDLE_LIKE_NN_SPARSE_TABLE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/nn/init.h"
+#include "paddle_like/optim/optimizer_spec.h"
 
 namespace pl {
 
@@ -52,6 +54,11 @@ struct TablePolicy {
   // starts over from the initializer (and admission). 0: kept until the memory cap
   // (pl-pserver --sparse_memory_mb) needs its room. At most a year.
   int64_t evict_after_s = 0;
+  // The table's own optimizer, for its rows on the pservers and in one process (unset:
+  // the job's). Embeddings often want another rule or rate than the dense layers
+  // (Adagrad for the rows, Adam for the MLP). The job's learning-rate schedule does not
+  // reach it.
+  std::optional<OptimizerSpec> optimizer;
 };
 
 class SparseTable {

@@ -32,18 +32,20 @@ Status Optimizer::Step() {
       grad.SetZero();
     } else {
       SparseTable& table = *p->table;
+      PL_ASSIGN_OR_RETURN(const UpdateRule* rule, RuleFor(np.name, table));
+      const int table_slots = rule->num_slots();
       const SparseRows& g = table.grad();
       auto& states = rows_[np.name];
       const int64_t dim = table.dim();
       for (size_t i = 0; i < g.size(); ++i) {
         const int64_t id = g.ids()[i];
         RowState& st = states[id];
-        if (st.slots.empty() && slots > 0) {
-          st.slots.resize(slots * dim);
-          rule_.InitSlots(st.slots.data(), dim);
+        if (st.slots.empty() && table_slots > 0) {
+          st.slots.resize(table_slots * dim);
+          rule->InitSlots(st.slots.data(), dim);
         }
         ++st.step;
-        rule_.Apply(table.Row(id), g.values().data() + i * dim, st.slots.data(), dim, st.step, dim);
+        rule->Apply(table.Row(id), g.values().data() + i * dim, st.slots.data(), dim, st.step, dim);
       }
       table.ZeroGrad();
     }
@@ -52,8 +54,21 @@ Status Optimizer::Step() {
   return absl::OkStatus();
 }
 
+StatusOr<const UpdateRule*> Optimizer::RuleFor(const std::string& name, const SparseTable& table) const {
+  const std::optional<OptimizerSpec>& own = table.policy().optimizer;
+  if (!own) return &rule_;
+  const std::string key = own->ToString();
+  auto it = table_rules_.find(name);
+  if (it == table_rules_.end() || it->second.first != key) {
+    auto rule = UpdateRule::Create(*own);
+    PL_RETURN_IF_ERROR(Annotate(rule.status(), absl::StrCat("the optimizer of table '", name, "'")));
+    it = table_rules_.insert_or_assign(name, std::make_pair(key, *rule)).first;
+  }
+  return &it->second.second;
+}
+
 OptimizerState Optimizer::ExportState() const {
-  const int slots = rule_.num_slots();
+  const int dense_slots = rule_.num_slots();
   OptimizerState out;
   out.spec = spec_;
   out.steps = steps_;
@@ -63,7 +78,7 @@ OptimizerState Optimizer::ExportState() const {
       if (it == dense_.end()) continue;
       const Tensor& value = np.param->var.value();
       OptimizerState::Dense d{np.name, it->second.step, {}};
-      for (int k = 0; k < slots; ++k) {
+      for (int k = 0; k < dense_slots; ++k) {
         Tensor slot(value.shape(), DType::kFloat32);
         std::memcpy(slot.f32(), it->second.slots.f32() + k * value.numel(), slot.bytes());
         d.slots.push_back(std::move(slot));
@@ -74,6 +89,8 @@ OptimizerState Optimizer::ExportState() const {
     auto it = rows_.find(np.name);
     if (it == rows_.end() || it->second.empty()) continue;
     const int64_t dim = np.param->table->dim();
+    StatusOr<const UpdateRule*> rule = RuleFor(np.name, *np.param->table);
+    const int slots = rule.ok() ? (*rule)->num_slots() : 0;  // Step() reported a bad one
     std::vector<int64_t> ids;
     for (const auto& [id, st] : it->second) ids.push_back(id);
     std::sort(ids.begin(), ids.end());  // the export is a function of the state alone
@@ -138,18 +155,17 @@ Status Optimizer::ImportState(const OptimizerState& state) {
                                      : std::string("nothing")));
     return false;
   };
-  auto check_slot_count = [&](const std::string& name, size_t got) {
-    if (got == static_cast<size_t>(slots)) return true;
+  auto check_slot_count = [&](const std::string& name, size_t got, int expected, OptimizerKind kind) {
+    if (got == static_cast<size_t>(expected)) return true;
     problem(absl::StatusCode::kInvalidArgument,
-            absl::StrCat("'", name, "': ", got, " state slots, ", OptimizerName(spec_.kind),
-                         " keeps ", slots));
+            absl::StrCat("'", name, "': ", got, " state slots, ", OptimizerName(kind), " keeps ", expected));
     return false;
   };
 
   absl::flat_hash_map<std::string, DenseState> dense;
   for (const OptimizerState::Dense& d : state.dense) {
     Parameter* p = find(d.name, ParamKind::kDense);
-    if (p == nullptr || !check_slot_count(d.name, d.slots.size())) continue;
+    if (p == nullptr || !check_slot_count(d.name, d.slots.size(), slots, spec_.kind)) continue;
     const Tensor& value = p->var.value();
     bool ok = true;
     for (int k = 0; k < slots; ++k) {
@@ -178,7 +194,11 @@ Status Optimizer::ImportState(const OptimizerState& state) {
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, RowState>> rows;
   for (const OptimizerState::Rows& r : state.rows) {
     Parameter* p = find(r.name, ParamKind::kSparse);
-    if (p == nullptr || !check_slot_count(r.name, r.slots.size())) continue;
+    if (p == nullptr) continue;
+    // A table with its own optimizer keeps that one's slots.
+    const std::optional<OptimizerSpec>& own = p->table->policy().optimizer;
+    const int slots = own ? NumSlots(own->kind) : NumSlots(spec_.kind);
+    if (!check_slot_count(r.name, r.slots.size(), slots, own ? own->kind : spec_.kind)) continue;
     const int64_t n = r.ids.defined() && r.ids.rank() == 1 ? r.ids.dim(0) : -1;
     if (!check(absl::StrCat("'", r.name, "' ids"), r.ids, {std::max<int64_t>(n, 0)}, DType::kInt64)) {
       continue;

@@ -1,7 +1,8 @@
 // Optimizer: applies an update rule (update_rules.h) to a module's parameters in one
 // process, keeping the state beside each parameter: a state block per dense
 // parameter, and per sparse row a state row plus its own step count (lazy updates:
-// rows not in the batch's sparse gradient are not touched).
+// rows not in the batch's sparse gradient are not touched). A table with its own
+// optimizer (TablePolicy::optimizer) is updated by that rule, with that rule's slots.
 //
 // Thread-safety: not thread-safe; call Step() from the thread that runs the model.
 #ifndef PADDLE_LIKE_OPTIM_OPTIMIZER_H_
@@ -79,9 +80,15 @@ class Optimizer {
   Optimizer(Module* module, const OptimizerSpec& spec, const UpdateRule& rule)
       : module_(module), spec_(spec), rule_(rule) {}
 
+  // The rule a table's rows follow: its own optimizer (TablePolicy::optimizer), else
+  // this one's. Resolved once per table (again if the table's spec changes).
+  StatusOr<const UpdateRule*> RuleFor(const std::string& name, const SparseTable& table) const;
+
   Module* module_;
   OptimizerSpec spec_;
   UpdateRule rule_;  // spec_ resolved
+  // name -> (the table's optimizer as ToString, its rule)
+  mutable absl::flat_hash_map<std::string, std::pair<std::string, UpdateRule>> table_rules_;
   int64_t steps_ = 0;
   absl::flat_hash_map<std::string, DenseState> dense_;
   absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, RowState>> rows_;

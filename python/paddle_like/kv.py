@@ -16,7 +16,9 @@ initializer ``(kind, scale)`` with kind zeros, constant, uniform or normal, and,
 sparse key, its table's policy on the pservers: ``{"admit_after": N}`` gives an id its
 own row only at its Nth pushed update (until then it reads zeros and its gradients
 change nothing), which keeps ids seen once or twice out of memory, and
-``{"evict_after_s": S}`` evicts a row neither pulled nor pushed for S seconds. Names are
+``{"evict_after_s": S}`` evicts a row neither pulled nor pushed for S seconds, and
+``{"optimizer": paddle_like.optim.spec("adagrad", 0.05)}`` gives the table its own update
+rule (the job's otherwise). Names are
 the pservers' parameter names: a ``Module`` trained through ``paddle_like.distributed``
 shares keys of the same names (declared alike). Pushes and pulls retry across pserver
 restarts and failovers like the trainers' (C++: paddle_like/client/kv_worker.h).

@@ -39,7 +39,7 @@ InitSpec ParseInit(const std::string& kind, float scale) {
 
 // A key: (name, shape) dense, or (name, dim, num_rows) sparse; an optional item
 // (init_kind, scale) sets the initializer (default zeros); a sparse key may end in a
-// dict of its table's policy ({"admit_after": N, "evict_after_s": S}).
+// dict of its table's policy ({"admit_after": N, "evict_after_s": S, "optimizer": spec}).
 KeySpec ParseKey(const py::tuple& t) {
   if (t.size() < 2) throw py::value_error("a key is (name, shape) or (name, dim, num_rows), with an optional (init, scale)");
   const std::string name = t[0].cast<std::string>();
@@ -53,9 +53,14 @@ KeySpec ParseKey(const py::tuple& t) {
         policy.admit_after = v.cast<int64_t>();
       } else if (option == "evict_after_s") {
         policy.evict_after_s = v.cast<int64_t>();
+      } else if (option == "optimizer") {
+        if (!py::isinstance<OptimizerSpec>(v)) {
+          throw py::value_error("key '" + name + "': its optimizer must be a paddle_like.optim.spec(...)");
+        }
+        policy.optimizer = v.cast<OptimizerSpec>();
       } else {
         throw py::value_error("key '" + name + "': unknown table policy '" + option +
-                              "' (known: admit_after, evict_after_s)");
+                              "' (known: admit_after, evict_after_s, optimizer)");
       }
     }
     --n;

@@ -156,7 +156,8 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
       .def(py::init<float, uint64_t>(), "p"_a, "seed"_a = 0)
       .def_property_readonly("p", &Dropout::p);
   py::class_<Embedding, Layer, std::shared_ptr<Embedding>>(m, "Embedding")
-      .def(py::init([](int64_t num_rows, int64_t dim, float init_std, int64_t admit_after, int64_t evict_after_s) {
+      .def(py::init([](int64_t num_rows, int64_t dim, float init_std, int64_t admit_after, int64_t evict_after_s,
+                       std::optional<OptimizerSpec> optimizer) {
              if (admit_after < 0 || admit_after > kMaxAdmitAfter) {
                throw py::value_error("Embedding: admit_after " + std::to_string(admit_after) + " is outside [0, " +
                                      std::to_string(kMaxAdmitAfter) + "]");
@@ -166,11 +167,14 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
                                      " is outside [0, " + std::to_string(kMaxEvictAfterSeconds) + "]");
              }
              auto e = std::make_shared<Embedding>(num_rows, dim, InitSpec::Normal(init_std));
-             e->table()->set_policy({.admit_after = admit_after, .evict_after_s = evict_after_s});
+             e->table()->set_policy(
+                 {.admit_after = admit_after, .evict_after_s = evict_after_s, .optimizer = std::move(optimizer)});
              return e;
-           }), "num_rows"_a, "dim"_a, "init_std"_a = 0.01f, "admit_after"_a = 0, "evict_after_s"_a = 0)
+           }), "num_rows"_a, "dim"_a, "init_std"_a = 0.01f, "admit_after"_a = 0, "evict_after_s"_a = 0,
+           "optimizer"_a = py::none())
       .def_property_readonly("admit_after", [](const Embedding& e) { return e.table()->policy().admit_after; })
       .def_property_readonly("evict_after_s", [](const Embedding& e) { return e.table()->policy().evict_after_s; })
+      .def_property_readonly("optimizer", [](const Embedding& e) { return e.table()->policy().optimizer; })
       .def_property_readonly("num_rows", &Embedding::num_rows)
       .def_property_readonly("dim", &Embedding::dim)
       .def("describe", &Embedding::Describe);

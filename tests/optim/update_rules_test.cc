@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "paddle_like/nn/linear.h"
@@ -104,6 +105,35 @@ TEST(OptimizerTest, SparseUpdateTouchesOnlyPushedRows) {
   m.table->AccumulateGrad(3, g);
   ASSERT_TRUE((*opt)->Step().ok());
   EXPECT_NEAR(m.table->rows().Find(3)[0], 0.9f, 1e-6);
+}
+
+// A table with its own optimizer (TablePolicy::optimizer) is updated by that rule, with
+// that rule's state, beside the optimizer's own rule for everything else.
+TEST(OptimizerTest, ATableWithItsOwnOptimizerFollowsThatRule) {
+  TableModule m;
+  m.table->set_policy({.optimizer = Spec(OptimizerKind::kAdam, 0.1f)});
+  auto opt = Optimizer::Create(&m, Spec(OptimizerKind::kSGD, 0.5f));
+  ASSERT_TRUE(opt.ok());
+  const float g[2] = {1.0f, -1.0f};
+  m.table->AccumulateGrad(5, g);
+  ASSERT_TRUE((*opt)->Step().ok());
+  // Adam's first step moves each element by lr (SGD 0.5 would give 0.5 and 1.5).
+  EXPECT_NEAR(m.table->rows().Find(5)[0], 0.9f, 1e-6);
+  EXPECT_NEAR(m.table->rows().Find(5)[1], 1.1f, 1e-6);
+  const OptimizerState state = (*opt)->ExportState();
+  ASSERT_EQ(state.rows.size(), 1u);
+  EXPECT_EQ(state.rows[0].slots.size(), 2u);  // Adam's m and v, though the optimizer is SGD
+  auto fresh = Optimizer::Create(&m, Spec(OptimizerKind::kSGD, 0.5f));
+  Status imported = (*fresh)->ImportState(state);
+  EXPECT_TRUE(imported.ok()) << imported;
+  m.table->set_policy({});  // the same state no longer fits: SGD keeps no slots
+  imported = (*fresh)->ImportState(state);
+  EXPECT_THAT(imported.message(), ::testing::HasSubstr("'emb': 2 state slots, sgd keeps 0"));
+  m.table->set_policy({.optimizer = Spec(OptimizerKind::kAdam, -1.0f)});
+  m.table->AccumulateGrad(5, g);
+  Status stepped = (*opt)->Step();
+  EXPECT_FALSE(stepped.ok());
+  EXPECT_THAT(stepped.message(), ::testing::HasSubstr("the optimizer of table 'emb'"));
 }
 
 TEST(OptimizerTest, DenseStepMatchesRuleAndClearsGrad) {

@@ -219,11 +219,14 @@ def test_key_value_api_refuses_bad_keys_by_name(launcher):
         kv.connect()
     with pytest.raises(ValueError, match="'fp8': known are float32 and bfloat16"):
         pl.kv.KVWorker([("w", (3,))], master="127.0.0.1:1", wire_dtype="fp8")
-    with pytest.raises(ValueError, match=r"key 'emb': unknown table policy 'ttl' \(known: admit_after, evict_after_s\)"):
+    with pytest.raises(ValueError, match=r"key 'emb': unknown table policy 'ttl' \(known: admit_after, evict_after_s, optimizer\)"):
         pl.kv.KVWorker([("emb", 4, 0, {"ttl": 3})], master="127.0.0.1:1")
     kv = pl.kv.KVWorker([("emb", 4, 0, ("normal", 0.1), {"admit_after": 70000})], master="127.0.0.1:1")
     with pytest.raises(ValueError, match="key 'emb' has admit_after 70000"):
         kv.connect()
+    with pytest.raises(ValueError, match="key 'emb': its optimizer must be a paddle_like.optim.spec"):
+        pl.kv.KVWorker([("emb", 4, 0, {"optimizer": "adagrad"})], master="127.0.0.1:1")
+    pl.kv.KVWorker([("emb", 4, 0, {"optimizer": pl.optim.spec("adagrad", 0.05)})], master="127.0.0.1:1")
     kv = pl.kv.KVWorker([("emb", 4, 0, {"admit_after": 2, "evict_after_s": -5})], master="127.0.0.1:1")
     with pytest.raises(ValueError, match="key 'emb' has evict_after_s -5"):
         kv.connect()

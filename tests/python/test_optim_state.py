@@ -278,3 +278,22 @@ def test_every_kind_round_trips(make):
     restored.load_state_dict(saved)
     _assert_unchanged(restored, saved)
     assert set(saved["state"]) == {"0.table", "1.w", "1.b"}
+
+
+def test_a_table_with_its_own_optimizer_follows_that_rule():
+    """Embedding(optimizer=...) updates its rows with its own rule (SGD 0.25 here) while
+    the optimizer's (SGD 0.5) trains everything else, and keeps it in its attributes."""
+    pl.manual_seed(5)
+    emb = nn.Embedding(0, 2, optimizer=pl.optim.spec("sgd", 0.25))
+    assert emb.optimizer.kind == "sgd" and emb.optimizer.lr == 0.25
+    assert emb._cpp.optimizer.lr == 0.25
+    opt = pl.optim.SGD(emb.parameters(), lr=0.5)
+    ids, coef = SPARSE_BATCHES[0]
+    emb(ids)
+    before = dict(zip(emb.weight.rows()[0].tolist(), emb.weight.rows()[1].astype(np.float64)))
+    sparse_step(emb, opt, ids, coef)
+    after = dict(zip(emb.weight.rows()[0].tolist(), emb.weight.rows()[1].astype(np.float64)))
+    for row_id in (4, 9):
+        np.testing.assert_allclose(after[row_id], before[row_id] - 0.25 * row_grads(row_id)[0], rtol=1e-6)
+    with pytest.raises(TypeError, match="optimizer must be a paddle_like.optim.spec"):
+        nn.Embedding(0, 2, optimizer="adagrad")

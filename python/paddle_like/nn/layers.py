@@ -190,17 +190,24 @@ class Embedding(_Layer):
 
     evict_after_s=S (on parameter servers): a row neither pulled nor pushed for S seconds
     is evicted; used again, it starts over from the initializer (0: kept until the
-    pserver's memory cap, ``--sparse_memory_mb``, needs its room)."""
+    pserver's memory cap, ``--sparse_memory_mb``, needs its room).
 
-    def __init__(self, num_embeddings, embedding_dim, init_std=0.01, admit_after=0, evict_after_s=0):
+    optimizer=paddle_like.optim.spec(kind, lr, ...): the table's own update rule, on the
+    parameter servers and in one process (default: the job's, or the optimizer's); e.g.
+    Adagrad for the rows while Adam trains the dense layers."""
+
+    def __init__(self, num_embeddings, embedding_dim, init_std=0.01, admit_after=0, evict_after_s=0, optimizer=None):
         if num_embeddings < 0 or embedding_dim <= 0:
             raise ValueError(f"Embedding({num_embeddings}, {embedding_dim}): num_embeddings must be "
                              f">= 0 and embedding_dim > 0")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if optimizer is not None and not isinstance(optimizer, _C.OptimizerSpec):
+            raise TypeError("Embedding: optimizer must be a paddle_like.optim.spec(...)")
         super().__init__(_C.Embedding(self.num_embeddings, self.embedding_dim, float(init_std), int(admit_after),
-                                      int(evict_after_s)))
+                                      int(evict_after_s), optimizer))
         self.admit_after = int(admit_after)
         self.evict_after_s = int(evict_after_s)
+        self.optimizer = optimizer
 
     @property
     def weight(self):
