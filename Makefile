@@ -16,7 +16,8 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config git \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev \
   libeigen3-dev zlib1g-dev libopenblas-dev pybind11-dev python3-dev python3-numpy \
   python3-pytest python3-pip python3-venv libgtest-dev libgmock-dev libbenchmark-dev \
-  python3-kubernetes yamllint dataset-fashion-mnist iproute2 python3-matplotlib prometheus-cpp-dev chromium
+  python3-kubernetes yamllint dataset-fashion-mnist iproute2 python3-matplotlib prometheus-cpp-dev chromium \
+  librocksdb-dev
 
 .PHONY: all deps configure build data demo demo-local test bench clean
 

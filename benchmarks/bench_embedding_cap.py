@@ -7,7 +7,9 @@ model (embedding dim 8, Adam) three ways in the same run:
   one     one process (pl-trainer), no cap: the reference AUC;
   capped  pl-launch, 2 pservers x 2 trainers, each pserver --sparse_memory_mb CAP
           (least frequently, then least recently, used rows evicted in the background);
-  open    the same distributed job with no cap.
+  open    the same distributed job with no cap;
+  disk    the capped job with a disk tier (pl-launch --sparse_disk): rows beyond the cap
+          go to RocksDB instead of being dropped (a table ~10x the cap at --cap_mb 48).
 
 For each: the test AUC, rows held at the end, rows evicted, and the peak resident set
 (VmHWM, polled every 0.5 s) of the trainer process (one) or of each pserver. The targets
@@ -104,12 +106,14 @@ def run_one(build, clicks, fields, work):
             "peak_mb": peaks, "rows": None, "evicted": None}
 
 
-def run_launch(build, clicks, fields, work, cap_mb):
+def run_launch(build, clicks, fields, work, cap_mb, disk=False):
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", os.path.join(clicks, "train.plrec"),
             "--pservers", "2", "--trainers", "2", "--passes", "1", "--checkpoint_every_s", "0",
             "--progress_every_s", "10"]
     if cap_mb > 0:
         argv += ["--sparse_memory_mb", str(cap_mb)]
+    if disk:
+        argv += ["--sparse_disk"]
     argv += ["--"] + trainer_flags(build, clicks, fields)
     start = time.time()
     with open(work + ".log", "w") as log:
@@ -123,8 +127,9 @@ def run_launch(build, clicks, fields, work, cap_mb):
     # The pservers log each table at stop: "table emb.table: N rows, X MB ..., E evicted".
     rows = sum(int(m) for m in re.findall(r"\[pserver-\d\] .*table emb\.table: (\d+) rows", text)[-2:])
     evicted = sum(int(m) for m in re.findall(r"\[pserver-\d\] .*table emb\.table: .*?(\d+) evicted", text)[-2:])
+    on_disk = sum(int(m) for m in re.findall(r"\[pserver-\d\] .*table emb\.table: .*?and (\d+) rows on disk", text)[-2:])
     return {"auc": last_float(r"final test auc: ([\d.]+)", text), "seconds": time.time() - start, "peak_mb": peaks,
-            "rows": rows, "evicted": evicted}
+            "rows": rows, "evicted": evicted, "on_disk": on_disk}
 
 
 def main():
@@ -161,16 +166,21 @@ def main():
             results[part] = run_launch(a.build, clicks, a.fields, work, a.cap_mb)
         elif part == "open":
             results[part] = run_launch(a.build, clicks, a.fields, work, 0)
+        elif part == "disk":
+            results[part] = run_launch(a.build, clicks, a.fields, work, a.cap_mb, disk=True)
         else:
-            raise SystemExit(f"--parts: unknown part '{part}' (known: one, capped, open)")
+            raise SystemExit(f"--parts: unknown part '{part}' (known: one, capped, open, disk)")
         r = results[part]
         peaks = ", ".join(f"{n} {mb:.0f} MB" for n, mb in sorted(r["peak_mb"].items()))
         print(f"{part:7s} auc {r['auc']}  {r['seconds']:.0f} s  peak rss: {peaks}"
-              + (f"  rows {r['rows']}, evicted {r['evicted']}" if r["rows"] is not None else ""), flush=True)
-    if "capped" in results:
+              + (f"  rows {r['rows']}, evicted {r['evicted']}, on disk {r['on_disk']}" if r["rows"] is not None else ""),
+              flush=True)
+    for part in ("capped", "disk"):
+        if part not in results:
+            continue
         bound = 1.5 * a.cap_mb + 150
-        worst = max(results["capped"]["peak_mb"].values(), default=0)
-        print(f"capped pservers' peak rss {worst:.0f} MB vs bound 1.5 x {a.cap_mb} + 150 = {bound:.0f} MB "
+        worst = max(results[part]["peak_mb"].values(), default=0)
+        print(f"{part} pservers' peak rss {worst:.0f} MB vs bound 1.5 x {a.cap_mb} + 150 = {bound:.0f} MB "
               f"({'within' if worst <= bound else 'OVER'})")
         if "one" in results and results["one"]["auc"] and results["capped"]["auc"]:
             print(f"capped auc - one-process auc = {results['capped']['auc'] - results['one']['auc']:+.4f} "

@@ -115,7 +115,9 @@ StatusOr<std::string> Checkpointer::Save(const ParameterShard& shard) {
     shard.TrackChanges();
     need_full_ = true;
   }
-  const bool full = need_full_ || saves_since_full_ + 1 >= full_every_;
+  // Change marks follow rows in memory; a row the cap spilled to the disk tier carries
+  // its changes there, so with a disk tier every checkpoint is a whole one.
+  const bool full = need_full_ || saves_since_full_ + 1 >= full_every_ || shard.has_disk_tier();
   const std::string path = (fs::path(shard_dir_) /
                             absl::StrFormat("ckpt-%010d%s", next_seq_, full ? kFullSuffix : kDeltaSuffix))
                                .string();
@@ -252,7 +254,8 @@ Status Checkpointer::Parse(const std::string& path, bool delta, ParameterShard* 
   return Annotate(s, absl::StrCat("checkpoint '", path, "'"));
 }
 
-StatusOr<Checkpointer::Restored> Checkpointer::RestoreLatest(int num_shards) {
+StatusOr<Checkpointer::Restored> Checkpointer::RestoreLatest(int num_shards,
+                                                             const std::function<Status(ParameterShard*)>& prepare) {
   Restored restored;
   const std::vector<std::string> all = List();  // newest first
   auto skip = [&restored](const std::string& path, absl::string_view why) {
@@ -287,6 +290,7 @@ StatusOr<Checkpointer::Restored> Checkpointer::RestoreLatest(int num_shards) {
     // Parse the chain; a delta that parses badly ends it where the state was good.
     while (!chain.empty()) {
       auto shard = std::make_unique<ParameterShard>(index_, num_shards);
+      if (prepare) PL_RETURN_IF_ERROR(prepare(shard.get()));
       Status s = LoadChain(chain, shard.get());
       if (s.ok()) {
         restored.shard = std::move(shard);

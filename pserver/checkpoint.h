@@ -24,6 +24,7 @@
 #define PSERVER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,8 +56,9 @@ class Checkpointer {
   };
   // Loads the newest valid checkpoint into a new shard (index, num_shards). A file for
   // another shard count is FAILED_PRECONDITION (not skipped: resuming the job from an
-  // older file would silently lose progress).
-  StatusOr<Restored> RestoreLatest(int num_shards);
+  // older file would silently lose progress). `prepare`, if set, readies each new
+  // shard before it loads (a disk tier, so a restore beyond the memory cap goes there).
+  StatusOr<Restored> RestoreLatest(int num_shards, const std::function<Status(ParameterShard*)>& prepare = nullptr);
 
   // Checkpoint files present, newest first.
   std::vector<std::string> List() const;

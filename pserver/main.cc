@@ -28,6 +28,7 @@
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/tls_flags.h"
 #include "pserver/checkpoint.h"
+#include "pserver/disk_tier.h"
 #include "paddle_like/core/log.h"
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
@@ -70,6 +71,9 @@ ABSL_FLAG(bool, replica_checkpoints, false,
 ABSL_FLAG(int64_t, sparse_memory_mb, 0,
           "cap on this pserver's sparse rows (values, optimizer state, index), in MB: beyond it the least "
           "recently used rows are evicted in the background (0: no cap; tables' evict_after_s still applies)");
+ABSL_FLAG(std::string, sparse_disk_dir, "",
+          "with --sparse_memory_mb: rows beyond the cap move to a disk tier (RocksDB) in this directory instead of "
+          "being dropped, and come back when touched (the directory is scratch: emptied at start)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -169,6 +173,20 @@ int Run(int argc, char** argv) {
   const std::string host = absl::GetFlag(FLAGS_host);
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  const int64_t sparse_cap_bytes = absl::GetFlag(FLAGS_sparse_memory_mb) << 20;
+  const std::string sparse_disk_dir = absl::GetFlag(FLAGS_sparse_disk_dir);
+  if (!sparse_disk_dir.empty() && sparse_cap_bytes == 0) {
+    pl::cli::ExitWithUsageError(program, "--sparse_disk_dir needs --sparse_memory_mb (the cap decides what goes to disk)");
+  }
+  // A shard's disk tier, attached before it restores or serves anything.
+  auto attach_disk_tier = [&](pl::pserver::ParameterShard* s) -> pl::Status {
+    if (sparse_disk_dir.empty()) return absl::OkStatus();
+    PL_ASSIGN_OR_RETURN(std::unique_ptr<pl::pserver::DiskTier> tier,
+                        pl::pserver::DiskTier::Open(sparse_disk_dir, sparse_cap_bytes));
+    s->AttachDiskTier(std::move(tier));
+    s->EnableEviction(sparse_cap_bytes);
+    return absl::OkStatus();
+  };
   const bool replicated = absl::GetFlag(FLAGS_replicas) > 1;
   const bool own_checkpoints = absl::GetFlag(FLAGS_replica_checkpoints);
   if (replicated && master.empty()) {
@@ -195,7 +213,7 @@ int Run(int argc, char** argv) {
     checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index, /*keep=*/2, full_every);
   } else if (!checkpoint_dir.empty()) {
     checkpointer = std::make_unique<pl::pserver::Checkpointer>(checkpoint_dir, index, /*keep=*/2, full_every);
-    auto restored = checkpointer->RestoreLatest(num_pservers);
+    auto restored = checkpointer->RestoreLatest(num_pservers, attach_disk_tier);
     if (!restored.ok()) return Fail(std::string(restored.status().message()));
     if (restored->shard) {
       shard = std::move(restored->shard);
@@ -204,7 +222,10 @@ int Run(int argc, char** argv) {
                                          shard->sync() ? ", sync)" : ", async)"));
     }
   }
-  if (!shard) shard = std::make_unique<pl::pserver::ParameterShard>(index, num_pservers);
+  if (!shard) {
+    shard = std::make_unique<pl::pserver::ParameterShard>(index, num_pservers);
+    if (pl::Status attached = attach_disk_tier(shard.get()); !attached.ok()) return Fail(std::string(attached.message()));
+  }
 
   // Trainers on this host may send their dense traffic through shared memory.
   pl::pserver::SharedRegionOptions shm;
@@ -253,7 +274,7 @@ int Run(int argc, char** argv) {
   }
 
   // Rows past their table's time to live, and beyond the cap, go in the background.
-  pl::pserver::RowEvictor evictor(shard.get(), absl::GetFlag(FLAGS_sparse_memory_mb) << 20);
+  pl::pserver::RowEvictor evictor(shard.get(), sparse_cap_bytes);
 
   std::unique_ptr<pl::pserver::MembershipWatcher> watcher;
   if (!master.empty()) {

@@ -243,6 +243,7 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_largest_request_bytes(shard_->largest_request_bytes());
   r.set_sparse_memory_cap_bytes(shard_->memory_cap_bytes());
   r.set_sparse_bytes(shard_->sparse_bytes());
+  r.set_sparse_disk_bytes(shard_->sparse_disk_bytes());
   for (proto::TableStats& t : shard_->Tables()) *r.add_tables() = std::move(t);
   return r;
 }

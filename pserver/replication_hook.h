@@ -30,8 +30,8 @@ class ReplicationHook {
   virtual StatusOr<int64_t> ForwardPush(const PushFrame& push) = 0;
   virtual StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) = 0;
   virtual StatusOr<int64_t> ForwardStepComplete(int contributors) = 0;
-  // Rows the primary is about to evict (ids only).
-  virtual StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted) = 0;
+  // Rows the primary is about to evict (ids only); `to_disk`: to its disk tier.
+  virtual StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted, bool to_disk) = 0;
   // The position of the last update forwarded.
   virtual int64_t last_position() const = 0;
   // OK once every backup in sync has applied position `position`; UNAVAILABLE when

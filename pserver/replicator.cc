@@ -410,7 +410,7 @@ StatusOr<int64_t> Replicator::ForwardStepComplete(int contributors) {
   return Append(std::move(entry));
 }
 
-StatusOr<int64_t> Replicator::ForwardEviction(const proto::SparseRowsMsg& evicted) {
+StatusOr<int64_t> Replicator::ForwardEviction(const proto::SparseRowsMsg& evicted, bool to_disk) {
   auto frame = std::make_shared<PushFrame>();
   StreamEntry entry;
   {
@@ -421,6 +421,7 @@ StatusOr<int64_t> Replicator::ForwardEviction(const proto::SparseRowsMsg& evicte
   }
   frame->header().set_replica_seq(entry.position);
   *frame->header().mutable_evicted() = evicted;
+  frame->header().set_evicted_to_disk(to_disk);
   entry.push = std::move(frame);
   return Append(std::move(entry));
 }

@@ -107,7 +107,7 @@ class Replicator : public ReplicationHook {
   StatusOr<int64_t> ForwardPush(const PushFrame& push) override;
   StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) override;
   StatusOr<int64_t> ForwardStepComplete(int contributors) override;
-  StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted) override;
+  StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted, bool to_disk) override;
   int64_t last_position() const override;
   Status WaitAcked(int64_t position, absl::Time deadline) override;
 

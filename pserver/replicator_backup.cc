@@ -73,7 +73,9 @@ Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
     shard = shard_;
   }
   if (update.init) return shard->FollowInit(*update.init);
-  if (update.push->header().has_evicted()) return shard->FollowEviction(update.push->header().evicted());
+  if (update.push->header().has_evicted()) {
+    return shard->FollowEviction(update.push->header().evicted(), update.push->header().evicted_to_disk());
+  }
   if (const int c = update.push->header().complete_step_contributors(); c > 0) {
     shard->FollowStepComplete(c);
     return absl::OkStatus();

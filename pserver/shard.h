@@ -128,8 +128,13 @@ class ParameterShard {
   // replicated primary sends each stripe's evictions to its backups in its stream,
   // ordered with its pushes; a backup evicts only what its stream says (0 here).
   int64_t SweepRows(bool ttl_due);
-  // A backup applies an eviction of the primary's stream.
-  Status FollowEviction(const proto::SparseRowsMsg& evicted);
+  // A backup applies an eviction of the primary's stream (`to_disk`: rows the cap moved
+  // to the disk tier, which this replica must have too).
+  Status FollowEviction(const proto::SparseRowsMsg& evicted, bool to_disk);
+  // The disk tier (ShardStore::AttachDiskTier); set before serving.
+  void AttachDiskTier(std::unique_ptr<DiskTier> tier) { store_.AttachDiskTier(std::move(tier)); }
+  bool has_disk_tier() const { return store_.has_disk_tier(); }
+  int64_t sparse_disk_bytes() const { return store_.has_disk_tier() ? store_.disk_tier()->bytes_on_disk() : 0; }
 
   // ---- replication (shard_replication.cc) ----
   // Set before serving; `hook` outlives the shard's use of it. Null: not replicated.

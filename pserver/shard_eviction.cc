@@ -1,6 +1,10 @@
 // ParameterShard's eviction sweep, alone or as a replicated primary, and a backup's
 // application of the primary's evictions (shard.h).
+#include <cstdlib>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "pserver/shard.h"
 
 namespace pl::pserver {
@@ -10,32 +14,41 @@ int64_t ParameterShard::SweepRows(bool ttl_due) {
   ShardStore::SweepPlan plan = store_.PlanSweep(ttl_due);
   if (plan.empty()) return 0;
   int64_t evicted = 0;
+  const bool to_disk = store_.has_disk_tier();
   for (const std::string& table : store_.TableNames()) {
     for (int s = 0; s < kRowStripes; ++s) {
       if (hook_ == nullptr) {
-        evicted += static_cast<int64_t>(store_.SweepStripe(table, s, &plan, /*erase=*/true).size());
+        ShardStore::Victims v = store_.SweepStripe(table, s, &plan, /*erase=*/true);
+        evicted += static_cast<int64_t>(v.expired.size() + v.over_cap.size());
         continue;
       }
       // Under the order lock no push is applied meanwhile, so the stream holds the
       // eviction exactly where this replica makes it.
       absl::MutexLock order(&order_mu_);
       if (!hook_->CheckPrimary().ok()) return evicted;  // a backup evicts what its stream says
-      std::vector<int64_t> victims = store_.SweepStripe(table, s, &plan, /*erase=*/false);
-      if (victims.empty()) continue;
-      proto::SparseRowsMsg msg;
-      msg.set_table(table);
-      msg.mutable_ids()->Assign(victims.begin(), victims.end());
-      if (!hook_->ForwardEviction(msg).ok()) return evicted;  // no longer primary: keep the rows
-      evicted += store_.Evict(table, victims);
+      ShardStore::Victims v = store_.SweepStripe(table, s, &plan, /*erase=*/false);
+      // Those past their time to live go; those beyond the cap go to the disk tier, if any.
+      for (auto [ids, disk] : {std::make_pair(&v.expired, false), std::make_pair(&v.over_cap, to_disk)}) {
+        if (ids->empty()) continue;
+        proto::SparseRowsMsg msg;
+        msg.set_table(table);
+        msg.mutable_ids()->Assign(ids->begin(), ids->end());
+        if (!hook_->ForwardEviction(msg, disk).ok()) return evicted;  // no longer primary: keep the rows
+        StatusOr<int64_t> n = store_.Evict(table, *ids, disk);
+        if (!n.ok()) {
+          log::Error(absl::StrCat("the sparse disk tier failed: ", n.status().message(), "; stopping"));
+          std::_Exit(1);
+        }
+        evicted += *n;
+      }
     }
   }
   return evicted;
 }
 
-Status ParameterShard::FollowEviction(const proto::SparseRowsMsg& evicted) {
+Status ParameterShard::FollowEviction(const proto::SparseRowsMsg& evicted, bool to_disk) {
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
-  store_.Evict(evicted.table(), evicted.ids());
-  return absl::OkStatus();
+  return store_.Evict(evicted.table(), evicted.ids(), to_disk).status();
 }
 
 }  // namespace pl::pserver

@@ -199,6 +199,7 @@ Status ReadTable(const ByteReader& r, const ShardStore& store, uint32_t layout, 
       absl::Span<float> record = delta ? loader->Row(spec.name(), id) : loader->NewRow(spec.name(), id);
       if (record.empty()) return Corrupt(absl::StrCat("table '", spec.name(), "': row ", id, " saved twice"));
       PL_RETURN_IF_ERROR(r(record.data(), record.size() * sizeof(float)));
+      PL_RETURN_IF_ERROR(loader->Filled(spec.name(), id));
     }
     if (spec.admit_after() > 1) {
       absl::Span<uint16_t> counters = loader->Sightings(spec.name(), static_cast<int>(s));

@@ -221,6 +221,7 @@ struct SparseTable {
   std::atomic<int64_t> rows{0};
   std::atomic<int64_t> admitted{0};  // rows created by admission
   std::atomic<int64_t> evicted{0};   // rows evicted
+  std::atomic<int64_t> spilled{0};   // rows the cap moved to the disk tier
 
   int64_t step_offset() const { return stride - 2; }
   int64_t GetStep(const float* row) const {

@@ -52,6 +52,7 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
     s.set_evicted(t->evicted.load());
     s.set_evict_after_s(t->evict_after_s);
     if (t->optimizer) s.set_optimizer(t->optimizer->ToString());
+    if (disk_ != nullptr) s.set_rows_on_disk(disk_->rows(name));
     int64_t bytes = 0;
     std::vector<HotRows::Entry> hot;
     for (int i = 0; i < kRowStripes; ++i) {
@@ -399,12 +400,13 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
     for (int64_t id : msg.ids()) {
       RowStripe& stripe = t->stripes[StripeOf(id)];
       absl::MutexLock sl(&stripe.mu);
-      if (t->admit_after > 1 && !stripe.index.contains(id)) {
+      std::optional<uint32_t> slot = FindSlot(t, &stripe, id);
+      if (!slot && t->admit_after > 1) {
         std::memset(dst, 0, t->dim * sizeof(float));  // not admitted yet: the shared default
       } else {
-        const uint32_t slot = FindOrCreateSlot(t, &stripe, id);
-        if (notes.touch) stripe.Touch(slot, notes.tick);
-        std::memcpy(dst, stripe.At(slot, t->stride), t->dim * sizeof(float));
+        if (!slot) slot = CreateSlot(t, &stripe, id);
+        if (notes.touch) stripe.Touch(*slot, notes.tick);
+        std::memcpy(dst, stripe.At(*slot, t->stride), t->dim * sizeof(float));
       }
       dst += t->dim * sizeof(float);
     }

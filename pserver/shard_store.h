@@ -40,6 +40,7 @@
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.pb.h"
+#include "pserver/disk_tier.h"
 #include "pserver/shard_storage.h"
 
 namespace pl::pserver {
@@ -172,11 +173,24 @@ class ShardStore {
   SweepPlan PlanSweep(bool ttl_due) const;
   std::vector<std::string> TableNames() const;
   // Stripe `stripe` of `table`: the ids of the rows `plan` evicts (it counts down the
-  // plan's cap_bytes_at). With `erase` they are evicted at once, under the same
-  // lock; else the caller evicts them (Evict), having first sent them to its backups.
-  std::vector<int64_t> SweepStripe(const std::string& table, int stripe, SweepPlan* plan, bool erase);
-  // Evicts these rows of `table` (those it has); returns how many it had.
-  int64_t Evict(const std::string& table, absl::Span<const int64_t> ids);
+  // plan's cap_bytes_at), those past their time to live and those beyond the cap. With
+  // `erase` they go at once, under the same lock (the cap's to the disk tier if there
+  // is one); else the caller evicts them (Evict), having first sent them to its backups.
+  struct Victims {
+    std::vector<int64_t> expired, over_cap;
+  };
+  Victims SweepStripe(const std::string& table, int stripe, SweepPlan* plan, bool erase);
+  // Evicts these rows of `table` (those it has), to the disk tier when `to_disk`;
+  // returns how many it had. FAILED_PRECONDITION for `to_disk` without a disk tier.
+  StatusOr<int64_t> Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk = false);
+
+  // ---- the disk tier (shard_store_disk.cc) ----
+  // From now on the cap spills rows to `tier` instead of dropping them, and a pull or
+  // push of a row there takes it back, so nothing the cap evicts is lost. Set before
+  // serving (and before a Load, so a restore beyond the cap goes there directly).
+  void AttachDiskTier(std::unique_ptr<DiskTier> tier);
+  bool has_disk_tier() const { return disk_ != nullptr; }
+  const DiskTier* disk_tier() const { return disk_.get(); }
 
   // What a restorer fills (Load). It runs while Load holds the store exclusively, so
   // what it returns may be written without further locks until `fill` returns.
@@ -196,6 +210,9 @@ class ShardStore {
     absl::Span<float> Row(const std::string& table, int64_t id);
     // Evicts row `id` of `table` (an incremental checkpoint's deletions).
     void Erase(const std::string& table, int64_t id);
+    // After a row of NewRow or Row was filled: with a disk tier, a row beyond the cap
+    // goes there at once, so a restore never holds more than the cap in memory.
+    Status Filled(const std::string& table, int64_t id);
     // Stripe `stripe`'s sighting counters of `table`, to fill (empty for an unknown table).
     absl::Span<uint16_t> Sightings(const std::string& table, int stripe);
     // The spec parameter or table `name` was created with, or null.
@@ -224,9 +241,17 @@ class ShardStore {
   // `explain`, an unknown name says why (a dense parameter, or not initialised).
   StatusOr<SparseTable*> FindRows(const proto::SparseRowsMsg& msg, bool explain) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The row's slot, its record created from the table's initializer if absent. Needs
-  // mu_ (shared) and stripe->mu.
-  uint32_t FindOrCreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // The row's slot: in memory, else taken back from the disk tier, else none. Needs
+  // mu_ (shared) and stripe->mu (which the disk tier's path releases for a while).
+  std::optional<uint32_t> FindSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // A new row's slot, its record from the table's initializer. Needs mu_ and stripe->mu.
+  uint32_t CreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // With a disk tier: row `id`'s slot once taken back from the tier, or none when it is
+  // not there. Needs mu_ (shared) and stripe->mu, which it releases and takes again
+  // (tier_mu_ comes before a stripe's lock): the caller re-checks the index after it.
+  std::optional<uint32_t> TakeFromDisk(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // Moves row `id` (in memory) to the tier. Needs tier_mu_ (shared) and stripe->mu.
+  Status SpillRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
   // A push's row: its slot, or none while admission still holds the id back (the
   // table's admit_after; the push counts as one more sighting). Needs stripe->mu.
   std::optional<uint32_t> AdmittedSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
@@ -270,6 +295,10 @@ class ShardStore {
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
   mutable std::atomic<bool> track_changes_{false};
   std::atomic<bool> evicting_{false};
+  std::unique_ptr<DiskTier> disk_;  // set before serving; then fixed
+  // Moves between memory and the tier hold it shared; a whole visit (a checkpoint, a
+  // snapshot) holds it exclusively, so no row is between the two places meanwhile.
+  mutable absl::Mutex tier_mu_;
   std::atomic<int64_t> cap_bytes_{0};
   std::atomic<uint32_t> tick_{0};
 };

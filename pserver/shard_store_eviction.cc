@@ -2,10 +2,14 @@
 // evicting them (shard_store.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "pserver/shard_store.h"
 
 namespace pl::pserver {
@@ -114,8 +118,8 @@ ShardStore::SweepPlan ShardStore::PlanSweep(bool ttl_due) const {
   return plan;
 }
 
-std::vector<int64_t> ShardStore::SweepStripe(const std::string& table, int s, SweepPlan* plan, bool erase) {
-  std::vector<int64_t> victims;
+ShardStore::Victims ShardStore::SweepStripe(const std::string& table, int s, SweepPlan* plan, bool erase) {
+  Victims victims;
   absl::ReaderMutexLock l(&mu_);
   auto it = sparse_.find(table);
   if (it == sparse_.end() || s < 0 || s >= kRowStripes) return victims;
@@ -123,44 +127,74 @@ std::vector<int64_t> ShardStore::SweepStripe(const std::string& table, int s, Sw
   const int64_t cost = RowCost(*t);
   auto expiry = plan->expired_before.find(table);
   const uint32_t expired_before = expiry == plan->expired_before.end() ? 0 : expiry->second;
+  // A spill moves rows to the tier: tier_mu_ before the stripe's lock (shard_store.h).
+  std::optional<absl::ReaderMutexLock> tier;
+  if (disk_ != nullptr && erase) tier.emplace(&tier_mu_);
   RowStripe& stripe = t->stripes[s];
   absl::MutexLock sl(&stripe.mu);
   for (const auto& [id, slot] : stripe.index) {
     const uint32_t at = stripe.TouchedAt(slot);
-    bool evict = at < expired_before;
-    if (!evict && plan->cap) {
-      const int64_t steps = CountedSteps(*t, stripe.At(slot, t->stride));
-      evict = steps < plan->cap_steps || (steps == plan->cap_steps && at < plan->cap_before);
-      if (!evict && steps == plan->cap_steps && at == plan->cap_before && plan->cap_bytes_at > 0) {
-        plan->cap_bytes_at -= cost;
-        evict = true;
-      }
+    if (at < expired_before) {
+      victims.expired.push_back(id);
+      continue;
     }
-    if (evict) victims.push_back(id);
+    if (!plan->cap) continue;
+    const int64_t steps = CountedSteps(*t, stripe.At(slot, t->stride));
+    bool evict = steps < plan->cap_steps || (steps == plan->cap_steps && at < plan->cap_before);
+    if (!evict && steps == plan->cap_steps && at == plan->cap_before && plan->cap_bytes_at > 0) {
+      plan->cap_bytes_at -= cost;
+      evict = true;
+    }
+    if (evict) victims.over_cap.push_back(id);
   }
   if (erase) {
     const bool track = tracking_changes();
-    for (int64_t id : victims) stripe.Erase(id, track);
-    t->rows -= static_cast<int64_t>(victims.size());
-    t->evicted += static_cast<int64_t>(victims.size());
+    for (int64_t id : victims.expired) stripe.Erase(id, track);
+    t->rows -= static_cast<int64_t>(victims.expired.size());
+    t->evicted += static_cast<int64_t>(victims.expired.size());
+    if (disk_ == nullptr) {
+      for (int64_t id : victims.over_cap) stripe.Erase(id, track);
+      t->rows -= static_cast<int64_t>(victims.over_cap.size());
+      t->evicted += static_cast<int64_t>(victims.over_cap.size());
+    } else {
+      for (int64_t id : victims.over_cap) {
+        if (Status spilled = SpillRow(t, &stripe, id); !spilled.ok()) {
+          log::Error(absl::StrCat("the sparse disk tier failed: ", spilled.message(), "; stopping"));
+          std::_Exit(1);
+        }
+      }
+    }
   }
   return victims;
 }
 
-int64_t ShardStore::Evict(const std::string& table, absl::Span<const int64_t> ids) {
+StatusOr<int64_t> ShardStore::Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk) {
+  if (to_disk && disk_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pserver ", index_, ": asked to move rows of table '", table,
+        "' to the disk tier, and it has none (its primary runs with --sparse_disk_dir; this replica must too)"));
+  }
   absl::ReaderMutexLock l(&mu_);
   auto it = sparse_.find(table);
   if (it == sparse_.end()) return 0;
   SparseTable* t = it->second.get();
+  std::optional<absl::ReaderMutexLock> tier;
+  if (to_disk) tier.emplace(&tier_mu_);
   const bool track = tracking_changes();
   int64_t erased = 0;
   for (int64_t id : ids) {
     RowStripe& stripe = t->stripes[StripeOf(id)];
     absl::MutexLock sl(&stripe.mu);
-    if (stripe.Erase(id, track)) ++erased;
+    if (!stripe.index.contains(id)) continue;
+    ++erased;
+    if (to_disk) {
+      PL_RETURN_IF_ERROR(SpillRow(t, &stripe, id));
+    } else {
+      stripe.Erase(id, track);
+      --t->rows;
+      ++t->evicted;
+    }
   }
-  t->rows -= erased;
-  t->evicted += erased;
   return erased;
 }
 

@@ -1,5 +1,6 @@
 // ShardStore's whole state for a saver (Visit) and from a restorer (Load); the byte
 // format is shard_serializer's.
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,9 @@ namespace pl::pserver {
 Status ShardStore::Visit(Visitor* v, Rows rows) const {
   absl::ReaderMutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckInitialized());
+  // No row moves between memory and the disk tier during the visit: each is seen once.
+  std::optional<absl::MutexLock> tier;
+  if (disk_ != nullptr) tier.emplace(&tier_mu_);
   const int slots = NumSlots(optimizer_.kind);
   PL_RETURN_IF_ERROR(v->Config(optimizer_proto_, seed_, sync_, dense_.size()));
   for (const auto& [name, p] : dense_) {
@@ -43,9 +47,23 @@ Status ShardStore::Visit(Visitor* v, Rows rows) const {
           PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
         }
       } else {
-        PL_RETURN_IF_ERROR(v->Stripe(stripe.index.size()));
+        // The rows on the disk tier travel in the last stripe's section (a reader puts a
+        // row in its own stripe, whichever section it came in).
+        const bool last = s == kRowStripes - 1;
+        const int64_t on_disk = last && disk_ != nullptr ? disk_->rows(name) : 0;
+        PL_RETURN_IF_ERROR(v->Stripe(stripe.index.size() + on_disk));
         for (const auto& [id, slot] : stripe.index) {
           PL_RETURN_IF_ERROR(v->Row(id, {stripe.At(slot, t->stride), static_cast<size_t>(t->stride)}));
+        }
+        if (on_disk > 0) {
+          int64_t seen = 0;
+          PL_RETURN_IF_ERROR(disk_->ForEach(name, t->stride, [&](int64_t id, absl::Span<const float> record) {
+            ++seen;
+            return v->Row(id, record);
+          }));
+          if (seen != on_disk) {
+            return absl::InternalError(absl::StrCat("disk tier: table '", name, "' holds ", seen, " rows, counted ", on_disk));
+          }
         }
       }
       if (rows != Rows::kAll) stripe.TakeChanges();

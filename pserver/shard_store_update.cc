@@ -8,10 +8,15 @@
 
 namespace pl::pserver {
 
-uint32_t ShardStore::FindOrCreateSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
+std::optional<uint32_t> ShardStore::FindSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
   auto it = stripe->index.find(id);
   if (it != stripe->index.end()) return it->second;
+  return TakeFromDisk(t, stripe, id);
+}
+
+uint32_t ShardStore::CreateSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
   float* row = stripe->Insert(id, t->stride);
   InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), id), row, t->dim);
   InitSlots(t->optimizer ? *t->optimizer : optimizer_, row + t->dim, t->dim);
@@ -36,11 +41,12 @@ void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const 
 
 std::optional<uint32_t> ShardStore::AdmittedSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (t->admit_after > 1 && !stripe->index.contains(id)) {
+  if (std::optional<uint32_t> slot = FindSlot(t, stripe, id)) return slot;  // a row on disk was admitted
+  if (t->admit_after > 1) {
     if (stripe->Sight(id, t->admit_after) < t->admit_after) return std::nullopt;  // its gradient changes nothing
     ++t->admitted;
   }
-  return FindOrCreateSlot(t, stripe, id);
+  return CreateSlot(t, stripe, id);
 }
 
 void ShardStore::Apply(const ResolvedPush& push) {

@@ -65,6 +65,7 @@ inline std::vector<std::string> DescribeTables(const proto::StatsResponse& s, Ho
   std::vector<std::string> lines;
   for (const proto::TableStats& t : s.tables()) {
     std::string line = absl::StrFormat("table %s: %d rows, %.1f MB", t.name(), t.rows(), t.bytes() / 1e6);
+    if (t.rows_on_disk() > 0) absl::StrAppend(&line, absl::StrFormat(" (and %d rows on disk)", t.rows_on_disk()));
     if (t.admit_after() > 1) {
       absl::StrAppend(&line, absl::StrFormat(" (admit_after %d: %d admitted)", t.admit_after(), t.admitted()));
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "paddle_like/data/record_file.h"
 #include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
@@ -136,7 +137,7 @@ Status Cluster::SpawnPserver(int i) {
     argv.insert(argv.end(), {"--checkpoint_dir", Path("ckpt"), "--checkpoint_every_s",
                              std::to_string(options_.checkpoint_every_s)});
   }
-  argv.insert(argv.end(), options_.pserver_args.begin(), options_.pserver_args.end());
+  for (const std::string& arg : options_.pserver_args) argv.push_back(absl::StrReplaceAll(arg, {{"{i}", std::to_string(i)}}));
   PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs(absl::StrCat("pserver-", i)));
   argv.insert(argv.end(), tls.begin(), tls.end());
   PL_ASSIGN_OR_RETURN(pservers_[i], Spawn(ProcessPlacement::Role::kPserver, i, argv, log));

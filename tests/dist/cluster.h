@@ -65,7 +65,7 @@ struct ClusterOptions {
   // pl-trainer's flags (after the binary); --master is added by the cluster.
   std::vector<std::string> trainer_args;
   testing::EnvVars trainer_env;     // added to every trainer's environment
-  std::vector<std::string> pserver_args;  // added to every pl-pserver's flags
+  std::vector<std::string> pserver_args;  // added to every pl-pserver's flags; "{i}" becomes its index
   // Not owned; outlives the Cluster. nullptr: every process on 127.0.0.1.
   ProcessPlacement* placement = nullptr;
   // Mutual TLS: Start makes a CA for the job in DIR/tls and a certificate per process,

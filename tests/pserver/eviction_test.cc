@@ -185,7 +185,7 @@ class RecordingHook : public ReplicationHook {
   StatusOr<int64_t> ForwardPush(const PushFrame&) override { return ++position_; }
   StatusOr<int64_t> ForwardInit(const proto::InitRequest&) override { return ++position_; }
   StatusOr<int64_t> ForwardStepComplete(int) override { return ++position_; }
-  StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted) override {
+  StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted, bool) override {
     evictions.push_back(evicted);
     return ++position_;
   }
@@ -221,7 +221,7 @@ TEST(Eviction, ABackupEvictsWhatItsPrimarysStreamSaysAndNothingElse) {
   EXPECT_EQ(backup->SweepRows(true), 0);  // a backup never picks rows itself
   EXPECT_EQ(primary->SweepRows(true), 35);
   ASSERT_FALSE(primary_hook.evictions.empty());
-  for (const proto::SparseRowsMsg& m : primary_hook.evictions) ASSERT_TRUE(backup->FollowEviction(m).ok());
+  for (const proto::SparseRowsMsg& m : primary_hook.evictions) ASSERT_TRUE(backup->FollowEviction(m, false).ok());
   EXPECT_EQ(Stats(*backup).rows(), 85);
   // The same rows with the same values (read as the primary would: a backup takes no
   // pulls; iteration orders differ between hash maps, so not their dumps).

@@ -22,6 +22,9 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the master's task order");
 ABSL_FLAG(int, checkpoint_every_s, 30, "seconds between pserver checkpoints (>= 0; 0: only on exit)");
 ABSL_FLAG(int64_t, sparse_memory_mb, 0,
           "each pserver's cap on its sparse rows in MB, passed on as pl-pserver --sparse_memory_mb (0: no cap)");
+ABSL_FLAG(bool, sparse_disk, false,
+          "with --sparse_memory_mb: rows beyond each pserver's cap go to a disk tier in WORKDIR/sparse-disk/<pserver> "
+          "instead of being dropped");
 ABSL_FLAG(double, kill_trainer_after_s, -1,
           "SIGKILL one trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(double, add_trainer_after_s, -1,
@@ -138,6 +141,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.checkpoint_every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
   o.sparse_memory_mb = absl::GetFlag(FLAGS_sparse_memory_mb);
+  o.sparse_disk = absl::GetFlag(FLAGS_sparse_disk);
   o.kill_trainer_after_s = absl::GetFlag(FLAGS_kill_trainer_after_s);
   o.add_trainer_after_s = absl::GetFlag(FLAGS_add_trainer_after_s);
   o.control_fifo = absl::GetFlag(FLAGS_control);
@@ -161,6 +165,9 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("lease_ms", o.lease_ms, 100));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("checkpoint_every_s", o.checkpoint_every_s, 0));
   PL_RETURN_IF_ERROR(cli::CheckRange<int64_t>("sparse_memory_mb", o.sparse_memory_mb, 0, int64_t{1} << 30));
+  if (o.sparse_disk && o.sparse_memory_mb == 0) {
+    return absl::InvalidArgumentError("--sparse_disk needs --sparse_memory_mb (the cap decides what goes to disk)");
+  }
   PL_RETURN_IF_ERROR(CheckTimer(line, "kill_trainer_after_s", o.kill_trainer_after_s));
   PL_RETURN_IF_ERROR(CheckTimer(line, "add_trainer_after_s", o.add_trainer_after_s));
   PL_RETURN_IF_ERROR(cli::CheckRange("metrics_port", o.metrics_port, -1, 65535));

@@ -3,7 +3,7 @@
 //
 //   pl-launch --pservers P --trainers T [--sync] [--workdir DIR] [--data PATH]
 //             [--passes N] [--chunks_per_task K] [--lease_ms MS] [--seed S]
-//             [--checkpoint_every_s S] [--sparse_memory_mb M] [--kill_trainer_after_s X]
+//             [--checkpoint_every_s S] [--sparse_memory_mb M [--sparse_disk]] [--kill_trainer_after_s X]
 //             [--add_trainer_after_s Y] [--control FIFO] [--progress_every_s S]
 //             [--logdir DIR] [--metrics_port P] [--http_port P]
 //             [--nnodes N --node_rank R --master_addr HOST:PORT [--node_addr A]
@@ -45,6 +45,7 @@ struct LaunchOptions {
   uint64_t seed = 0;                // --seed
   int checkpoint_every_s = 30;      // --checkpoint_every_s, >= 0
   int64_t sparse_memory_mb = 0;     // --sparse_memory_mb, >= 0: each pserver's cap on its sparse rows
+  bool sparse_disk = false;         // --sparse_disk: rows beyond the cap go to WORKDIR/sparse-disk/<pserver>
   // Both timers count from the moment the first trainers were started.
   double kill_trainer_after_s = -1; // --kill_trainer_after_s; < 0: never
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never

@@ -219,6 +219,7 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
   // copy that outlives the others restores its own newest state.
   if (options_.replicas > 1) argv.push_back("--replica_checkpoints");
   if (options_.sparse_memory_mb > 0) argv.insert(argv.end(), {"--sparse_memory_mb", std::to_string(options_.sparse_memory_mb)});
+  if (options_.sparse_disk) argv.insert(argv.end(), {"--sparse_disk_dir", absl::StrCat(workdir_, "/sparse-disk/", name)});
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
   const std::vector<std::string> telemetry = TelemetryArgs(absl::StrCat("pserver-", index));
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());

@@ -1,0 +1,67 @@
+// ShardStore's disk tier: rows the cap spills, taken back when touched (shard_store.h,
+// disk_tier.h).
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
+#include "pserver/shard_store.h"
+
+namespace pl::pserver {
+
+namespace {
+// A disk that fails under the shard cannot be worked around without losing rows: the
+// pserver stops (its replicas or checkpoints take over) rather than train on.
+[[noreturn]] void DiskFailed(const Status& s) {
+  log::Error(absl::StrCat("the sparse disk tier failed: ", s.message(), "; stopping"));
+  std::_Exit(1);
+}
+}  // namespace
+
+void ShardStore::AttachDiskTier(std::unique_ptr<DiskTier> tier) { disk_ = std::move(tier); }
+
+std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stripe, int64_t id) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
+  if (disk_ == nullptr) return std::nullopt;
+  // tier_mu_ comes before a stripe's lock: let go of the stripe to take it.
+  stripe->mu.Unlock();
+  absl::ReaderMutexLock tier(&tier_mu_);
+  stripe->mu.Lock();
+  if (auto it = stripe->index.find(id); it != stripe->index.end()) return it->second;  // it came meanwhile
+  thread_local std::vector<float> record;
+  record.resize(static_cast<size_t>(t->stride));
+  StatusOr<bool> took = disk_->Take(t->spec.name(), id, absl::MakeSpan(record));
+  if (!took.ok()) DiskFailed(took.status());
+  if (!*took) return std::nullopt;
+  float* row = stripe->Insert(id, t->stride);
+  std::copy(record.begin(), record.end(), row);
+  ++t->rows;
+  return stripe->index.at(id);
+}
+
+Status ShardStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto it = stripe->index.find(id);
+  if (it == stripe->index.end()) return absl::OkStatus();
+  PL_RETURN_IF_ERROR(disk_->Put(t->spec.name(), id, {stripe->At(it->second, t->stride), static_cast<size_t>(t->stride)}));
+  stripe->Erase(id, /*track=*/false);  // not gone: the row lives on, on disk
+  --t->rows;
+  ++t->spilled;
+  return absl::OkStatus();
+}
+
+Status ShardStore::Loader::Filled(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ShardStore* s = store_;
+  const int64_t cap = s->memory_cap_bytes();
+  if (s->disk_ == nullptr || cap <= 0) return absl::OkStatus();
+  int64_t bytes = 0;
+  for (const auto& [name, t] : s->sparse_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
+  if (bytes <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
+  auto tit = s->sparse_.find(table);
+  if (tit == s->sparse_.end()) return absl::OkStatus();
+  SparseTable* t = tit->second.get();
+  RowStripe& stripe = t->stripes[StripeOf(id)];
+  absl::MutexLock sl(&stripe.mu);
+  return s->SpillRow(t, &stripe, id);
+}
+
+}  // namespace pl::pserver
