@@ -182,8 +182,8 @@ def main():
         worst = max(results[part]["peak_mb"].values(), default=0)
         print(f"{part} pservers' peak rss {worst:.0f} MB vs bound 1.5 x {a.cap_mb} + 150 = {bound:.0f} MB "
               f"({'within' if worst <= bound else 'OVER'})")
-        if "one" in results and results["one"]["auc"] and results["capped"]["auc"]:
-            print(f"capped auc - one-process auc = {results['capped']['auc'] - results['one']['auc']:+.4f} "
+        if "one" in results and results["one"]["auc"] and results[part]["auc"]:
+            print(f"{part} auc - one-process auc = {results[part]['auc'] - results['one']['auc']:+.4f} "
                   f"(target within 0.01)")
     if not a.keep:
         shutil.rmtree(tmp, ignore_errors=True)

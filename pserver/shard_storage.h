@@ -31,6 +31,7 @@
 #include "paddle_like/nn/init.h"
 #include "paddle_like/optim/update_rules.h"
 #include "pserver/hot_rows.h"
+#include "pserver/row_index.h"
 #include "proto/pserver.pb.h"
 
 namespace pl::pserver {
@@ -43,8 +44,6 @@ using DenseDestination = std::function<StatusOr<float*>(int i, int64_t n)>;
 inline constexpr int kRowStripes = 64;
 // A row slot is (slab << kSlabShift) | position; slabs grow from 16 rows to 4096, so a
 // small table wastes little and a large one allocates in big pieces.
-inline constexpr int kSlabShift = 12;
-inline constexpr uint32_t kSlabPosMask = (1u << kSlabShift) - 1;
 inline uint32_t SlabRows(size_t slab) {
   return 16u << std::min<size_t>(slab, kSlabShift - 4);
 }
@@ -77,7 +76,9 @@ struct DenseParam {
 // Row record (stride floats): value (D) | slots (S*D) | step (int64 in 2 floats).
 struct RowStripe {
   absl::Mutex mu;
-  absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);  // id -> slot
+  // Per slab, the id of each slot's row; the index hashes through it (row_index.h).
+  std::vector<std::unique_ptr<int64_t[]>> ids_in ABSL_GUARDED_BY(mu);
+  RowIndex index ABSL_GUARDED_BY(mu){&ids_in};  // id -> slot
   std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
   uint32_t used_in_last ABSL_GUARDED_BY(mu) = 0;
   // Incremental checkpoints (ShardStore::TrackChanges): the rows updated since the
@@ -154,10 +155,9 @@ struct RowStripe {
   }
   // Removes row `id` (false if it has none); its slot goes to the free list.
   bool Erase(int64_t id, bool track) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    auto it = index.find(id);
-    if (it == index.end()) return false;
-    const uint32_t slot = it->second;
-    index.erase(it);
+    const std::optional<uint32_t> erased = index.Erase(id);
+    if (!erased) return false;
+    const uint32_t slot = *erased;
     free_slots.push_back(slot);
     // The slot's next row must be marked afresh when it changes.
     if (const uint32_t slab = slot >> kSlabShift; slab < marked_in.size()) marked_in[slab][slot & kSlabPosMask] = 0;
@@ -194,15 +194,18 @@ struct RowStripe {
     if (!free_slots.empty()) {
       const uint32_t slot = free_slots.back();
       free_slots.pop_back();
-      index.emplace(id, slot);
+      ids_in[slot >> kSlabShift][slot & kSlabPosMask] = id;
+      index.Insert(slot);
       return At(slot, stride);
     }
     if (slabs.empty() || used_in_last == SlabRows(slabs.size() - 1)) {
       slabs.emplace_back(new float[static_cast<size_t>(SlabRows(slabs.size())) * stride]);
+      ids_in.emplace_back(new int64_t[SlabRows(ids_in.size())]);
       used_in_last = 0;
     }
     const uint32_t slot = (static_cast<uint32_t>(slabs.size() - 1) << kSlabShift) | used_in_last++;
-    index.emplace(id, slot);
+    ids_in[slot >> kSlabShift][slot & kSlabPosMask] = id;
+    index.Insert(slot);
     return At(slot, stride);
   }
 };

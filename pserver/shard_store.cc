@@ -64,7 +64,8 @@ std::vector<proto::TableStats> ShardStore::Tables(int hottest) const {
       bytes += static_cast<int64_t>(stripe.free_slots.capacity() * sizeof(uint32_t) +
                                     stripe.evicted.capacity() * sizeof(int64_t));
       // A flat_hash_map slot holds the pair and one control byte.
-      bytes += static_cast<int64_t>(stripe.index.capacity() * (sizeof(std::pair<int64_t, uint32_t>) + 1));
+      for (size_t slab = 0; slab < stripe.ids_in.size(); ++slab) bytes += SlabRows(slab) * sizeof(int64_t);
+      bytes += static_cast<int64_t>(stripe.index.capacity() * RowIndex::kEntryBytes);
       bytes += static_cast<int64_t>(stripe.changed.capacity() * sizeof(stripe.changed[0]));
       if (stripe.sightings) bytes += RowStripe::kSketchDepth * RowStripe::kSketchWidth * sizeof(uint16_t);
       stripe.hot.AppendTo(&hot);

@@ -27,7 +27,7 @@ std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stri
   stripe->mu.Unlock();
   absl::ReaderMutexLock tier(&tier_mu_);
   stripe->mu.Lock();
-  if (auto it = stripe->index.find(id); it != stripe->index.end()) return it->second;  // it came meanwhile
+  if (std::optional<uint32_t> slot = stripe->index.Find(id)) return slot;  // it came meanwhile
   thread_local std::vector<float> record;
   record.resize(static_cast<size_t>(t->stride));
   StatusOr<bool> took = disk_->Take(t->spec.name(), id, absl::MakeSpan(record));
@@ -36,13 +36,13 @@ std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stri
   float* row = stripe->Insert(id, t->stride);
   std::copy(record.begin(), record.end(), row);
   ++t->rows;
-  return stripe->index.at(id);
+  return stripe->index.Find(id);
 }
 
 Status ShardStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  auto it = stripe->index.find(id);
-  if (it == stripe->index.end()) return absl::OkStatus();
-  PL_RETURN_IF_ERROR(disk_->Put(t->spec.name(), id, {stripe->At(it->second, t->stride), static_cast<size_t>(t->stride)}));
+  const std::optional<uint32_t> slot = stripe->index.Find(id);
+  if (!slot) return absl::OkStatus();
+  PL_RETURN_IF_ERROR(disk_->Put(t->spec.name(), id, {stripe->At(*slot, t->stride), static_cast<size_t>(t->stride)}));
   stripe->Erase(id, /*track=*/false);  // not gone: the row lives on, on disk
   --t->rows;
   ++t->spilled;

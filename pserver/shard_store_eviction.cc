@@ -15,9 +15,9 @@
 namespace pl::pserver {
 
 namespace {
-// A flat_hash_map entry of the row index: the (id, slot) pair and its control byte, at
-// the map's usual load.
-constexpr int64_t kIndexBytesPerRow = 24;
+// A row's id beside its record, and its entry in the index (a slot and a control byte,
+// row_index.h) at the set's usual load.
+constexpr int64_t kIndexBytesPerRow = 8 + 8;
 
 int64_t CountedSteps(const SparseTable& t, const float* record) {
   return std::min(t.GetStep(record), ShardStore::kMaxCountedSteps);

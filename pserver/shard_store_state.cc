@@ -37,8 +37,7 @@ Status ShardStore::Visit(Visitor* v, Rows rows) const {
         const std::vector<std::pair<int64_t, uint32_t>>* changed = &stripe.changed;
         if (stripe.evicted_since_take) {
           for (const auto& [id, slot] : stripe.changed) {
-            auto it = stripe.index.find(id);
-            if (it != stripe.index.end() && it->second == slot) live.emplace_back(id, slot);
+            if (stripe.index.Find(id) == slot) live.emplace_back(id, slot);
           }
           changed = &live;
         }
@@ -136,8 +135,7 @@ absl::Span<float> ShardStore::Loader::Row(const std::string& table, int64_t id) 
   SparseTable* t = tit->second.get();
   RowStripe& stripe = t->stripes[StripeOf(id)];
   absl::MutexLock sl(&stripe.mu);
-  auto it = stripe.index.find(id);
-  if (it != stripe.index.end()) return {stripe.At(it->second, t->stride), static_cast<size_t>(t->stride)};
+  if (std::optional<uint32_t> slot = stripe.index.Find(id)) return {stripe.At(*slot, t->stride), static_cast<size_t>(t->stride)};
   ++t->rows;
   return {stripe.Insert(id, t->stride), static_cast<size_t>(t->stride)};
 }

@@ -10,8 +10,7 @@ namespace pl::pserver {
 
 std::optional<uint32_t> ShardStore::FindSlot(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
-  auto it = stripe->index.find(id);
-  if (it != stripe->index.end()) return it->second;
+  if (std::optional<uint32_t> slot = stripe->index.Find(id)) return slot;
   return TakeFromDisk(t, stripe, id);
 }
 
@@ -22,7 +21,7 @@ uint32_t ShardStore::CreateSlot(SparseTable* t, RowStripe* stripe, int64_t id) c
   InitSlots(t->optimizer ? *t->optimizer : optimizer_, row + t->dim, t->dim);
   t->SetStep(row, 0);
   ++t->rows;
-  return stripe->index.at(id);
+  return *stripe->index.Find(id);
 }
 
 void ShardStore::UpdateRow(SparseTable* t, RowStripe* stripe, int64_t id, const float* grad,

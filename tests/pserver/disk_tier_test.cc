@@ -17,7 +17,7 @@ namespace {
 using namespace ::pl::pserver::testing;
 using ::testing::HasSubstr;
 
-constexpr int64_t kRowCost = 48;  // dim 2, SGD (eviction_test.cc)
+constexpr int64_t kRowCost = 40;  // dim 2, SGD (eviction_test.cc)
 constexpr int64_t kCap = 100 * kRowCost;
 
 std::string TempPath(const std::string& name) {

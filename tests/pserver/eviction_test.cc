@@ -22,8 +22,9 @@ using ::testing::ElementsAre;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 
-// dim 2, SGD: a record is 2 values + the step (2 floats) = 16 bytes, RowCost 48.
-constexpr int64_t kRowCost = 48;
+// dim 2, SGD: a record is 2 values + the step (2 floats) = 16 bytes; with its tick and
+// mark (8) and its id and index entry (16), RowCost 40.
+constexpr int64_t kRowCost = 40;
 
 proto::ParamSpec Table(int64_t evict_after_s, int64_t admit_after = 0) {
   proto::ParamSpec s = SparseSpec("emb", 2, 0, InitSpec::Constant(1.0f));
