@@ -111,4 +111,8 @@ int ThreadsForDense(int64_t floats) {
   return static_cast<int>(std::clamp<int64_t>(floats >> 18, 1, std::min(Cores(), 4)));
 }
 
+int ThreadsForRows(int64_t rows) {
+  return static_cast<int>(std::clamp<int64_t>(rows >> 12, 1, std::min(Cores(), 4)));
+}
+
 }  // namespace pl::pserver

@@ -22,6 +22,9 @@ void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn,
 
 // One thread per MB of dense payload, up to the cores (at most 4).
 int ThreadsForDense(int64_t floats);
+// For a push's or pull's sparse rows (each row a hash lookup and a few cache misses
+// besides its floats): one thread per 4096 rows, up to the cores (at most 4).
+int ThreadsForRows(int64_t rows);
 
 }  // namespace pl::pserver
 

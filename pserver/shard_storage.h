@@ -12,6 +12,7 @@
 #define PSERVER_SHARD_STORAGE_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -207,6 +208,29 @@ struct RowStripe {
     ids_in[slot >> kSlabShift][slot & kSlabPosMask] = id;
     index.Insert(slot);
     return At(slot, stride);
+  }
+};
+
+// A message's rows grouped by stripe, each group in the message's order: a push or pull
+// takes each stripe's lock once, and different stripes can run on different threads.
+// Every piece of a row's state (and the sketch and hot-row counts) is its stripe's, so
+// the result is the message order's, bit for bit, whatever runs in parallel.
+struct RowsByStripe {
+  std::vector<uint32_t> order;                  // positions in the message, stripe by stripe
+  std::array<uint32_t, kRowStripes + 1> begin{};  // stripe s: order[begin[s], begin[s + 1])
+
+  explicit RowsByStripe(const proto::SparseRowsMsg& msg) {
+    const int n = msg.ids_size();
+    std::vector<uint8_t> stripe_of(n);
+    for (int i = 0; i < n; ++i) {
+      stripe_of[i] = static_cast<uint8_t>(StripeOf(msg.ids(i)));
+      ++begin[stripe_of[i] + 1];
+    }
+    for (int s = 0; s < kRowStripes; ++s) begin[s + 1] += begin[s];
+    std::array<uint32_t, kRowStripes> next;
+    std::copy(begin.begin(), begin.end() - 1, next.begin());
+    order.resize(n);
+    for (int i = 0; i < n; ++i) order[next[stripe_of[i]]++] = static_cast<uint32_t>(i);
   }
 };
 

@@ -397,20 +397,26 @@ Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, con
     *out->mutable_ids() = msg.ids();
     std::string* values = out->mutable_values();
     values->resize(static_cast<size_t>(msg.ids_size()) * t->dim * sizeof(float));
-    char* dst = values->data();
-    for (int64_t id : msg.ids()) {
-      RowStripe& stripe = t->stripes[StripeOf(id)];
+    char* const base = values->data();
+    const size_t row_bytes = t->dim * sizeof(float);
+    const RowsByStripe rows(msg);
+    ParallelFor(kRowStripes, ThreadsForRows(msg.ids_size()), [&](int64_t st) {
+      if (rows.begin[st] == rows.begin[st + 1]) return;
+      RowStripe& stripe = t->stripes[st];
       absl::MutexLock sl(&stripe.mu);
-      std::optional<uint32_t> slot = FindSlot(t, &stripe, id);
-      if (!slot && t->admit_after > 1) {
-        std::memset(dst, 0, t->dim * sizeof(float));  // not admitted yet: the shared default
-      } else {
-        if (!slot) slot = CreateSlot(t, &stripe, id);
+      for (uint32_t k = rows.begin[st]; k < rows.begin[st + 1]; ++k) {
+        const uint32_t i = rows.order[k];
+        char* dst = base + i * row_bytes;
+        std::optional<uint32_t> slot = FindSlot(t, &stripe, msg.ids(i));
+        if (!slot && t->admit_after > 1) {
+          std::memset(dst, 0, row_bytes);  // not admitted yet: the shared default
+          continue;
+        }
+        if (!slot) slot = CreateSlot(t, &stripe, msg.ids(i));
         if (notes.touch) stripe.Touch(*slot, notes.tick);
-        std::memcpy(dst, stripe.At(*slot, t->stride), t->dim * sizeof(float));
+        std::memcpy(dst, stripe.At(*slot, t->stride), row_bytes);
       }
-      dst += t->dim * sizeof(float);
-    }
+    });
   }
   return absl::OkStatus();
 }

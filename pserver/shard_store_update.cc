@@ -69,12 +69,16 @@ void ShardStore::Apply(const ResolvedPush& push) {
   const RowNotes notes = Notes();
   for (const ResolvedPush::Sparse& s : push.sparse) {
     SparseTable* t = s.table;
-    for (int i = 0; i < s.msg->ids_size(); ++i) {
-      const int64_t id = s.msg->ids(i);
-      RowStripe& stripe = t->stripes[StripeOf(id)];
+    const RowsByStripe rows(*s.msg);
+    ParallelFor(kRowStripes, ThreadsForRows(s.msg->ids_size()), [&](int64_t st) {
+      if (rows.begin[st] == rows.begin[st + 1]) return;
+      RowStripe& stripe = t->stripes[st];
       absl::MutexLock sl(&stripe.mu);
-      UpdateRow(t, &stripe, id, s.grad.data() + i * t->dim, notes);
-    }
+      for (uint32_t k = rows.begin[st]; k < rows.begin[st + 1]; ++k) {
+        const uint32_t i = rows.order[k];
+        UpdateRow(t, &stripe, s.msg->ids(i), s.grad.data() + i * t->dim, notes);
+      }
+    });
   }
 }
 

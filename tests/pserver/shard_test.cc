@@ -1,6 +1,7 @@
 // ParameterShard in process: init, async updates, sparse rows, malformed pushes.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <thread>
@@ -128,6 +129,38 @@ TEST(ShardAsync, DeferredPushesAreAppliedInOrderAndBadOnesRefusedAtOnce) {
   EXPECT_EQ(shard.Counters().pushes_rejected, 1);
   std::vector<float> got = PullBlock(shard, "p", 0);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], 1 - 0.5f * (i + 1), 1e-5);
+}
+
+// A large sparse push is applied stripe by stripe, on several threads (RowsByStripe):
+// the result must be that of its rows applied one by one in the message's order, bit for
+// bit, repeated ids included (Adam: each update of a row depends on the one before).
+TEST(ShardAsync, ABigSparsePushEqualsItsRowsAppliedOneByOneInOrder) {
+  OptimizerSpec adam{OptimizerKind::kAdam, 0.01f};
+  auto make = [&] {
+    auto shard = std::make_unique<ParameterShard>(0, 1);
+    EXPECT_TRUE(shard->Init(MakeInit({SparseSpec("emb", 4, 0, InitSpec::Uniform(0.5f))}, adam)).ok());
+    return shard;
+  };
+  auto whole = make(), one_by_one = make();
+  std::vector<int64_t> ids;
+  std::vector<float> grads;
+  for (int i = 0; i < 20000; ++i) {
+    ids.push_back((static_cast<int64_t>(i) * 7919) % 9000);  // each id about twice
+    for (int j = 0; j < 4; ++j) grads.push_back(std::sin(0.01f * static_cast<float>(i * 4 + j)));
+  }
+  proto::PushRequest big;
+  AddRows(&big, "emb", 4, ids, grads);
+  ASSERT_TRUE(whole->Push(PushFrame::FromProtoRef(big)).ok());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    proto::PushRequest one;
+    AddRows(&one, "emb", 4, {ids[i]}, std::vector<float>(grads.begin() + 4 * i, grads.begin() + 4 * i + 4));
+    ASSERT_TRUE(one_by_one->Push(PushFrame::FromProtoRef(one)).ok());
+  }
+  std::vector<int64_t> all(9000);
+  for (int64_t id = 0; id < 9000; ++id) all[id] = id;
+  const std::vector<float> a = PullRows(*whole, "emb", all), b = PullRows(*one_by_one, "emb", all);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 TEST(ShardAsync, ShutdownAppliesWhatIsQueued) {
