@@ -1,11 +1,13 @@
 #include "pserver/disk_tier.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
@@ -100,17 +102,6 @@ StatusOr<bool> DiskTier::Take(const std::string& table, int64_t id, absl::Span<f
   return true;
 }
 
-Status DiskTier::Erase(const std::string& table, int64_t id) {
-  const std::string key = Key(table, id);
-  std::string value;
-  const rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), key, &value);
-  if (got.IsNotFound()) return absl::OkStatus();
-  PL_RETURN_IF_ERROR(FromRocks(got, "get"));
-  PL_RETURN_IF_ERROR(FromRocks(db_->Delete(NoWal(), key), "delete"));
-  Count(table, -1);
-  return absl::OkStatus();
-}
-
 Status DiskTier::ForEach(const std::string& table, int64_t record_floats,
                          const std::function<Status(int64_t id, absl::Span<const float> record)>& fn) const {
   std::string prefix = table;
@@ -125,6 +116,11 @@ Status DiskTier::ForEach(const std::string& table, int64_t record_floats,
     PL_RETURN_IF_ERROR(fn(IdOf(it->key()), record));
   }
   return FromRocks(it->status(), "iterate");
+}
+
+void DiskTier::StopOnFailure(const Status& s) {
+  log::Error(absl::StrCat("the sparse disk tier failed: ", s.message(), "; stopping"));
+  std::_Exit(1);
 }
 
 void DiskTier::Count(const std::string& table, int64_t delta) {

@@ -51,8 +51,6 @@ class DiskTier {
   // Moves row `id` of `table` into `record` (its size) and removes it here; false when
   // it is not here.
   StatusOr<bool> Take(const std::string& table, int64_t id, absl::Span<float> record);
-  // Removes row `id` of `table`, if here.
-  Status Erase(const std::string& table, int64_t id);
   // Calls fn(id, record) for every row of `table` here, in id order; an error from fn
   // stops it. Rows put or taken meanwhile may or may not be seen.
   Status ForEach(const std::string& table, int64_t record_floats,
@@ -62,6 +60,10 @@ class DiskTier {
   int64_t rows() const { return rows_.load(std::memory_order_relaxed); }
   // The size of the database's files.
   int64_t bytes_on_disk() const;
+
+  // A disk that fails under a shard cannot be worked around without losing rows: the
+  // pserver stops, with a one-line cause (its replicas or checkpoints take over).
+  [[noreturn]] static void StopOnFailure(const Status& s);
 
  private:
   DiskTier(std::string dir, std::unique_ptr<rocksdb::DB> db);

@@ -31,7 +31,6 @@ void RowEvictor::Run() {
     const bool ttl_due = now - last_ttl_sweep >= kTimeToLiveSweepEvery;
     if (ttl_due) last_ttl_sweep = now;
     const int64_t evicted = shard_->SweepRows(ttl_due);
-    if (evicted > 0) ++sweeps_;
     unlogged += evicted;
     if (unlogged > 0 && now - last_log >= kLogEvery) {
       const int64_t cap = shard_->memory_cap_bytes();

@@ -8,7 +8,6 @@
 #ifndef PSERVER_ROW_EVICTOR_H_
 #define PSERVER_ROW_EVICTOR_H_
 
-#include <atomic>
 #include <cstdint>
 #include <thread>
 
@@ -27,15 +26,12 @@ class RowEvictor {
   RowEvictor(const RowEvictor&) = delete;
   RowEvictor& operator=(const RowEvictor&) = delete;
 
-  int64_t sweeps() const { return sweeps_.load(); }
-
  private:
   void Run();
 
   ParameterShard* const shard_;
   const absl::Time start_;
   absl::Notification stop_;
-  std::atomic<int64_t> sweeps_{0};
   std::thread thread_;
 };
 

@@ -1,10 +1,7 @@
 // ParameterShard's eviction sweep, alone or as a replicated primary, and a backup's
 // application of the primary's evictions (shard.h).
-#include <cstdlib>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "paddle_like/core/log.h"
 #include "pserver/shard.h"
 
 namespace pl::pserver {
@@ -35,10 +32,7 @@ int64_t ParameterShard::SweepRows(bool ttl_due) {
         msg.mutable_ids()->Assign(ids->begin(), ids->end());
         if (!hook_->ForwardEviction(msg, disk).ok()) return evicted;  // no longer primary: keep the rows
         StatusOr<int64_t> n = store_.Evict(table, *ids, disk);
-        if (!n.ok()) {
-          log::Error(absl::StrCat("the sparse disk tier failed: ", n.status().message(), "; stopping"));
-          std::_Exit(1);
-        }
+        if (!n.ok()) DiskTier::StopOnFailure(n.status());
         evicted += *n;
       }
     }

@@ -267,6 +267,8 @@ class ShardStore {
   // and the hot-row count. Needs mu_ and stripe->mu.
   void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, const RowNotes& notes) const;
 
+  // sparse_bytes(), with mu_ held.
+  int64_t SparseBytesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Calls fn(table, its step count (at most kMaxCountedSteps), the tick it was touched
   // at) for every row, each stripe under its lock. Needs mu_ (shared).
   void ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const

@@ -1,22 +1,11 @@
 // ShardStore's disk tier: rows the cap spills, taken back when touched (shard_store.h,
 // disk_tier.h).
-#include <cstdlib>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "paddle_like/core/log.h"
 #include "pserver/shard_store.h"
 
 namespace pl::pserver {
 
-namespace {
-// A disk that fails under the shard cannot be worked around without losing rows: the
-// pserver stops (its replicas or checkpoints take over) rather than train on.
-[[noreturn]] void DiskFailed(const Status& s) {
-  log::Error(absl::StrCat("the sparse disk tier failed: ", s.message(), "; stopping"));
-  std::_Exit(1);
-}
-}  // namespace
 
 void ShardStore::AttachDiskTier(std::unique_ptr<DiskTier> tier) { disk_ = std::move(tier); }
 
@@ -31,7 +20,7 @@ std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stri
   thread_local std::vector<float> record;
   record.resize(static_cast<size_t>(t->stride));
   StatusOr<bool> took = disk_->Take(t->spec.name(), id, absl::MakeSpan(record));
-  if (!took.ok()) DiskFailed(took.status());
+  if (!took.ok()) DiskTier::StopOnFailure(took.status());
   if (!*took) return std::nullopt;
   float* row = stripe->Insert(id, t->stride);
   std::copy(record.begin(), record.end(), row);
@@ -53,9 +42,7 @@ Status ShardStore::Loader::Filled(const std::string& table, int64_t id) ABSL_NO_
   ShardStore* s = store_;
   const int64_t cap = s->memory_cap_bytes();
   if (s->disk_ == nullptr || cap <= 0) return absl::OkStatus();
-  int64_t bytes = 0;
-  for (const auto& [name, t] : s->sparse_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
-  if (bytes <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
+  if (s->SparseBytesLocked() <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
   auto tit = s->sparse_.find(table);
   if (tit == s->sparse_.end()) return absl::OkStatus();
   SparseTable* t = tit->second.get();

@@ -2,14 +2,12 @@
 // evicting them (shard_store.h).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "paddle_like/core/log.h"
 #include "pserver/shard_store.h"
 
 namespace pl::pserver {
@@ -54,6 +52,10 @@ int64_t ShardStore::RowCost(const SparseTable& t) {
 
 int64_t ShardStore::sparse_bytes() const {
   absl::ReaderMutexLock l(&mu_);
+  return SparseBytesLocked();
+}
+
+int64_t ShardStore::SparseBytesLocked() const {
   int64_t bytes = 0;
   for (const auto& [name, t] : sparse_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
   return bytes;
@@ -81,8 +83,7 @@ ShardStore::SweepPlan ShardStore::PlanSweep(bool ttl_due) const {
   }
   const int64_t cap = memory_cap_bytes();
   if (cap <= 0) return plan;
-  int64_t bytes = 0;
-  for (const auto& [name, t] : sparse_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
+  const int64_t bytes = SparseBytesLocked();
   if (bytes <= static_cast<int64_t>(kHighWater * static_cast<double>(cap))) return plan;
   // Over the cap: the bytes of the rows by their update count, fewest first, give the
   // count below which every row goes; the rows of that count by the tick they were last
@@ -158,10 +159,7 @@ ShardStore::Victims ShardStore::SweepStripe(const std::string& table, int s, Swe
       t->evicted += static_cast<int64_t>(victims.over_cap.size());
     } else {
       for (int64_t id : victims.over_cap) {
-        if (Status spilled = SpillRow(t, &stripe, id); !spilled.ok()) {
-          log::Error(absl::StrCat("the sparse disk tier failed: ", spilled.message(), "; stopping"));
-          std::_Exit(1);
-        }
+        if (Status spilled = SpillRow(t, &stripe, id); !spilled.ok()) DiskTier::StopOnFailure(spilled);
       }
     }
   }
