@@ -10,18 +10,22 @@
      (the line it logs once per epoch; log timestamps, ms). Median and max.
   3. Catch-up: the snapshot size and time of each replacement (the primary's "caught
      up ... snapshot of X MB in T" lines), as MB/s against raw loopback TCP measured in
-     the same run (a 200 MB socket copy through 127.0.0.1). Then a 205 MB shard
-     (pl-bench-catchup-trainer: one Linear(7168, 7168) with SGD, pulled and pushed whole
-     all the while): its primary killed, the restarted process copies the whole shard.
+     the same run (a 200 MB socket copy through 127.0.0.1, the best of 5). Then a 205 MB
+     shard (pl-bench-catchup-trainer: one Linear(7168, 7168) with SGD, pulled and pushed
+     whole all the while): its primary killed, the restarted process copies the whole
+     shard; --catchup_reps jobs each with the job's mutual TLS (the default; the
+     reference also includes a TLS 1.3 AES-128-GCM stream through 127.0.0.1 with the
+     job's certificates) and with --insecure.
   4. Memory: each pserver process's resident set (VmRSS), R x the shard.
 
     /usr/bin/python3 benchmarks/bench_replication.py [--build build] [--passes N] [--kills N] [--reps N]
-        [--parts exchange,failover,catchup] [--catchup_dim D]
+        [--parts exchange,failover,catchup] [--catchup_dim D] [--catchup_reps N]
 """
 import argparse
 import os
 import re
 import socket
+import ssl
 import statistics
 import subprocess
 import tempfile
@@ -64,30 +68,59 @@ def exchange_ms(build, tmp, replicas, passes, shm, reps):
     return best
 
 
-def loopback_mb_s(total=200 << 20):
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
+def loopback_mb_s(total=200 << 20, tls_dir=None, reps=5):
+    """The best of `reps` copies of `total` bytes through 127.0.0.1: plain TCP, or with
+    tls_dir (a pl-launch workdir's tls/), TLS 1.3 AES-128-GCM between two of the job's
+    certificates, as the snapshot socket runs it."""
+    best = 0.0
+    for _ in range(reps):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        server_ctx = client_ctx = None
+        if tls_dir:
+            server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            for ctx in (server_ctx, client_ctx):
+                ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+                ctx.load_cert_chain(os.path.join(tls_dir, "pserver-0", "tls.crt"),
+                                    os.path.join(tls_dir, "pserver-0", "tls.key"))
+                ctx.load_verify_locations(os.path.join(tls_dir, "pserver-0", "ca.crt"))
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            client_ctx.check_hostname = False
+        received = [0]
 
-    def sink():
-        conn, _ = srv.accept()
-        while conn.recv(1 << 20):
-            pass
-        conn.close()
+        def sink():
+            conn, _ = srv.accept()
+            if server_ctx:
+                conn = server_ctx.wrap_socket(conn, server_side=True)
+            buf = bytearray(1 << 20)
+            while True:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                received[0] += n
+                if received[0] >= total:
+                    break
+            conn.close()
 
-    t = threading.Thread(target=sink)
-    t.start()
-    c = socket.create_connection(("127.0.0.1", port))
-    buf = b"\0" * (4 << 20)
-    start = time.perf_counter()
-    sent = 0
-    while sent < total:
-        c.sendall(buf)
-        sent += len(buf)
-    c.close()
-    t.join()
-    return total / 1e6 / (time.perf_counter() - start)
+        t = threading.Thread(target=sink)
+        t.start()
+        c = socket.create_connection(("127.0.0.1", port))
+        if client_ctx:
+            c = client_ctx.wrap_socket(c)
+        buf = b"\0" * (4 << 20)
+        start = time.perf_counter()
+        sent = 0
+        while sent < total:
+            c.sendall(buf)
+            sent += len(buf)
+        t.join()
+        best = max(best, total / 1e6 / (time.perf_counter() - start))
+        c.close()
+        srv.close()
+    return best
 
 
 def failover(build, tmp, passes, kills):
@@ -143,16 +176,18 @@ def rss_mb(pid):
         return None
 
 
-def big_catchup(build, tmp, dim):
-    """The 205 MB shard: (snapshot MB, seconds, RSS of each pserver process in MB)."""
-    work = os.path.join(tmp, "catchup")
+def big_catchup(build, tmp, dim, insecure, rep):
+    """The 205 MB shard: (snapshot MB, seconds, RSS of each pserver process in MB, the
+    job's tls/ directory or None)."""
+    work = os.path.join(tmp, f"catchup-{'insecure' if insecure else 'tls'}-{rep}")
     control = work + ".ctl"
     os.mkfifo(control)
     data = os.path.join(build, "data", "fashion-mnist", "train.plrec")
     env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim))
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", data, "--pservers", "1",
             "--replicas", "2", "--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0",
-            "--progress_every_s", "5", "--control", control, "--", os.path.join(build, "bin", "pl-bench-catchup-trainer")]
+            "--progress_every_s", "5", "--control", control] + (["--insecure"] if insecure else []) + [
+            "--", os.path.join(build, "bin", "pl-bench-catchup-trainer")]
     log = work + ".log"
     proc = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
     text = lambda: open(log).read()
@@ -170,7 +205,7 @@ def big_catchup(build, tmp, dim):
             m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^)]+)\)", text())
             big = [(float(mb), duration_s(t)) for mb, t in m if float(mb) > 100]
             if big:
-                return big[0][0], big[0][1], rss
+                return big[0][0], big[0][1], rss, None if insecure else os.path.join(work, "tls")
             if time.time() > deadline or proc.poll() is not None:
                 raise SystemExit("the restarted pserver did not catch up: " + log)
             time.sleep(0.2)
@@ -193,6 +228,7 @@ def main():
     p.add_argument("--parts", default="exchange,failover,catchup",
                    help="which measurements, comma-separated: exchange, failover, catchup")
     p.add_argument("--catchup_dim", type=int, default=7168, help="the catch-up shard: Linear(D, D), 4 D^2 bytes")
+    p.add_argument("--catchup_reps", type=int, default=3, help="catch-up jobs per transport")
     a = p.parse_args()
     build = os.path.abspath(a.build)
     parts = set(a.parts.split(","))
@@ -223,10 +259,19 @@ def main():
                 print(f"\n== memory: pserver processes' RSS when idle: {', '.join(f'{x:.1f}' for x in rss[-4:])} MB "
                       "(4 processes: 2 shards x 2 replicas) ==")
         if "catchup" in parts:
-            mb, seconds, big_rss = big_catchup(build, tmp, a.catchup_dim)
-            print(f"\n== catch-up of a {mb:.0f} MB shard while training (1 trainer pushing and pulling all of it) ==")
-            print(f"{mb / seconds:7.0f} MB/s ({seconds:.2f} s); raw loopback TCP {loop:7.0f} MB/s; "
-                  f"ratio {mb / seconds / loop:4.2f}")
+            print(f"\n== catch-up of a big shard while training (1 trainer pushing and pulling all of it), "
+                  f"{a.catchup_reps} jobs each ==")
+            tls_loop = None
+            for insecure in (False, True):
+                for rep in range(a.catchup_reps):
+                    mb, seconds, big_rss, tls_dir = big_catchup(build, tmp, a.catchup_dim, insecure, rep)
+                    if tls_dir and tls_loop is None:
+                        tls_loop = loopback_mb_s(tls_dir=tls_dir)
+                    line = (f"{'--insecure' if insecure else 'mutual TLS':10s} {mb:.0f} MB: {mb / seconds:6.0f} MB/s "
+                            f"({seconds:.2f} s); ratio to raw loopback TCP ({loop:.0f} MB/s) {mb / seconds / loop:4.2f}")
+                    if not insecure:
+                        line += f", to TLS loopback ({tls_loop:.0f} MB/s) {mb / seconds / tls_loop:4.2f}"
+                    print(line)
             print(f"RSS of its two pserver processes before the kill: {', '.join(f'{x:.0f}' for x in big_rss if x)} MB "
                   f"(R = 2 copies of the {mb:.0f} MB shard)")
         print(f"load average at end: {os.getloadavg()[0]:.2f}")

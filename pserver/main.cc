@@ -26,6 +26,7 @@
 #include "paddle_like/metrics/pserver_sampler.h"
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/tls_flags.h"
 #include "pserver/checkpoint.h"
 #include "pserver/disk_tier.h"
@@ -74,6 +75,9 @@ ABSL_FLAG(int64_t, sparse_memory_mb, 0,
 ABSL_FLAG(std::string, sparse_disk_dir, "",
           "with --sparse_memory_mb: rows beyond the cap move to a disk tier (RocksDB) in this directory instead of "
           "being dropped, and come back when touched (the directory is scratch: emptied at start)");
+ABSL_FLAG(bool, snapshot_socket, true,
+          "replicated shards: send a joining replica's snapshot over a plain TCP connection to a port the joiner "
+          "picks (only while gRPC runs without TLS; --nosnapshot_socket: in gRPC pieces, through the gRPC port alone)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -193,7 +197,7 @@ int Run(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program, "--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
   pl::log::SetProcessName(absl::StrCat("pserver-", index));
-  pl::rpc::ConfigureTransportOrExit(program, absl::StrCat("pserver-", index));
+  pl::rpc::ConfigureTransportOrExit(program, pl::rpc::PserverIdentity(index));
   // --logdir, --metrics_port: a bad one ends the process here, before it serves.
   auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "pserver", std::to_string(index), host);
 
@@ -255,15 +259,23 @@ int Run(int argc, char** argv) {
     ro.index = index;
     ro.master_address = master;
     ro.address = address;
+    ro.listen_host = host;
+    ro.snapshot_socket = absl::GetFlag(FLAGS_snapshot_socket);
     // Tests of the ack path (tests/dist/replication_test.cc) ask a primary to die there.
     if (const char* n = std::getenv("PL_TEST_DIE_AFTER_ACKED_UPDATES"); n != nullptr && *n != '\0') {
       ro.test_die_after_acked = std::atoll(n);
       const char* once = std::getenv("PL_TEST_DIE_ONCE_FILE");
       ro.test_die_once_file = once != nullptr ? once : "";
     }
-    // Tests of a snapshot in many pieces (tests/dist/replication_test.cc) make them small.
+    // Tests of a joiner slower than the trainers (tests/dist/replication_test.cc).
+    if (const char* ms = std::getenv("PL_TEST_SLOW_JOINER_MS"); ms != nullptr && std::atoi(ms) > 0) {
+      ro.test_slow_joiner = absl::Milliseconds(std::atoi(ms));
+    }
+    // Tests of a snapshot in many pieces (tests/dist/replication_test.cc) make them small
+    // (and so ask for pieces, not the socket).
     if (const char* n = std::getenv("PL_TEST_SNAPSHOT_PIECE_BYTES"); n != nullptr && std::atoll(n) > 0) {
       ro.snapshot_piece_bytes = std::atoll(n);
+      ro.snapshot_socket = false;
     }
     replicator = std::make_unique<pl::pserver::Replicator>(ro);
     shard->SetReplicationHook(replicator.get());

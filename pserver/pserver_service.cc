@@ -281,10 +281,7 @@ grpc::Status PserverService::InstallSnapshot(grpc::ServerContext* context, const
     return s;
   }
   if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
-  StatusOr<int64_t> received = replicator_->OnSnapshotChunk(*request);
-  if (!received.ok()) return rpc::ToGrpc(received.status());
-  response->set_received(*received);
-  return grpc::Status::OK;
+  return rpc::ToGrpc(replicator_->OnSnapshotChunk(*request, response));
 }
 
 StatusOr<std::string> PserverService::CheckpointNow() {

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/caller.h"
+#include "pserver/snapshot_socket.h"
 
 namespace pl::pserver {
 
@@ -29,12 +32,29 @@ ReplicaStream::~ReplicaStream() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
+  cancel_ = true;
   thread_.join();
+}
+
+int64_t StreamEntryBytes(const StreamEntry& entry) {
+  int64_t bytes = 0;
+  if (entry.push) {
+    bytes += static_cast<int64_t>(entry.push->header().ByteSizeLong());
+    for (const DenseFramePayload& d : entry.push->dense()) bytes += d.values.num_bytes();
+  }
+  if (entry.init) bytes += static_cast<int64_t>(entry.init->ByteSizeLong());
+  return bytes;
 }
 
 void ReplicaStream::Append(StreamEntry entry) {
   absl::MutexLock l(&mu_);
+  backlog_bytes_ += entry.bytes;
   queue_.push_back(std::move(entry));
+}
+
+int64_t ReplicaStream::backlog_bytes() const {
+  absl::MutexLock l(&mu_);
+  return backlog_bytes_;
 }
 
 int64_t ReplicaStream::acked() const {
@@ -78,9 +98,10 @@ void ReplicaStream::Run() {
       queue_.pop_front();
     }
     st = Send(entry);
-    if (st.ok()) {
+    {
       absl::MutexLock l(&mu_);
-      acked_ = entry.position;
+      backlog_bytes_ -= entry.bytes;
+      if (st.ok()) acked_ = entry.position;
     }
     if (options_.on_progress) options_.on_progress();
   }
@@ -92,12 +113,53 @@ void ReplicaStream::Run() {
 }
 
 Status ReplicaStream::SendSnapshot() {
-  const int64_t total = static_cast<int64_t>(snapshot_.size());
   int64_t start = 0;
   {
     absl::MutexLock l(&mu_);
     start = acked_;
   }
+  if (options_.snapshot_socket) {
+    proto::SnapshotChunk open;
+    open.set_replica_epoch(epoch_);
+    open.set_seq(start);
+    open.set_total(static_cast<int64_t>(snapshot_.size()));
+    open.set_replica_id(options_.replica_id);
+    open.set_open_socket(true);
+    proto::SnapshotAck ack;
+    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), open, &ack)), "snapshot socket"));
+    if (ack.socket_port() > 0) {
+      const std::string host = HostOf(options_.address);
+      StatusOr<std::unique_ptr<SnapshotConnection>> conn = SnapshotConnection::Dial(
+          host, ack.socket_port(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
+      if (conn.ok()) return SendSnapshotOverSocket(conn->get(), ack);
+      // A firewall that lets only the gRPC port through, say: nothing is sent yet, and
+      // the pieces take the gRPC port.
+      log::Warning(absl::StrCat("shard ", options_.index, ": cannot reach the snapshot socket of replica ",
+                                absl::Hex(options_.replica_id), " at ", host, ":", ack.socket_port(), " (",
+                                conn.status().message(), "); sending the snapshot through gRPC instead"));
+    }
+  }
+  return SendSnapshotInPieces(start);
+}
+
+Status ReplicaStream::SendSnapshotOverSocket(SnapshotConnection* conn, const proto::SnapshotAck& open) {
+  // The joiner reads the bytes straight into its shard as they come; a stall of the
+  // whole call timeout means it is gone.
+  PL_RETURN_IF_ERROR(conn->Write(open.socket_token().data(), open.socket_token().size(), options_.call_timeout));
+  PL_RETURN_IF_ERROR(conn->Write(snapshot_.data(), snapshot_.size(), options_.call_timeout));
+  uint32_t result[2] = {0, 0};
+  PL_RETURN_IF_ERROR(conn->Read(result, sizeof(result), options_.call_timeout));
+  std::string message(std::min<uint32_t>(result[1], 1 << 16), '\0');
+  PL_RETURN_IF_ERROR(conn->Read(message.data(), message.size(), options_.call_timeout));
+  if (result[0] != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(result[0]), absl::StrCat("snapshot over a socket: ", message));
+  }
+  return absl::OkStatus();
+}
+
+Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
+  const int64_t total = static_cast<int64_t>(snapshot_.size());
   const int64_t piece = std::max<int64_t>(1, options_.snapshot_piece_bytes);
   const int64_t pieces = (total + piece - 1) / piece;
   // The receiver places each piece at its offset, so they may arrive in any order.

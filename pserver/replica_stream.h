@@ -2,7 +2,8 @@
 // replica. The primary appends entries (pushes, Inits, ends of sync steps) in stream
 // order; one thread per stream sends them in that order, one call at a time, and
 // records the last position the replica acknowledged. A joining replica's stream first
-// sends the shard's snapshot (InstallSnapshot, in pieces), then the entries after it.
+// sends the shard's snapshot, then the entries after it: over a socket the joiner
+// opens (snapshot_socket.h) when it offers one, else in InstallSnapshot pieces.
 //
 // A call that fails ends the stream for good: the primary asks the master to drop
 // that replica (which then exits and joins again from a fresh snapshot), because a
@@ -13,6 +14,7 @@
 #ifndef PSERVER_REPLICA_STREAM_H_
 #define PSERVER_REPLICA_STREAM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -25,6 +27,7 @@
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "proto/pserver.grpc.pb.h"
+#include "pserver/snapshot_socket.h"
 
 namespace pl::pserver {
 
@@ -33,7 +36,9 @@ struct StreamEntry {
   int64_t position = 0;
   std::shared_ptr<const PushFrame> push;            // a push or the end of a sync step
   std::shared_ptr<const proto::InitRequest> init;   // or an Init
+  int64_t bytes = 0;  // its size (StreamEntryBytes), counted in a stream's backlog
 };
+int64_t StreamEntryBytes(const StreamEntry& entry);
 
 class ReplicaStream {
  public:
@@ -46,6 +51,8 @@ class ReplicaStream {
     // Pieces in flight at once: each call's copies (into the message, onto the wire,
     // out of it) then run side by side on both ends.
     int snapshot_calls_in_flight = 4;
+    // Offer the joiner to send the snapshot over a plain socket (never with TLS).
+    bool snapshot_socket = true;
     std::function<void()> on_progress;
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
@@ -61,6 +68,8 @@ class ReplicaStream {
   // The last position the replica has applied (start until the snapshot is in).
   int64_t acked() const;
   bool snapshot_sent() const;
+  // Bytes of the entries appended and not yet acknowledged.
+  int64_t backlog_bytes() const;
   // OK while the stream works; the cause once a call failed.
   Status failure() const;
   int64_t snapshot_bytes() const { return snapshot_bytes_; }
@@ -69,6 +78,9 @@ class ReplicaStream {
  private:
   void Run();
   Status SendSnapshot();
+  // The snapshot over `conn`, the socket the joiner answered `open` with.
+  Status SendSnapshotOverSocket(SnapshotConnection* conn, const proto::SnapshotAck& open);
+  Status SendSnapshotInPieces(int64_t start);
   Status Send(const StreamEntry& entry);
 
   const Options options_;
@@ -80,11 +92,13 @@ class ReplicaStream {
 
   mutable absl::Mutex mu_;
   std::deque<StreamEntry> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t backlog_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
   bool snapshot_sent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration snapshot_time_ ABSL_GUARDED_BY(mu_);
   Status failure_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancel_{false};  // set with stop_: ends a socket's blocked send
   std::thread thread_;  // last: started once the members above exist
 };
 

@@ -73,6 +73,12 @@ void Replicator::Stop() {
     snapshotters.swap(snapshot_threads_);
   }
   for (std::thread& t : snapshotters) t.join();  // no lock held: they take mu_ when done
+  std::unique_ptr<SocketInstall> socket_install;
+  {
+    absl::MutexLock l(&socket_mu_);
+    socket_install.swap(socket_install_);
+  }
+  socket_install.reset();  // no lock held: its thread takes follow_mu_ and mu_
   applier_->Drain();  // a backup's final checkpoint holds every update it acknowledged
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams;
   {
@@ -150,8 +156,8 @@ void Replicator::SetFatal(const std::string& why) {
 std::string Replicator::Describe() const {
   absl::MutexLock l(&mu_);
   return absl::StrCat(ReplicaRoleName(role_), " of shard ", options_.index, " (replica ", absl::Hex(replica_id_), ", epoch ",
-                      epoch_, ", stream position ", position_, ", ", required_.size(), " backup(s) in sync, ",
-                      streams_.size() - required_.size(), " catching up)");
+                      epoch_, ", stream position ", position_, ", ", required_.size() - catching_up_.size(),
+                      " backup(s) in sync, ", streams_.size() - required_.size() + catching_up_.size(), " catching up)");
 }
 
 // ------------------------------------------------------------------ heartbeat
@@ -245,6 +251,7 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
       for (auto it = streams_.begin(); it != streams_.end();) {
         if (!in_map_.count(it->first)) {
           required_.erase(it->first);
+          catching_up_.erase(it->first);
           gone.push_back(std::move(it->second));
           it = streams_.erase(it);
           continue;
@@ -253,19 +260,33 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
         if (!failure.ok() && std::find(report_dropped_.begin(), report_dropped_.end(), it->first) == report_dropped_.end()) {
           log::Warning(absl::StrCat("shard ", options_.index, ": dropping a replica: ", failure.message()));
           report_dropped_.push_back(it->first);
-        } else if (failure.ok() && !required_.count(it->first) && it->second->snapshot_sent() &&
-                   it->second->acked() == position_) {
-          required_.insert(it->first);  // waited for from the next update on
-          report_caught_up_.push_back(it->first);
-          log::Info(absl::StrFormat("shard %d: replica %x at %s caught up at position %d (snapshot of %.1f MB in %s)",
-                                    options_.index, it->first, it->second->address(), position_,
-                                    it->second->snapshot_bytes() / 1e6,
-                                    absl::FormatDuration(it->second->snapshot_time())));
+        } else if (failure.ok()) {
+          // Once its snapshot is in (or its backlog grows too big), updates wait for a
+          // joiner too: one slower than the trainers could otherwise never catch up, and
+          // its stream would queue without bound. It is in sync once it acknowledged
+          // everything up to where it started to be waited for.
+          if (!required_.count(it->first) &&
+              (it->second->snapshot_sent() || it->second->backlog_bytes() > kMaxJoinerBacklogBytes)) {
+            required_.insert(it->first);
+            catching_up_[it->first] = position_;
+          }
+          auto c = catching_up_.find(it->first);
+          if (c != catching_up_.end() && it->second->snapshot_sent() && it->second->acked() >= c->second) {
+            catching_up_.erase(c);
+            report_caught_up_.push_back(it->first);
+            log::Info(absl::StrFormat("shard %d: replica %x at %s caught up at position %d (snapshot of %.1f MB in %s)",
+                                      options_.index, it->first, it->second->address(), it->second->acked(),
+                                      it->second->snapshot_bytes() / 1e6,
+                                      absl::FormatDuration(it->second->snapshot_time())));
+          }
         }
         ++it;
       }
       for (auto it = required_.begin(); it != required_.end();) {
         it = in_map_.count(*it) ? std::next(it) : required_.erase(it);
+      }
+      for (auto it = catching_up_.begin(); it != catching_up_.end();) {
+        it = in_map_.count(it->first) ? std::next(it) : catching_up_.erase(it);
       }
     }
     progress_.SignalAll();
@@ -319,6 +340,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.replica_id = r.replica_id();
       so.address = r.address();
       so.snapshot_piece_bytes = options_.snapshot_piece_bytes;
+      so.snapshot_socket = options_.snapshot_socket;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();
@@ -357,6 +379,7 @@ Status Replicator::CheckPrimaryLocked() const {
 }
 
 StatusOr<int64_t> Replicator::Append(StreamEntry entry) {
+  entry.bytes = StreamEntryBytes(entry);  // once for every stream, outside mu_
   absl::MutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckPrimaryLocked());
   if (entry.position != position_ + 1) {

@@ -8,14 +8,16 @@
 //            pserver lease from when it sent its last answered heartbeat) runs out, so
 //            a primary cut off from the master stops taking pushes before the master
 //            promotes another. A joining replica gets a snapshot, then the stream;
-//            once it has acknowledged everything the primary vouches for it
-//            (caught_up) and waits for it from then on. A stream that fails is
+//            once the snapshot is in, updates wait for it too (so it cannot fall
+//            further behind), and once it acknowledged everything up to there the
+//            primary vouches for it (caught_up). A stream that fails is
 //            reported (dropped), and waited for until the master confirms the drop.
 //   backup   holds the primary's stream in order (OnPush, OnInit), acknowledging an
 //            entry once held, and applies it on its StreamApplier's thread; it
 //            refuses trainers; an entry from an older epoch is refused (fencing), a
 //            gap in the stream is refused (the primary then drops this replica).
-//   joining  installs the snapshot (OnSnapshotChunk), then follows as a backup.
+//   joining  installs the snapshot (OnSnapshotChunk: in pieces, or read off a socket
+//            the primary's first call opens), then follows as a backup.
 // A backup promoted to primary first applies everything it held (refusing pushes
 // meanwhile), then takes over the stream from there. The
 // master's REMOVED, or anything that leaves this replica's state untrustworthy, sets
@@ -27,6 +29,7 @@
 #ifndef PSERVER_REPLICATOR_H_
 #define PSERVER_REPLICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -44,11 +47,16 @@
 #include "pserver/stream_applier.h"
 #include "pserver/replication_hook.h"
 #include "pserver/shard.h"
+#include "pserver/snapshot_socket.h"
 
 namespace pl::pserver {
 
 // "primary", "backup", ... (the generated enum names, lower case), for logs.
 std::string ReplicaRoleName(proto::ReplicaInfo::Role role);
+
+// A joiner whose stream holds more than this unacknowledged is waited for even before
+// its snapshot is in: the trainers slow down rather than the primary run out of memory.
+inline constexpr int64_t kMaxJoinerBacklogBytes = int64_t{1} << 30;
 
 struct ReplicatorOptions {
   int index = 0;
@@ -64,8 +72,17 @@ struct ReplicatorOptions {
   // `die_once_file`, which this creates). <= 0: never.
   int64_t test_die_after_acked = 0;
   std::string test_die_once_file;
+  // Tests only: a replica that joined with a trained shard (a snapshot past version 0)
+  // takes this long over every stream entry it receives, to be slower than the trainers,
+  // and 40 times as long over the snapshot, as a big shard would (the trainers push on).
+  absl::Duration test_slow_joiner = absl::ZeroDuration();
   // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
   int64_t snapshot_piece_bytes = 8 << 20;
+  // Whether a snapshot may come over a plain TCP socket (snapshot_socket.h), as a
+  // joiner and as a primary; never with TLS. Off: gRPC pieces.
+  bool snapshot_socket = true;
+  // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
+  std::string listen_host = "127.0.0.1";
 };
 
 class Replicator : public ReplicationHook {
@@ -100,7 +117,7 @@ class Replicator : public ReplicationHook {
   // replica_seq > 0) and a joiner's snapshot.
   StatusOr<int64_t> OnPush(PushFrame frame);
   Status OnInit(const proto::InitRequest& request);
-  StatusOr<int64_t> OnSnapshotChunk(const proto::SnapshotChunk& chunk);
+  Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
 
   // ReplicationHook (the primary side).
   Status CheckPrimary() const override;
@@ -126,6 +143,18 @@ class Replicator : public ReplicationHook {
   // A backup's application of one update of the stream (on the applier's thread).
   Status ApplyFollowed(StreamApplier::Update& update) ABSL_LOCKS_EXCLUDED(mu_);
   void SetFatal(const std::string& why);
+  // A joiner's snapshot (replicator_snapshot.cc): the checks every piece passes, the
+  // primary's offer of a socket, and the thread that reads the snapshot off it.
+  struct SocketInstall {
+    ~SocketInstall();  // cancels and joins
+    std::atomic<bool> cancel{false};
+    std::unique_ptr<SnapshotListener> listener;
+    std::thread thread;
+  };
+  StatusOr<ParameterShard*> AcceptSnapshotFrom(const proto::SnapshotChunk& chunk)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
+  Status OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
+  void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk);
 
   const ReplicatorOptions options_;
   const uint64_t replica_id_;
@@ -143,6 +172,8 @@ class Replicator : public ReplicationHook {
   // Primary: the streams, by replica id; `required_` are waited for before an ack.
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);
+  // Joiners waited for since the position given, not yet reported in sync.
+  std::map<uint64_t, int64_t> catching_up_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> in_map_ ABSL_GUARDED_BY(mu_);  // the members the master listed last
   std::set<uint64_t> snapshot_pending_ ABSL_GUARDED_BY(mu_);  // joiners whose snapshot is being taken
   std::vector<uint64_t> report_caught_up_ ABSL_GUARDED_BY(mu_);
@@ -163,6 +194,10 @@ class Replicator : public ReplicationHook {
   std::set<int64_t> snapshot_offsets_ ABSL_GUARDED_BY(follow_mu_);
   std::unique_ptr<StreamApplier> applier_;  // set at construction, reset by the destructor
   bool snapshot_installed_ ABSL_GUARDED_BY(follow_mu_) = false;
+  bool joined_trained_ ABSL_GUARDED_BY(follow_mu_) = false;  // the snapshot was past version 0
+  // The socket a joiner offered its primary, and the thread reading from it.
+  absl::Mutex socket_mu_ ABSL_ACQUIRED_BEFORE(follow_mu_);
+  std::unique_ptr<SocketInstall> socket_install_ ABSL_GUARDED_BY(socket_mu_);
 
   absl::Notification stop_;
   std::thread heartbeat_;

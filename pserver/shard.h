@@ -155,8 +155,11 @@ class ParameterShard {
   // reaches that point, with the bytes and the stream position they hold.
   using SnapshotTaker = std::function<void(StatusOr<std::string> bytes, int64_t position)>;
   void RequestSnapshot(SnapshotTaker take);
-  // A joining replica installs what RequestSnapshot made (on a fresh shard).
+  // A joining replica installs what RequestSnapshot made (on a fresh shard): whole, or
+  // read as it arrives (a socket), straight into the shard's blocks and rows. An error
+  // while the state is read leaves the shard fresh again.
   Status LoadSnapshot(std::string_view bytes);
+  Status LoadSnapshot(const pserver::ByteReader& read);
   int64_t ledger_clients() const;
 
   bool initialized() const { return store_.initialized(); }

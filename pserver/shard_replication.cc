@@ -9,7 +9,9 @@
 namespace pl::pserver {
 namespace {
 
-constexpr char kSnapshotMagic[4] = {'P', 'L', 'S', 'N'};
+constexpr char kSnapshotMagic[4] = {'P', 'L', 'S', '2'};
+// A ledger holds a few ids per trainer; more than this is a corrupt length.
+constexpr uint64_t kMaxSnapshotLedgerBytes = uint64_t{1} << 30;
 
 void AppendU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
 
@@ -128,6 +130,9 @@ void ParameterShard::RequestSnapshot(SnapshotTaker take) {
   take(SnapshotBytes(clock_.version()), hook_ == nullptr ? 0 : hook_->last_position());
 }
 
+// A snapshot: "PLS2", version, the ledger's length and bytes, the state's length and
+// bytes (shard_serializer.h). The ledger comes first so that a receiver reading the
+// snapshot off a socket parses it before it starts filling the store.
 StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
   std::string ledger;
   {
@@ -144,42 +149,56 @@ StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
     }));
   }
   std::string out;
-  out.reserve(4 + 8 + state_len + 16 + ledger.size());
+  out.reserve(4 + 16 + ledger.size() + 8 + state_len);
   out.append(kSnapshotMagic, 4);
+  AppendU64(&out, static_cast<uint64_t>(version));
+  AppendU64(&out, ledger.size());
+  out += ledger;
   AppendU64(&out, state_len);
+  const size_t state_at = out.size();
   if (store_.initialized()) {
     PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&out](const void* data, size_t n) {
       out.append(static_cast<const char*>(data), n);
       return absl::OkStatus();
     }));
   }
-  if (out.size() != 12 + state_len) return absl::InternalError("shard snapshot: the state changed while copied");
-  AppendU64(&out, static_cast<uint64_t>(version));
-  AppendU64(&out, ledger.size());
-  out += ledger;
+  if (out.size() != state_at + state_len) return absl::InternalError("shard snapshot: the state changed while copied");
   return out;
 }
 
 Status ParameterShard::LoadSnapshot(std::string_view bytes) {
+  size_t at = 0;
+  Status s = LoadSnapshot([&](void* data, size_t n) -> Status {
+    if (n > bytes.size() - at) return absl::DataLossError("shard snapshot: truncated");
+    std::memcpy(data, bytes.data() + at, n);
+    at += n;
+    return absl::OkStatus();
+  });
+  if (s.ok() && at != bytes.size()) return absl::DataLossError("shard snapshot: trailing bytes after the state");
+  return s;
+}
+
+Status ParameterShard::LoadSnapshot(const ByteReader& read) {
   auto bad = [](const std::string& why) { return absl::DataLossError("shard snapshot: " + why); };
-  if (bytes.size() < 4 + 8 || std::memcmp(bytes.data(), kSnapshotMagic, 4) != 0) return bad("no PLSN header");
-  uint64_t state_len = 0, version = 0, ledger_len = 0;
-  std::memcpy(&state_len, bytes.data() + 4, 8);
-  if (state_len > bytes.size() - 12 || bytes.size() - 12 - state_len < 16) return bad("truncated state");
-  const size_t after_state = 12 + state_len;
-  std::memcpy(&version, bytes.data() + after_state, 8);
-  std::memcpy(&ledger_len, bytes.data() + after_state + 8, 8);
-  if (bytes.size() != after_state + 16 + ledger_len) return bad("truncated ledger");
-  PL_ASSIGN_OR_RETURN(PushLedger ledger,
-                      PushLedger::Parse(bytes.substr(after_state + 16, ledger_len)));
+  char magic[4];
+  PL_RETURN_IF_ERROR(read(magic, 4));
+  if (std::memcmp(magic, kSnapshotMagic, 4) != 0) return bad("no PLS2 header");
+  uint64_t version = 0, ledger_len = 0, state_len = 0;
+  PL_RETURN_IF_ERROR(read(&version, 8));
+  PL_RETURN_IF_ERROR(read(&ledger_len, 8));
+  if (ledger_len > kMaxSnapshotLedgerBytes) return bad(absl::StrCat("a ledger of ", ledger_len, " bytes"));
+  std::string ledger_bytes(ledger_len, '\0');
+  PL_RETURN_IF_ERROR(read(ledger_bytes.data(), ledger_len));
+  PL_ASSIGN_OR_RETURN(PushLedger ledger, PushLedger::Parse(ledger_bytes));
+  PL_RETURN_IF_ERROR(read(&state_len, 8));
   if (state_len > 0) {
-    size_t at = 12;
+    uint64_t left = state_len;
     PL_RETURN_IF_ERROR(LoadState([&](void* data, size_t n) -> Status {
-      if (n > 12 + state_len - at) return absl::DataLossError("shard snapshot: state shorter than it says");
-      std::memcpy(data, bytes.data() + at, n);
-      at += n;
-      return absl::OkStatus();
+      if (n > left) return bad("state shorter than it says");
+      left -= n;
+      return read(data, n);
     }));
+    if (left != 0) return bad(absl::StrCat(left, " bytes of state left unread"));
   }
   clock_.Set(static_cast<int64_t>(version));
   absl::MutexLock l(&ledger_mu_);

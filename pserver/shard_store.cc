@@ -163,7 +163,7 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
   return created;
 }
 
-Status ShardStore::AddParam(const proto::ParamSpec& spec) {
+Status ShardStore::AddParam(const proto::ParamSpec& spec, bool initialize_values) {
   PL_ASSIGN_OR_RETURN(InitSpec init, InitSpecFromProto(spec));
   const int slots = NumSlots(optimizer_.kind);
   if (spec.kind() == proto::ParamSpec::DENSE) {
@@ -182,8 +182,10 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec) {
       blk->offset = b * p->block_size;
       blk->n = std::min(p->numel, blk->offset + p->block_size) - blk->offset;
       blk->data.reset(new float[(1 + slots) * blk->n]);
-      InitializeValues(init, stream, blk->data.get(), blk->n, blk->offset);
-      InitSlots(optimizer_, blk->data.get() + blk->n, blk->n);
+      if (initialize_values) {
+        InitializeValues(init, stream, blk->data.get(), blk->n, blk->offset);
+        InitSlots(optimizer_, blk->data.get() + blk->n, blk->n);
+      }
       dense_elements_ += blk->n;
       request_payload_bytes_ += RequestBytesOfBlock(spec, blk->n);
       p->blocks.emplace(b, std::move(blk));

@@ -226,7 +226,7 @@ class ShardStore {
     ShardStore* const store_;
   };
   // Runs fill on a fresh store (else FAILED_PRECONDITION); the store counts as
-  // initialised when fill returns OK.
+  // initialised when fill returns OK, and is fresh again (holds nothing) when not.
   Status Load(const std::function<Status(Loader*)>& fill);
   // Like Load, onto a store that holds a state already (an incremental checkpoint over
   // its base); FAILED_PRECONDITION on a fresh one.
@@ -234,7 +234,10 @@ class ShardStore {
 
  private:
   Status CheckCompatible(const proto::InitRequest& request) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  Status AddParam(const proto::ParamSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates a parameter or table. Without initialize_values a dense block's floats are
+  // left unset, for a Loader that writes every block next (the initializer's random
+  // draws were most of the time a large snapshot took to install).
+  Status AddParam(const proto::ParamSpec& spec, bool initialize_values = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<DenseBlock*> FindBlock(const std::string& param, int64_t block) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Table `name` with its rows `msg` checked: in range, owned here, of its dim. With

@@ -82,7 +82,16 @@ Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
     return absl::FailedPreconditionError("LoadState needs a fresh shard; this one is initialised");
   }
   Loader loader(this);
-  PL_RETURN_IF_ERROR(fill(&loader));
+  if (Status s = fill(&loader); !s.ok()) {
+    // Nothing half-read stays behind (blocks the fill never reached hold no values):
+    // a later Load or Init starts from an empty store.
+    dense_.clear();
+    sparse_.clear();
+    dense_elements_ = 0;
+    request_payload_bytes_ = 0;
+    evicting_ = false;
+    return s;
+  }
   initialized_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -112,7 +121,9 @@ bool ShardStore::Loader::Holds(const std::string& name) const ABSL_NO_THREAD_SAF
 }
 
 StatusOr<size_t> ShardStore::Loader::Add(const proto::ParamSpec& spec) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  PL_RETURN_IF_ERROR(store_->AddParam(spec));
+  // The state read next fills every block this shard owns (ReadDense refuses fewer),
+  // and a fill that fails leaves an empty store: no block is read unset.
+  PL_RETURN_IF_ERROR(store_->AddParam(spec, /*initialize_values=*/false));
   auto it = store_->dense_.find(spec.name());
   return it == store_->dense_.end() ? 0 : it->second->blocks.size();
 }

@@ -50,7 +50,7 @@ std::string Describe(const Allowed& a) {
     case Role::kMaster: return "the master";
     case Role::kTrainer: return "the job's trainers";
     case Role::kLaunch: return "pl-launch";
-    case Role::kPserver: return a.index < 0 ? "the job's pservers" : absl::StrCat("pserver-", a.index);
+    case Role::kPserver: return a.index < 0 ? "the job's pservers" : PserverIdentity(a.index);
     case Role::kNone: break;
   }
   return "nobody";
@@ -93,6 +93,8 @@ grpc::Status LogIfRefused(const grpc::ServerContextBase* context, grpc::Status s
   }
   return s;
 }
+
+std::string PserverIdentity(int shard) { return absl::StrCat("pserver-", shard); }
 
 StatusOr<std::string> OwnIdentity() {
   const std::string dir = TransportDirectory();

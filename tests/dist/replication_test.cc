@@ -107,6 +107,18 @@ class ReplicationTest : public ::testing::Test {
     return out;
   }
 
+  // Snapshots of a trained shard (not the empty ones of the job's start) that a joiner
+  // installed `how`: "over a socket" (pserver/snapshot_socket.h) or "in pieces".
+  int TrainedSnapshots(const std::string& how) const {
+    static const std::regex re(R"(installed the primary's snapshot \(([\d.]+) MB (over a socket|in pieces))");
+    const std::string text = Output();
+    int n = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+      n += std::stod((*it)[1]) > 0.1 && (*it)[2] == how;
+    }
+    return n;
+  }
+
   // Pushes the trainers sent, from their closing traffic lines (each went to every shard).
   int64_t PushesSent() const {
     int64_t total = 0;
@@ -150,6 +162,8 @@ TEST_F(ReplicationTest, SyncJobWithKilledPrimariesEndsWithTheFaultFreeParameters
   ASSERT_NO_FATAL_FAILURE(Control("kill-pserver 1"));
   ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30), 2)) << Output();
   ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  // The replacement of shard 0 copied it over the job's TLS, on the snapshot socket.
+  EXPECT_GE(TrainedSnapshots("over a socket"), 1) << Output();
 
   auto clean = MakeExampleModel("mlp", ModelOptions{});
   auto faulty = MakeExampleModel("mlp", ModelOptions{});
@@ -189,6 +203,8 @@ TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
   ASSERT_NO_FATAL_FAILURE(Control("kill-pserver " + shard));
   ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30), 2)) << Output();
   ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  EXPECT_GE(TrainedSnapshots("in pieces"), 1) << Output();
+  EXPECT_EQ(TrainedSnapshots("over a socket"), 0) << Output();
 
   const int64_t sent = PushesSent();
   ASSERT_GT(sent, 0) << Output();
@@ -198,6 +214,24 @@ TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
     EXPECT_EQ(version, sent) << "shard " << index << " applied " << version << " pushes of " << sent << " sent";
   }
   EXPECT_GE(LastNumberAfter(Output(), "final test accuracy: ").value_or(0), 0.70);
+}
+
+// A replacement slower than the trainers (a test hook makes it take 25 ms over every
+// update it receives) still catches up while they train: once its snapshot is in,
+// updates wait for it too, so it cannot fall further behind. (A joiner used to count as
+// caught up only when level with the primary at a heartbeat, which one slower than the
+// trainers never was, while its stream queued every update for it without bound: a
+// 206 MB shard's primary ran out of memory that way.)
+TEST_F(ReplicationTest, AReplacementSlowerThanTheTrainersStillCatchesUp) {
+  Launch("slow", {"--trainers", "1", "--passes", "12", "--checkpoint_every_s", "0"}, {},
+         {{"PL_TEST_SLOW_JOINER_MS", "25"}});
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  ASSERT_TRUE(WaitForOutput("pass 1 task", std::chrono::seconds(60))) << Output();
+  ASSERT_NO_FATAL_FAILURE(Control("kill-pserver 0"));
+  ASSERT_TRUE(WaitForOutput("promoted to primary", std::chrono::seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(90), 3)) << Output();
+  ASSERT_THAT(Output(), ::testing::Not(HasSubstr("job done"))) << "it caught up only because the job had ended";
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
 }
 
 // The master stopped (SIGSTOP) for 2.5 s, three pserver leases: nobody could renew a

@@ -1,0 +1,184 @@
+// Replicator, a joiner's side of its snapshot: in gRPC pieces, or read off a socket
+// (snapshot_socket.h) that the primary's first InstallSnapshot call opens. See
+// replicator.h.
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/rpc/caller.h"
+#include "pserver/replicator.h"
+
+namespace pl::pserver {
+namespace {
+
+// The primary dials right after the call that opened the socket returns.
+constexpr absl::Duration kSocketAcceptWithin = absl::Seconds(30);
+// A sender that moves no byte for this long is taken for dead.
+constexpr absl::Duration kSocketIdle = absl::Seconds(30);
+constexpr size_t kMaxResultMessage = 1024;
+
+Status RefuseEpoch(int index, int64_t epoch, proto::ReplicaInfo::Role role, int64_t own_epoch) {
+  return absl::FailedPreconditionError(absl::StrCat("shard ", index, ": a snapshot of epoch ", epoch, " reached a ",
+                                                    ReplicaRoleName(role), " replica of epoch ", own_epoch));
+}
+
+}  // namespace
+
+Replicator::SocketInstall::~SocketInstall() {
+  cancel = true;
+  if (thread.joinable()) thread.join();
+}
+
+StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotChunk& chunk) {
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (chunk.replica_id() != replica_id_) {
+      return absl::InvalidArgumentError(absl::StrCat("a snapshot for replica ", absl::Hex(chunk.replica_id()),
+                                                      " reached replica ", absl::Hex(replica_id_)));
+    }
+    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+    }
+    epoch_ = chunk.replica_epoch();
+    shard = shard_;
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (snapshot_installed_) {
+    SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
+    return absl::FailedPreconditionError("snapshot already installed");
+  }
+  const int64_t total = chunk.total();
+  if (total <= 0 || total >= (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("a snapshot announces a size of ", total, " bytes"));
+  }
+  return shard;
+}
+
+Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (chunk.open_socket()) return OpenSnapshotSocket(chunk, ack);
+  absl::MutexLock follow(&follow_mu_);
+  PL_ASSIGN_OR_RETURN(ParameterShard* shard, AcceptSnapshotFrom(chunk));
+  // Pieces come several at a time, in any order: each lands at its offset in a buffer
+  // of the announced size, and the snapshot is installed once all its bytes are in.
+  const int64_t total = chunk.total();
+  if (snapshot_total_ == 0) {
+    snapshot_buffer_.reset(new char[total]);  // not zeroed: every byte is written once
+    snapshot_total_ = total;
+    snapshot_received_ = 0;
+    snapshot_offsets_.clear();
+  }
+  const int64_t n = static_cast<int64_t>(chunk.data().size());
+  if (total != snapshot_total_ || chunk.offset() < 0 || n > total - chunk.offset() ||
+      !snapshot_offsets_.insert(chunk.offset()).second) {
+    return absl::FailedPreconditionError(absl::StrCat("a snapshot piece of ", n, " bytes at ", chunk.offset(),
+                                                      " does not fit the snapshot of ", snapshot_total_,
+                                                      " bytes under way (or came twice)"));
+  }
+  std::memcpy(snapshot_buffer_.get() + chunk.offset(), chunk.data().data(), n);
+  snapshot_received_ += n;
+  const int64_t received = snapshot_received_;
+  ack->set_received(received);
+  if (received < snapshot_total_) return absl::OkStatus();
+  const absl::Time load_start = absl::Now();
+  if (Status s = shard->LoadSnapshot(std::string_view(snapshot_buffer_.get(), snapshot_total_)); !s.ok()) {
+    SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+    return s;
+  }
+  snapshot_buffer_.reset();
+  snapshot_total_ = 0;
+  snapshot_installed_ = true;
+  joined_trained_ = shard->version() > 0;
+  if (joined_trained_) absl::SleepFor(options_.test_slow_joiner * 40);
+  {
+    absl::MutexLock l(&mu_);
+    position_ = chunk.seq();
+  }
+  log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB in pieces, version %d, position %d; "
+                            "loading it took %s)",
+                            options_.index, received / 1e6, shard->version(), chunk.seq(),
+                            absl::FormatDuration(absl::Now() - load_start)));
+  return absl::OkStatus();
+}
+
+Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (!options_.snapshot_socket) return absl::OkStatus();  // no port: the pieces follow
+  {
+    // Checked before an earlier offer is cancelled, so a stale primary's call cannot
+    // end the transfer of the current one.
+    absl::MutexLock l(&mu_);
+    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+    }
+  }
+  absl::MutexLock socket(&socket_mu_);
+  socket_install_.reset();  // an earlier primary's offer: its wait (or its transfer) ends
+  {
+    absl::MutexLock follow(&follow_mu_);
+    PL_RETURN_IF_ERROR(AcceptSnapshotFrom(chunk).status());
+  }
+  auto install = std::make_unique<SocketInstall>();
+  PL_ASSIGN_OR_RETURN(install->listener, SnapshotListener::Open(options_.listen_host, &install->cancel,
+                                                                         rpc::PserverIdentity(options_.index)));
+  ack->set_socket_port(install->listener->port());
+  ack->set_socket_token(install->listener->token());
+  SocketInstall* raw = install.get();
+  install->thread = std::thread([this, raw, chunk] { InstallFromSocket(raw, chunk); });
+  socket_install_ = std::move(install);
+  return absl::OkStatus();
+}
+
+void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk) {
+  StatusOr<std::unique_ptr<SnapshotConnection>> conn = install->listener->Accept(absl::Now() + kSocketAcceptWithin);
+  if (!conn.ok()) {
+    if (!absl::IsCancelled(conn.status())) {
+      log::Warning(absl::StrCat("shard ", options_.index, ": the primary never connected for its snapshot: ",
+                                conn.status().message()));
+    }
+    return;
+  }
+  const absl::Time start = absl::Now();
+  Status s;
+  int64_t version = 0;
+  {
+    absl::MutexLock follow(&follow_mu_);
+    StatusOr<ParameterShard*> shard = AcceptSnapshotFrom(chunk);  // still joining, still this epoch
+    s = shard.status();
+    if (s.ok()) {
+      uint64_t left = static_cast<uint64_t>(chunk.total());
+      // Straight from the socket into the shard's blocks and rows: no buffer.
+      s = (*shard)->LoadSnapshot([&](void* data, size_t n) -> Status {
+        if (n > left) return absl::DataLossError(absl::StrCat("the snapshot runs past its ", chunk.total(), " bytes"));
+        left -= n;
+        return (*conn)->Read(data, n, kSocketIdle);
+      });
+      if (s.ok() && left != 0) s = absl::DataLossError(absl::StrCat(left, " bytes of the snapshot were not read"));
+      if (s.ok()) {
+        snapshot_installed_ = true;
+        version = (*shard)->version();
+        joined_trained_ = version > 0;
+        if (joined_trained_) absl::SleepFor(options_.test_slow_joiner * 40);
+        absl::MutexLock l(&mu_);
+        position_ = chunk.seq();
+      } else if (!absl::IsCancelled(s)) {
+        // A shard half read, or a disk tier holding part of it: only a fresh start is clean.
+        SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+      }
+    }
+  }
+  // The primary starts the stream once it reads this.
+  const std::string message = std::string(s.message()).substr(0, kMaxResultMessage);
+  const uint32_t result[2] = {static_cast<uint32_t>(s.code()), static_cast<uint32_t>(message.size())};
+  if ((*conn)->Write(result, sizeof(result), kSocketIdle).ok()) (void)(*conn)->Write(message.data(), message.size(), kSocketIdle);
+  if (s.ok()) {
+    log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB over a socket, version %d, position "
+                              "%d; receiving and loading it took %s)",
+                              options_.index, chunk.total() / 1e6, version, chunk.seq(),
+                              absl::FormatDuration(absl::Now() - start)));
+  }
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,93 @@
+// A plain TCP connection for a joining replica's snapshot: the bytes go from the
+// primary's copy straight into the joiner's blocks, two kernel copies in all, where the
+// gRPC pieces copied them five more times (into a message, serialised, parsed, into a
+// buffer, into the shard).
+//
+// The joiner listens on an ephemeral port (SnapshotListener) and tells the primary the
+// port and a random token through the InstallSnapshot call; the primary dials it and
+// sends the token, then the snapshot; the joiner answers with the install's status. A
+// connection that does not present the token is closed unread. When the job's gRPC
+// runs with TLS, so does this connection (rpc/tls_socket.h): both ends must hold the
+// job's certificate of the same shard ("pserver-<i>").
+//
+// Thread-safety: a listener's and a connection's calls come from one thread at a time;
+// the cancel flag they are given may be set from any thread, ending a blocked call
+// within kSnapshotCancelCheck.
+#ifndef PSERVER_SNAPSHOT_SOCKET_H_
+#define PSERVER_SNAPSHOT_SOCKET_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/rpc/tls_socket.h"
+
+namespace pl::pserver {
+
+inline constexpr size_t kSnapshotTokenBytes = 16;
+inline constexpr absl::Duration kSnapshotCancelCheck = absl::Milliseconds(50);
+
+class SnapshotConnection {
+ public:
+  // Connects to host:port (a name or an address) within `timeout`; with TLS, to a
+  // peer whose certificate names `peer`.
+  static StatusOr<std::unique_ptr<SnapshotConnection>> Dial(const std::string& host, int port,
+                                                            absl::Duration timeout, const std::atomic<bool>* cancel,
+                                                            const std::string& peer);
+  SnapshotConnection(int fd, const std::atomic<bool>* cancel) : fd_(fd), cancel_(cancel) {}
+  ~SnapshotConnection();
+  SnapshotConnection(const SnapshotConnection&) = delete;
+  SnapshotConnection& operator=(const SnapshotConnection&) = delete;
+
+  // Exactly n bytes; UNAVAILABLE when the peer closes first or sends nothing for `idle`.
+  Status Read(void* data, size_t n, absl::Duration idle);
+  Status Write(const void* data, size_t n, absl::Duration idle);
+
+ private:
+  friend class SnapshotListener;  // runs the server's handshake
+  // Until the socket is ready for `events`: UNAVAILABLE after `idle`, CANCELLED once
+  // *cancel_ is set.
+  Status Wait(short events, absl::Duration idle, const char* what);
+  // With TLS: the handshake as `side`, the peer named `peer`, within `timeout`.
+  Status StartTls(rpc::TlsSocket::Side side, const std::string& peer, absl::Duration timeout);
+  const int fd_;
+  const std::atomic<bool>* const cancel_;
+  std::unique_ptr<rpc::TlsSocket> tls_;
+};
+
+class SnapshotListener {
+ public:
+  // Listens on `host` ("0.0.0.0", an address of this machine) at a port the OS picks,
+  // with a fresh random token. Its calls, and its connections', end when *cancel is set.
+  // With TLS it accepts only a peer whose certificate names `peer`.
+  static StatusOr<std::unique_ptr<SnapshotListener>> Open(const std::string& host, const std::atomic<bool>* cancel,
+                                                          const std::string& peer);
+  ~SnapshotListener();
+  SnapshotListener(const SnapshotListener&) = delete;
+  SnapshotListener& operator=(const SnapshotListener&) = delete;
+
+  int port() const { return port_; }
+  const std::string& token() const { return token_; }
+  // The first connection that presents the token before `deadline`; others are closed.
+  StatusOr<std::unique_ptr<SnapshotConnection>> Accept(absl::Time deadline);
+
+ private:
+  SnapshotListener(int fd, int port, std::string token, const std::atomic<bool>* cancel, std::string peer)
+      : fd_(fd), port_(port), token_(std::move(token)), cancel_(cancel), peer_(std::move(peer)) {}
+  const int fd_;
+  const int port_;
+  const std::string token_;
+  const std::atomic<bool>* const cancel_;
+  const std::string peer_;
+};
+
+// "host" of "host:port" ("[::1]:7" gives "::1").
+std::string HostOf(const std::string& address);
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_SNAPSHOT_SOCKET_H_

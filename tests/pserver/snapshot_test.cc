@@ -1,0 +1,233 @@
+// A joining replica's snapshot (ParameterShard::RequestSnapshot / LoadSnapshot) and the
+// socket it may travel on (pserver/snapshot_socket.h): a loaded snapshot is the same
+// shard byte for byte, a bad one leaves the shard fresh, and over a socket (plain and
+// mutual TLS) only the primary that holds the token and the shard's certificate gets
+// its bytes in.
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "paddle_like/rpc/certificates.h"
+#include "paddle_like/rpc/tls.h"
+#include "pserver/shard.h"
+#include "pserver/snapshot_socket.h"
+#include "tests/pserver/pserver_test_util.h"
+
+namespace pl::pserver {
+namespace {
+using testing::AddDense;
+using testing::AddRows;
+using testing::DenseSpec;
+using testing::MakeInit;
+using testing::SparseSpec;
+
+OptimizerSpec Adam() {
+  OptimizerSpec o;
+  o.kind = OptimizerKind::kAdam;
+  o.learning_rate = 0.01f;
+  return o;
+}
+
+// Pushes one more Adam step to both and compares every value: equal only when the
+// values and the optimizer's slots and step counts all came across.
+void ExpectSameShard(ParameterShard* a, ParameterShard* b);
+
+// A shard with a dense parameter, a sparse table and some Adam steps on both.
+void Train(ParameterShard* shard) {
+  ASSERT_TRUE(shard->Init(MakeInit({DenseSpec("w", {300}, 64), SparseSpec("emb", 4)}, Adam(), 5)).ok());
+  for (int step = 0; step < 3; ++step) {
+    proto::PushRequest r;
+    r.set_client_id(9);
+    r.set_push_id(step + 1);
+    for (int b = 0; b < 5; ++b) AddDense(&r, "w", b, std::vector<float>(b == 4 ? 44 : 64, 0.1f * (step + 1)));
+    AddRows(&r, "emb", 4, {3 + step, 70 + step, 1001 + step}, std::vector<float>(12, -0.5f));
+    ASSERT_TRUE(shard->Push(PushFrame::FromProtoRef(r)).ok());
+  }
+}
+
+void ExpectSameShard(ParameterShard* a, ParameterShard* b) {
+  ASSERT_EQ(a->version(), b->version());
+  for (int round = 0; round < 2; ++round) {
+    for (int block = 0; block < 5; ++block) {
+      ASSERT_EQ(testing::PullBlock(*a, "w", block), testing::PullBlock(*b, "w", block)) << "block " << block;
+    }
+    const std::vector<int64_t> ids = {3, 4, 5, 70, 71, 72, 1001, 1002, 1003};
+    ASSERT_EQ(testing::PullRows(*a, "emb", ids), testing::PullRows(*b, "emb", ids));
+    if (round == 1) break;
+    proto::PushRequest r;
+    r.set_client_id(10);
+    r.set_push_id(1);
+    for (int blk = 0; blk < 5; ++blk) AddDense(&r, "w", blk, std::vector<float>(blk == 4 ? 44 : 64, -0.3f));
+    AddRows(&r, "emb", 4, {4, 71, 1003}, std::vector<float>(12, 0.25f));
+    ASSERT_TRUE(a->Push(PushFrame::FromProtoRef(r)).ok());
+    ASSERT_TRUE(b->Push(PushFrame::FromProtoRef(r)).ok());
+  }
+}
+
+std::string SnapshotOf(ParameterShard* shard) {
+  std::string bytes;
+  shard->RequestSnapshot([&bytes](StatusOr<std::string> b, int64_t) {
+    ASSERT_TRUE(b.ok()) << b.status();
+    bytes = *std::move(b);
+  });
+  return bytes;
+}
+
+TEST(Snapshot, LoadsAShardThatGoesOnIdentically) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  ParameterShard b(0, 1);
+  ASSERT_TRUE(b.LoadSnapshot(bytes).ok());
+  EXPECT_EQ(b.ledger_clients(), 1);
+  // The ledger came too: a retried push is recognised as applied.
+  proto::PushRequest retry;
+  retry.set_client_id(9);
+  retry.set_push_id(3);
+  AddDense(&retry, "w", 0, std::vector<float>(64, 1.0f));
+  const int64_t before = b.version();
+  ASSERT_TRUE(b.Push(PushFrame::FromProtoRef(retry)).ok());
+  EXPECT_EQ(b.version(), before);
+  ExpectSameShard(&a, &b);
+}
+
+TEST(Snapshot, ABadSnapshotIsRefusedAndLeavesTheShardFresh) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  ParameterShard b(0, 1);
+  // Cut inside the dense blocks: the parameters exist by then, half filled.
+  Status cut = b.LoadSnapshot(std::string_view(bytes).substr(0, bytes.size() - 200));
+  EXPECT_TRUE(absl::IsDataLoss(cut)) << cut;
+  EXPECT_FALSE(b.initialized());
+  std::string wrong = bytes;
+  wrong[1] = 'X';
+  Status magic = b.LoadSnapshot(wrong);
+  EXPECT_TRUE(absl::IsDataLoss(magic)) << magic;
+  EXPECT_NE(magic.message().find("PLS2"), std::string::npos) << magic;
+  // Nothing of the failed attempts stays: the whole snapshot loads after them.
+  ASSERT_TRUE(b.LoadSnapshot(bytes).ok());
+  ExpectSameShard(&a, &b);
+}
+
+// The primary's side in a thread: dial, token, bytes; the joiner's side loads off the socket.
+struct Transfer {
+  Status sent;    // the primary's
+  Status loaded;  // the joiner's
+};
+Transfer SendAndLoad(const std::string& bytes, const std::string& token_to_send, const std::string& dial_peer,
+                   const std::string& listen_peer, ParameterShard* into) {
+  std::atomic<bool> cancel{false};
+  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, listen_peer);
+  if (!listener.ok()) return {listener.status(), listener.status()};
+  Status sent;
+  const std::string token = token_to_send.empty() ? (*listener)->token() : token_to_send;
+  std::thread primary([&] {
+    StatusOr<std::unique_ptr<SnapshotConnection>> c =
+        SnapshotConnection::Dial("127.0.0.1", (*listener)->port(), absl::Seconds(5), &cancel, dial_peer);
+    if (!c.ok()) {
+      sent = c.status();
+      return;
+    }
+    sent = (*c)->Write(token.data(), token.size(), absl::Seconds(5));
+    if (sent.ok()) sent = (*c)->Write(bytes.data(), bytes.size(), absl::Seconds(5));
+    char done = 0;
+    if (sent.ok()) sent = (*c)->Read(&done, 1, absl::Seconds(5));
+  });
+  StatusOr<std::unique_ptr<SnapshotConnection>> conn = (*listener)->Accept(absl::Now() + absl::Seconds(3));
+  Status loaded = conn.status();
+  if (conn.ok()) {
+    loaded = into->LoadSnapshot([&](void* d, size_t n) { return (*conn)->Read(d, n, absl::Seconds(5)); });
+    const char done = 1;
+    if (loaded.ok()) loaded = (*conn)->Write(&done, 1, absl::Seconds(5));
+  }
+  cancel = true;  // a refused primary may still be waiting
+  primary.join();
+  return {sent, loaded};
+}
+
+TEST(SnapshotSocket, CarriesTheSnapshotStraightIntoTheShard) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  ParameterShard b(0, 1);
+  const Transfer t = SendAndLoad(SnapshotOf(&a), "", "", "", &b);
+  ASSERT_TRUE(t.sent.ok()) << t.sent;
+  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+  ExpectSameShard(&a, &b);
+}
+
+TEST(SnapshotSocket, AConnectionWithoutTheTokenIsClosedUnread) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  ParameterShard b(0, 1);
+  const Transfer t = SendAndLoad(SnapshotOf(&a), std::string(kSnapshotTokenBytes, 'x'), "", "", &b);
+  EXPECT_FALSE(t.sent.ok());
+  EXPECT_TRUE(absl::IsUnavailable(t.loaded)) << t.loaded;  // no connection with the token came
+  EXPECT_FALSE(b.initialized());
+}
+
+TEST(SnapshotSocket, ACancelEndsAWaitingAcceptAtOnce) {
+  std::atomic<bool> cancel{false};
+  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel = true;
+  });
+  const absl::Time start = absl::Now();
+  auto conn = (*listener)->Accept(absl::Now() + absl::Seconds(60));
+  canceller.join();
+  EXPECT_TRUE(absl::IsCancelled(conn.status())) << conn.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // bounded by the 60 s deadline otherwise
+}
+
+class SnapshotSocketTls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("pl-snapshot-tls-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    ASSERT_TRUE(rpc::EnsureJobCa(dir_, "job").ok());
+    ASSERT_TRUE(rpc::IssueCertificate(dir_, "pserver-0").ok());
+    ASSERT_TRUE(rpc::ConfigureTransportSecurity(dir_ + "/pserver-0").ok());
+  }
+  void TearDown() override {
+    rpc::UseInsecureTransport();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(SnapshotSocketTls, TheShardsOwnReplicasGetTheBytesThrough) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  ParameterShard b(0, 1);
+  const Transfer t = SendAndLoad(SnapshotOf(&a), "", "pserver-0", "pserver-0", &b);
+  ASSERT_TRUE(t.sent.ok()) << t.sent;
+  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+  ExpectSameShard(&a, &b);
+}
+
+TEST_F(SnapshotSocketTls, AnotherShardsCertificateIsRefusedByBothEnds) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  ParameterShard b(0, 1);
+  // The primary expects shard 1's replica; this one's certificate says pserver-0.
+  Transfer t = SendAndLoad(bytes, "", "pserver-1", "pserver-0", &b);
+  EXPECT_TRUE(absl::IsPermissionDenied(t.sent)) << t.sent;
+  EXPECT_NE(t.sent.message().find("\"pserver-0\", not \"pserver-1\""), std::string::npos) << t.sent;
+  EXPECT_TRUE(absl::IsUnavailable(t.loaded)) << t.loaded;
+  EXPECT_FALSE(b.initialized());
+  // The joiner expects shard 1's primary: it closes the connection unread.
+  t = SendAndLoad(bytes, "", "pserver-0", "pserver-1", &b);
+  EXPECT_FALSE(t.sent.ok());
+  EXPECT_TRUE(absl::IsUnavailable(t.loaded)) << t.loaded;
+  EXPECT_FALSE(b.initialized());
+}
+
+}  // namespace
+}  // namespace pl::pserver
