@@ -41,6 +41,7 @@
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.pb.h"
 #include "pserver/disk_tier.h"
+#include "pserver/page_warmer.h"
 #include "pserver/shard_storage.h"
 
 namespace pl::pserver {
@@ -224,6 +225,9 @@ class ShardStore {
     friend class ShardStore;
     explicit Loader(ShardStore* store) : store_(store) {}
     ShardStore* const store_;
+    // Faults in the blocks Add creates ahead of the fill (page_warmer.h); joined when
+    // the Loader goes, before a failed fill's blocks are freed.
+    std::unique_ptr<PageWarmer> warmer_;
   };
   // Runs fill on a fresh store (else FAILED_PRECONDITION); the store counts as
   // initialised when fill returns OK, and is fresh again (holds nothing) when not.

@@ -81,8 +81,12 @@ Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
   if (initialized()) {
     return absl::FailedPreconditionError("LoadState needs a fresh shard; this one is initialised");
   }
-  Loader loader(this);
-  if (Status s = fill(&loader); !s.ok()) {
+  Status s;
+  {
+    Loader loader(this);
+    s = fill(&loader);
+  }
+  if (!s.ok()) {
     // Nothing half-read stays behind (blocks the fill never reached hold no values):
     // a later Load or Init starts from an empty store.
     dense_.clear();
@@ -125,7 +129,15 @@ StatusOr<size_t> ShardStore::Loader::Add(const proto::ParamSpec& spec) ABSL_NO_T
   // and a fill that fails leaves an empty store: no block is read unset.
   PL_RETURN_IF_ERROR(store_->AddParam(spec, /*initialize_values=*/false));
   auto it = store_->dense_.find(spec.name());
-  return it == store_->dense_.end() ? 0 : it->second->blocks.size();
+  if (it == store_->dense_.end()) return 0;
+  const int slots = NumSlots(store_->optimizer_.kind);
+  for (const auto& [b, blk] : it->second->blocks) {
+    const size_t bytes = static_cast<size_t>((1 + slots) * blk->n) * sizeof(float);
+    if (bytes < PageWarmer::kMinBytes) continue;
+    if (!warmer_) warmer_ = std::make_unique<PageWarmer>();
+    warmer_->Add(blk->data.get(), bytes);
+  }
+  return it->second->blocks.size();
 }
 
 absl::Span<float> ShardStore::Loader::Block(const std::string& name, int64_t b, int64_t n, int64_t step)

@@ -191,7 +191,7 @@ StatusOr<std::unique_ptr<SnapshotListener>> SnapshotListener::Open(const std::st
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  std::random_device urandom;  // the kernel's generator: the token must not be guessable
+  std::random_device urandom;  // non-deterministic (the CPU's or the kernel's source): no guessable token
   std::string token(kSnapshotTokenBytes, '\0');
   for (char& c : token) c = static_cast<char>(urandom());
   return std::unique_ptr<SnapshotListener>(new SnapshotListener(fd, port, std::move(token), cancel, peer));
