@@ -153,6 +153,8 @@ class Replicator : public ReplicationHook {
   };
   StatusOr<ParameterShard*> AcceptSnapshotFrom(const proto::SnapshotChunk& chunk)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
+  // The snapshot is in: the stream goes on from `position`.
+  void Installed(const ParameterShard& shard, int64_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
   Status OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
   void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk);
 

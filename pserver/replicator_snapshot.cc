@@ -58,6 +58,14 @@ StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotCh
   return shard;
 }
 
+void Replicator::Installed(const ParameterShard& shard, int64_t position) {
+  snapshot_installed_ = true;
+  joined_trained_ = shard.version() > 0;
+  if (joined_trained_) absl::SleepFor(options_.test_slow_joiner * 40);
+  absl::MutexLock l(&mu_);
+  position_ = position;
+}
+
 Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
   if (chunk.open_socket()) return OpenSnapshotSocket(chunk, ack);
   absl::MutexLock follow(&follow_mu_);
@@ -90,13 +98,7 @@ Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::Sna
   }
   snapshot_buffer_.reset();
   snapshot_total_ = 0;
-  snapshot_installed_ = true;
-  joined_trained_ = shard->version() > 0;
-  if (joined_trained_) absl::SleepFor(options_.test_slow_joiner * 40);
-  {
-    absl::MutexLock l(&mu_);
-    position_ = chunk.seq();
-  }
+  Installed(*shard, chunk.seq());
   log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB in pieces, version %d, position %d; "
                             "loading it took %s)",
                             options_.index, received / 1e6, shard->version(), chunk.seq(),
@@ -157,12 +159,8 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
       });
       if (s.ok() && left != 0) s = absl::DataLossError(absl::StrCat(left, " bytes of the snapshot were not read"));
       if (s.ok()) {
-        snapshot_installed_ = true;
         version = (*shard)->version();
-        joined_trained_ = version > 0;
-        if (joined_trained_) absl::SleepFor(options_.test_slow_joiner * 40);
-        absl::MutexLock l(&mu_);
-        position_ = chunk.seq();
+        Installed(**shard, chunk.seq());
       } else if (!absl::IsCancelled(s)) {
         // A shard half read, or a disk tier holding part of it: only a fresh start is clean.
         SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
