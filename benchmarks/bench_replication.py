@@ -15,11 +15,14 @@
      whole all the while): its primary killed, the restarted process copies the whole
      shard; --catchup_reps jobs each with the job's mutual TLS (the default; the
      reference also includes a TLS 1.3 AES-128-GCM stream through 127.0.0.1 with the
-     job's certificates) and with --insecure.
+     job's certificates) and with --insecure, each over every --catchup_lanes count
+     (alternating). A second reference: the same raw copy while the job trains, just
+     before the kill (what the machine's loopback gives with the trainer and the
+     pservers on the same cores).
   4. Memory: each pserver process's resident set (VmRSS), R x the shard.
 
     /usr/bin/python3 benchmarks/bench_replication.py [--build build] [--passes N] [--kills N] [--reps N]
-        [--parts exchange,failover,catchup] [--catchup_dim D] [--catchup_reps N]
+        [--parts exchange,failover,catchup] [--catchup_dim D] [--catchup_reps N] [--catchup_lanes 1,4]
 """
 import argparse
 import os
@@ -176,14 +179,16 @@ def rss_mb(pid):
         return None
 
 
-def big_catchup(build, tmp, dim, insecure, rep):
-    """The 205 MB shard: (snapshot MB, seconds, RSS of each pserver process in MB, the
-    job's tls/ directory or None)."""
-    work = os.path.join(tmp, f"catchup-{'insecure' if insecure else 'tls'}-{rep}")
+def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
+    """The 205 MB shard over `lanes` snapshot lanes: (snapshot MB, seconds, RSS of each
+    pserver process in MB, the job's tls/ directory or None, raw loopback MB/s measured
+    while the job trains or None). `loaded_reference`: measure the latter, just before
+    the kill."""
+    work = os.path.join(tmp, f"catchup-{'insecure' if insecure else 'tls'}-{lanes}-{rep}")
     control = work + ".ctl"
     os.mkfifo(control)
     data = os.path.join(build, "data", "fashion-mnist", "train.plrec")
-    env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim))
+    env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim), PL_SNAPSHOT_LANES=str(lanes))
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", data, "--pservers", "1",
             "--replicas", "2", "--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0",
             "--progress_every_s", "5", "--control", control] + (["--insecure"] if insecure else []) + [
@@ -199,13 +204,15 @@ def big_catchup(build, tmp, dim, insecure, rep):
             time.sleep(0.2)
         pids = [int(p) for p in re.findall(r"started pserver-0\.\d \(pid (\d+)", text())]
         rss = [rss_mb(p) for p in pids]
+        # The same copy as the reference, while this job's trainer and pservers share the cores.
+        loaded = loopback_mb_s(reps=3) if loaded_reference else None
         with open(control, "w") as f:
             f.write("kill-pserver 0\n")
         while True:
             m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^)]+)\)", text())
             big = [(float(mb), duration_s(t)) for mb, t in m if float(mb) > 100]
             if big:
-                return big[0][0], big[0][1], rss, None if insecure else os.path.join(work, "tls")
+                return big[0][0], big[0][1], rss, None if insecure else os.path.join(work, "tls"), loaded
             if time.time() > deadline or proc.poll() is not None:
                 raise SystemExit("the restarted pserver did not catch up: " + log)
             time.sleep(0.2)
@@ -228,7 +235,9 @@ def main():
     p.add_argument("--parts", default="exchange,failover,catchup",
                    help="which measurements, comma-separated: exchange, failover, catchup")
     p.add_argument("--catchup_dim", type=int, default=7168, help="the catch-up shard: Linear(D, D), 4 D^2 bytes")
-    p.add_argument("--catchup_reps", type=int, default=3, help="catch-up jobs per transport")
+    p.add_argument("--catchup_reps", type=int, default=3, help="catch-up jobs per transport and lane count")
+    p.add_argument("--catchup_lanes", default="1,4",
+                   help="snapshot lanes to compare (pl-pserver --snapshot_lanes, through PL_SNAPSHOT_LANES)")
     a = p.parse_args()
     build = os.path.abspath(a.build)
     parts = set(a.parts.split(","))
@@ -260,18 +269,30 @@ def main():
                       "(4 processes: 2 shards x 2 replicas) ==")
         if "catchup" in parts:
             print(f"\n== catch-up of a big shard while training (1 trainer pushing and pulling all of it), "
-                  f"{a.catchup_reps} jobs each ==")
+                  f"{a.catchup_reps} jobs each, lanes alternating ==")
             tls_loop = None
+            loaded_refs = []
+            lane_counts = [int(x) for x in a.catchup_lanes.split(",")]
             for insecure in (False, True):
                 for rep in range(a.catchup_reps):
-                    mb, seconds, big_rss, tls_dir = big_catchup(build, tmp, a.catchup_dim, insecure, rep)
-                    if tls_dir and tls_loop is None:
-                        tls_loop = loopback_mb_s(tls_dir=tls_dir)
-                    line = (f"{'--insecure' if insecure else 'mutual TLS':10s} {mb:.0f} MB: {mb / seconds:6.0f} MB/s "
-                            f"({seconds:.2f} s); ratio to raw loopback TCP ({loop:.0f} MB/s) {mb / seconds / loop:4.2f}")
-                    if not insecure:
-                        line += f", to TLS loopback ({tls_loop:.0f} MB/s) {mb / seconds / tls_loop:4.2f}"
-                    print(line)
+                    for lanes in lane_counts:
+                        mb, seconds, big_rss, tls_dir, loaded = big_catchup(
+                            build, tmp, a.catchup_dim, insecure, rep, lanes, loaded_reference=lanes == lane_counts[0])
+                        if loaded:
+                            loaded_refs.append(loaded)
+                        if tls_dir and tls_loop is None:
+                            tls_loop = loopback_mb_s(tls_dir=tls_dir)
+                        line = (f"{'--insecure' if insecure else 'mutual TLS':10s} {lanes:2d} lane(s) {mb:.0f} MB: "
+                                f"{mb / seconds:6.0f} MB/s ({seconds:.2f} s); ratio to raw loopback TCP ({loop:.0f} "
+                                f"MB/s) {mb / seconds / loop:4.2f}")
+                        if loaded:
+                            line += f", to raw loopback while this job trains ({loaded:.0f} MB/s) {mb / seconds / loaded:4.2f}"
+                        if not insecure:
+                            line += f", to TLS loopback ({tls_loop:.0f} MB/s) {mb / seconds / tls_loop:4.2f}"
+                        print(line, flush=True)
+            if loaded_refs:
+                print(f"raw loopback TCP while a job trains: {', '.join(f'{x:.0f}' for x in loaded_refs)} MB/s "
+                      f"(median {statistics.median(loaded_refs):.0f}; idle {loop:.0f})")
             print(f"RSS of its two pserver processes before the kill: {', '.join(f'{x:.0f}' for x in big_rss if x)} MB "
                   f"(R = 2 copies of the {mb:.0f} MB shard)")
         print(f"load average at end: {os.getloadavg()[0]:.2f}")

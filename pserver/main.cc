@@ -1,9 +1,9 @@
 // pl-pserver: one parameter server process. Parses flags (environment fallbacks
 // PL_PSERVER_INDEX, PL_NUM_PSERVERS, PL_MASTER_ADDR, PL_CHECKPOINT_DIR,
-// PL_ADVERTISE_HOST, read here only), restores the newest valid checkpoint, serves
-// the ParameterServer service, registers with the master, checkpoints every N
-// seconds, returns freed message buffers to the kernel when traffic pauses, and on
-// SIGTERM/SIGINT stops serving, writes a final checkpoint and exits 0.
+// PL_ADVERTISE_HOST, PL_SNAPSHOT_LANES, read here only), restores the newest valid
+// checkpoint, serves the ParameterServer service, registers with the master,
+// checkpoints every N seconds, returns freed message buffers to the kernel when traffic
+// pauses, and on SIGTERM/SIGINT stops serving, writes a final checkpoint and exits 0.
 //
 //   pl-pserver --index 0 --num_pservers 2 --master 127.0.0.1:7000 --port 0
 //              --port_file /tmp/ps0.port --checkpoint_dir /tmp/ckpt --checkpoint_every_s 10
@@ -27,6 +27,7 @@
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/tls.h"
 #include "paddle_like/rpc/tls_flags.h"
 #include "pserver/checkpoint.h"
 #include "pserver/disk_tier.h"
@@ -36,6 +37,7 @@
 #include "pserver/replicator.h"
 #include "pserver/row_evictor.h"
 #include "pserver/shard.h"
+#include "pserver/snapshot_lanes.h"
 
 ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
 ABSL_FLAG(int, num_pservers, 0, "pservers in the job (>= 1)");
@@ -76,8 +78,13 @@ ABSL_FLAG(std::string, sparse_disk_dir, "",
           "with --sparse_memory_mb: rows beyond the cap move to a disk tier (RocksDB) in this directory instead of "
           "being dropped, and come back when touched (the directory is scratch: emptied at start)");
 ABSL_FLAG(bool, snapshot_socket, true,
-          "replicated shards: send a joining replica's snapshot over a plain TCP connection to a port the joiner "
-          "picks (only while gRPC runs without TLS; --nosnapshot_socket: in gRPC pieces, through the gRPC port alone)");
+          "replicated shards: send a joining replica's snapshot over TCP connections of its own to a port the joiner "
+          "picks, with the job's TLS unless --insecure (--nosnapshot_socket: in gRPC pieces, through the gRPC port "
+          "alone)");
+ABSL_FLAG(int32_t, snapshot_lanes, 0,
+          "replicated shards: a snapshot over the socket goes on up to this many connections at once, each read "
+          "into the shard on a thread of its own (1-16; the joiner takes the smaller of its own and the primary's; "
+          "0: 4 with TLS, else one per 4 cores, at most 4)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -148,7 +155,8 @@ int Run(int argc, char** argv) {
        {"num_pservers", "PL_NUM_PSERVERS"},
        {"master", "PL_MASTER_ADDR"},
        {"checkpoint_dir", "PL_CHECKPOINT_DIR"},
-       {"advertise_host", "PL_ADVERTISE_HOST"}}};
+       {"advertise_host", "PL_ADVERTISE_HOST"},
+       {"snapshot_lanes", "PL_SNAPSHOT_LANES"}}};
   program.env = pl::rpc::WithTlsEnv(program.env);
   pl::cli::ParseOrExit(program, argc, argv);
   const int index = absl::GetFlag(FLAGS_index);
@@ -261,6 +269,12 @@ int Run(int argc, char** argv) {
     ro.address = address;
     ro.listen_host = host;
     ro.snapshot_socket = absl::GetFlag(FLAGS_snapshot_socket);
+    ro.snapshot_lanes = absl::GetFlag(FLAGS_snapshot_lanes);
+    if (ro.snapshot_lanes < 0 || ro.snapshot_lanes > pl::pserver::kMaxSnapshotLanes) {
+      return Fail(absl::StrCat("--snapshot_lanes must be 0 (automatic) to ", pl::pserver::kMaxSnapshotLanes, ", not ",
+                               ro.snapshot_lanes));
+    }
+    if (ro.snapshot_lanes == 0) ro.snapshot_lanes = pl::pserver::DefaultSnapshotLanes(pl::rpc::TransportIsSecure());
     // Tests of the ack path (tests/dist/replication_test.cc) ask a primary to die there.
     if (const char* n = std::getenv("PL_TEST_DIE_AFTER_ACKED_UPDATES"); n != nullptr && *n != '\0') {
       ro.test_die_after_acked = std::atoll(n);

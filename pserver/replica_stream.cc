@@ -10,7 +10,8 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
-#include "pserver/snapshot_socket.h"
+#include "pserver/shard.h"
+#include "pserver/snapshot_lanes.h"
 
 namespace pl::pserver {
 
@@ -125,37 +126,27 @@ Status ReplicaStream::SendSnapshot() {
     open.set_total(static_cast<int64_t>(snapshot_.size()));
     open.set_replica_id(options_.replica_id);
     open.set_open_socket(true);
+    open.set_socket_lanes(options_.snapshot_lanes);
     proto::SnapshotAck ack;
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
     PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), open, &ack)), "snapshot socket"));
     if (ack.socket_port() > 0) {
       const std::string host = HostOf(options_.address);
-      StatusOr<std::unique_ptr<SnapshotConnection>> conn = SnapshotConnection::Dial(
-          host, ack.socket_port(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
-      if (conn.ok()) return SendSnapshotOverSocket(conn->get(), ack);
+      PL_ASSIGN_OR_RETURN(const uint64_t payload, ParameterShard::SnapshotPayloadBytes(snapshot_));
+      StatusOr<SnapshotLanes> lanes =
+          DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(), payload,
+                    options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
+      // The joiner reads the bytes straight into its shard as they come; a stall of the
+      // whole call timeout means it is gone.
+      if (lanes.ok()) return SendOverLanes(*lanes, snapshot_, payload, options_.call_timeout);
       // A firewall that lets only the gRPC port through, say: nothing is sent yet, and
       // the pieces take the gRPC port.
       log::Warning(absl::StrCat("shard ", options_.index, ": cannot reach the snapshot socket of replica ",
                                 absl::Hex(options_.replica_id), " at ", host, ":", ack.socket_port(), " (",
-                                conn.status().message(), "); sending the snapshot through gRPC instead"));
+                                lanes.status().message(), "); sending the snapshot through gRPC instead"));
     }
   }
   return SendSnapshotInPieces(start);
-}
-
-Status ReplicaStream::SendSnapshotOverSocket(SnapshotConnection* conn, const proto::SnapshotAck& open) {
-  // The joiner reads the bytes straight into its shard as they come; a stall of the
-  // whole call timeout means it is gone.
-  PL_RETURN_IF_ERROR(conn->Write(open.socket_token().data(), open.socket_token().size(), options_.call_timeout));
-  PL_RETURN_IF_ERROR(conn->Write(snapshot_.data(), snapshot_.size(), options_.call_timeout));
-  uint32_t result[2] = {0, 0};
-  PL_RETURN_IF_ERROR(conn->Read(result, sizeof(result), options_.call_timeout));
-  std::string message(std::min<uint32_t>(result[1], 1 << 16), '\0');
-  PL_RETURN_IF_ERROR(conn->Read(message.data(), message.size(), options_.call_timeout));
-  if (result[0] != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(result[0]), absl::StrCat("snapshot over a socket: ", message));
-  }
-  return absl::OkStatus();
 }
 
 Status ReplicaStream::SendSnapshotInPieces(int64_t start) {

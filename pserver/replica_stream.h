@@ -51,8 +51,10 @@ class ReplicaStream {
     // Pieces in flight at once: each call's copies (into the message, onto the wire,
     // out of it) then run side by side on both ends.
     int snapshot_calls_in_flight = 4;
-    // Offer the joiner to send the snapshot over a plain socket (never with TLS).
+    // Offer the joiner to send the snapshot over sockets of its own (snapshot_lanes.h),
+    // up to this many at once.
     bool snapshot_socket = true;
+    int snapshot_lanes = 4;
     std::function<void()> on_progress;
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
@@ -78,8 +80,6 @@ class ReplicaStream {
  private:
   void Run();
   Status SendSnapshot();
-  // The snapshot over `conn`, the socket the joiner answered `open` with.
-  Status SendSnapshotOverSocket(SnapshotConnection* conn, const proto::SnapshotAck& open);
   Status SendSnapshotInPieces(int64_t start);
   Status Send(const StreamEntry& entry);
 

@@ -78,9 +78,12 @@ struct ReplicatorOptions {
   absl::Duration test_slow_joiner = absl::ZeroDuration();
   // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
   int64_t snapshot_piece_bytes = 8 << 20;
-  // Whether a snapshot may come over a plain TCP socket (snapshot_socket.h), as a
-  // joiner and as a primary; never with TLS. Off: gRPC pieces.
+  // Whether a snapshot may come over TCP sockets of its own (snapshot_socket.h, with
+  // the job's TLS when gRPC has it), as a joiner and as a primary. Off: gRPC pieces.
   bool snapshot_socket = true;
+  // On up to this many connections at once (snapshot_lanes.h); the joiner takes the
+  // smaller of its own and the primary's number.
+  int snapshot_lanes = 4;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
   std::string listen_host = "127.0.0.1";
 };
@@ -156,7 +159,7 @@ class Replicator : public ReplicationHook {
   // The snapshot is in: the stream goes on from `position`.
   void Installed(const ParameterShard& shard, int64_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
   Status OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
-  void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk);
+  void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes);
 
   const ReplicatorOptions options_;
   const uint64_t replica_id_;

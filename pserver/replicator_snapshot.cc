@@ -1,6 +1,7 @@
-// Replicator, a joiner's side of its snapshot: in gRPC pieces, or read off a socket
-// (snapshot_socket.h) that the primary's first InstallSnapshot call opens. See
+// Replicator, a joiner's side of its snapshot: in gRPC pieces, or read off sockets
+// (snapshot_lanes.h) that the primary's first InstallSnapshot call opens. See
 // replicator.h.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/caller.h"
 #include "pserver/replicator.h"
+#include "pserver/snapshot_lanes.h"
 
 namespace pl::pserver {
 namespace {
@@ -18,7 +20,6 @@ namespace {
 constexpr absl::Duration kSocketAcceptWithin = absl::Seconds(30);
 // A sender that moves no byte for this long is taken for dead.
 constexpr absl::Duration kSocketIdle = absl::Seconds(30);
-constexpr size_t kMaxResultMessage = 1024;
 
 Status RefuseEpoch(int index, int64_t epoch, proto::ReplicaInfo::Role role, int64_t own_epoch) {
   return absl::FailedPreconditionError(absl::StrCat("shard ", index, ": a snapshot of epoch ", epoch, " reached a ",
@@ -125,23 +126,27 @@ Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::
   auto install = std::make_unique<SocketInstall>();
   PL_ASSIGN_OR_RETURN(install->listener, SnapshotListener::Open(options_.listen_host, &install->cancel,
                                                                          rpc::PserverIdentity(options_.index)));
+  const int lanes = std::clamp(std::min(chunk.socket_lanes(), options_.snapshot_lanes), 1, kMaxSnapshotLanes);
   ack->set_socket_port(install->listener->port());
   ack->set_socket_token(install->listener->token());
+  ack->set_socket_lanes(lanes);
   SocketInstall* raw = install.get();
-  install->thread = std::thread([this, raw, chunk] { InstallFromSocket(raw, chunk); });
+  install->thread = std::thread([this, raw, chunk, lanes] { InstallFromSocket(raw, chunk, lanes); });
   socket_install_ = std::move(install);
   return absl::OkStatus();
 }
 
-void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk) {
-  StatusOr<std::unique_ptr<SnapshotConnection>> conn = install->listener->Accept(absl::Now() + kSocketAcceptWithin);
-  if (!conn.ok()) {
-    if (!absl::IsCancelled(conn.status())) {
+void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes) {
+  StatusOr<std::unique_ptr<LaneReceiver>> receiver =
+      LaneReceiver::Accept(install->listener.get(), lanes, absl::Now() + kSocketAcceptWithin);
+  if (!receiver.ok()) {
+    if (!absl::IsCancelled(receiver.status())) {
       log::Warning(absl::StrCat("shard ", options_.index, ": the primary never connected for its snapshot: ",
-                                conn.status().message()));
+                                receiver.status().message()));
     }
     return;
   }
+  LaneReceiver& in = **receiver;
   const absl::Time start = absl::Now();
   Status s;
   int64_t version = 0;
@@ -151,12 +156,23 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
     s = shard.status();
     if (s.ok()) {
       uint64_t left = static_cast<uint64_t>(chunk.total());
-      // Straight from the socket into the shard's blocks and rows: no buffer.
-      s = (*shard)->LoadSnapshot([&](void* data, size_t n) -> Status {
+      auto take = [&](uint64_t n) -> Status {
         if (n > left) return absl::DataLossError(absl::StrCat("the snapshot runs past its ", chunk.total(), " bytes"));
         left -= n;
-        return (*conn)->Read(data, n, kSocketIdle);
-      });
+        return absl::OkStatus();
+      };
+      // Straight from the sockets into the shard's blocks and rows: no buffer.
+      s = (*shard)->LoadSnapshot(
+          [&](void* data, size_t n) -> Status {
+            PL_RETURN_IF_ERROR(take(n));
+            return in.Read(data, n, kSocketIdle);
+          },
+          [&](const ByteSpans& spans) -> Status {
+            uint64_t n = 0;
+            for (const absl::Span<char>& span : spans) n += span.size();
+            PL_RETURN_IF_ERROR(take(n));
+            return in.Scatter(spans, kSocketIdle);
+          });
       if (s.ok() && left != 0) s = absl::DataLossError(absl::StrCat(left, " bytes of the snapshot were not read"));
       if (s.ok()) {
         version = (*shard)->version();
@@ -168,13 +184,12 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
     }
   }
   // The primary starts the stream once it reads this.
-  const std::string message = std::string(s.message()).substr(0, kMaxResultMessage);
-  const uint32_t result[2] = {static_cast<uint32_t>(s.code()), static_cast<uint32_t>(message.size())};
-  if ((*conn)->Write(result, sizeof(result), kSocketIdle).ok()) (void)(*conn)->Write(message.data(), message.size(), kSocketIdle);
+  (void)in.Reply(s, kSocketIdle);
   if (s.ok()) {
-    log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB over a socket, version %d, position "
-                              "%d; receiving and loading it took %s)",
-                              options_.index, chunk.total() / 1e6, version, chunk.seq(),
+    log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB over %s, version %d, position %d; "
+                              "receiving and loading it took %s)",
+                              options_.index, chunk.total() / 1e6,
+                              in.lanes() == 1 ? "a socket" : absl::StrCat(in.lanes(), " sockets"), version, chunk.seq(),
                               absl::FormatDuration(absl::Now() - start)));
   }
 }

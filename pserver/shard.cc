@@ -172,8 +172,8 @@ Status ParameterShard::ApplyStateDelta(const ByteReader& read) {
   return absl::OkStatus();
 }
 
-Status ParameterShard::LoadState(const ByteReader& read) {
-  PL_ASSIGN_OR_RETURN(const int64_t version, ReadShardState(read, &store_));
+Status ParameterShard::LoadState(const ByteReader& read, const ScatterReader& scatter) {
+  PL_ASSIGN_OR_RETURN(const int64_t version, ReadShardState(read, &store_, scatter));
   clock_.Set(version);
   return absl::OkStatus();
 }

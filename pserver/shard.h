@@ -156,10 +156,15 @@ class ParameterShard {
   using SnapshotTaker = std::function<void(StatusOr<std::string> bytes, int64_t position)>;
   void RequestSnapshot(SnapshotTaker take);
   // A joining replica installs what RequestSnapshot made (on a fresh shard): whole, or
-  // read as it arrives (a socket), straight into the shard's blocks and rows. An error
-  // while the state is read leaves the shard fresh again.
+  // read as it arrives (a socket), straight into the shard's blocks and rows; the dense
+  // floats, the snapshot's last SnapshotPayloadBytes, through `scatter` when given
+  // (several connections at once: snapshot_lanes.h). An error while the state is read
+  // leaves the shard fresh again.
   Status LoadSnapshot(std::string_view bytes);
-  Status LoadSnapshot(const pserver::ByteReader& read);
+  Status LoadSnapshot(const pserver::ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
+  // How many of a snapshot's last bytes are its dense floats; DATA_LOSS for bytes that
+  // are not a snapshot.
+  static StatusOr<uint64_t> SnapshotPayloadBytes(std::string_view snapshot);
   int64_t ledger_clients() const;
 
   bool initialized() const { return store_.initialized(); }
@@ -178,7 +183,8 @@ class ParameterShard {
   using ByteReader = pserver::ByteReader;
   // `rows`: ShardStore::Rows (kChangedTakingChanges: an incremental state).
   Status SaveState(const ByteWriter& write, ShardStore::Rows rows = ShardStore::Rows::kAll) const;
-  Status LoadState(const ByteReader& read);
+  // `scatter`: ReadShardState's, for a snapshot's state.
+  Status LoadState(const ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
   // An incremental state onto the state it was taken after (shard_serializer.h).
   Status ApplyStateDelta(const ByteReader& read);
   // Incremental checkpoints: see ShardStore::TrackChanges.

@@ -9,7 +9,7 @@
 namespace pl::pserver {
 namespace {
 
-constexpr char kSnapshotMagic[4] = {'P', 'L', 'S', '2'};
+constexpr char kSnapshotMagic[4] = {'P', 'L', 'S', '3'};
 // A ledger holds a few ids per trainer; more than this is a corrupt length.
 constexpr uint64_t kMaxSnapshotLedgerBytes = uint64_t{1} << 30;
 
@@ -130,9 +130,11 @@ void ParameterShard::RequestSnapshot(SnapshotTaker take) {
   take(SnapshotBytes(clock_.version()), hook_ == nullptr ? 0 : hook_->last_position());
 }
 
-// A snapshot: "PLS2", version, the ledger's length and bytes, the state's length and
-// bytes (shard_serializer.h). The ledger comes first so that a receiver reading the
-// snapshot off a socket parses it before it starts filling the store.
+// A snapshot: "PLS3", version, the ledger's length and bytes, the state's length, the
+// length of its dense payload, the state (layout 4 of shard_serializer.h: the dense
+// floats last). The ledger comes first so that a receiver reading the snapshot off a
+// socket parses it before it starts filling the store; the dense floats come last so
+// that it knows where each of them goes before they arrive.
 StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
   std::string ledger;
   {
@@ -141,66 +143,126 @@ StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
   }
   // Taken under the order lock, so pushes wait for it: one pass to size it, one copy
   // into a buffer allocated once (appending would copy a large shard again and again).
-  size_t state_len = 0;
-  if (store_.initialized()) {
-    PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&state_len](const void*, size_t n) {
-      state_len += n;
+  size_t head_len = 0, payload_len = 0;
+  auto count = [](size_t* n) {
+    return [n](const void*, size_t more) {
+      *n += more;
       return absl::OkStatus();
-    }));
+    };
+  };
+  if (store_.initialized()) {
+    PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, count(&head_len)));
+    PL_RETURN_IF_ERROR(WriteDensePayload(store_, count(&payload_len)));
   }
   std::string out;
-  out.reserve(4 + 16 + ledger.size() + 8 + state_len);
+  out.reserve(4 + 8 + 8 + ledger.size() + 8 + 8 + head_len + payload_len);
   out.append(kSnapshotMagic, 4);
   AppendU64(&out, static_cast<uint64_t>(version));
   AppendU64(&out, ledger.size());
   out += ledger;
-  AppendU64(&out, state_len);
+  AppendU64(&out, head_len + payload_len);
+  AppendU64(&out, payload_len);
   const size_t state_at = out.size();
+  auto append = [&out](const void* data, size_t n) {
+    out.append(static_cast<const char*>(data), n);
+    return absl::OkStatus();
+  };
   if (store_.initialized()) {
-    PL_RETURN_IF_ERROR(WriteShardState(store_, version, [&out](const void* data, size_t n) {
-      out.append(static_cast<const char*>(data), n);
-      return absl::OkStatus();
-    }));
+    PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, append));
+    PL_RETURN_IF_ERROR(WriteDensePayload(store_, append));
   }
-  if (out.size() != state_at + state_len) return absl::InternalError("shard snapshot: the state changed while copied");
+  if (out.size() != state_at + head_len + payload_len) {
+    return absl::InternalError("shard snapshot: the state changed while copied");
+  }
   return out;
+}
+
+namespace {
+
+struct SnapshotHeader {
+  uint64_t version = 0;
+  std::string ledger;
+  uint64_t state_len = 0;
+  uint64_t payload_len = 0;  // the state's last bytes
+};
+
+Status BadSnapshot(absl::string_view why) { return absl::DataLossError(absl::StrCat("shard snapshot: ", why)); }
+
+Status ReadSnapshotHeader(const ByteReader& read, SnapshotHeader* h) {
+  char magic[4];
+  PL_RETURN_IF_ERROR(read(magic, 4));
+  if (std::memcmp(magic, kSnapshotMagic, 4) != 0) return BadSnapshot("no PLS3 header");
+  uint64_t ledger_len = 0;
+  PL_RETURN_IF_ERROR(read(&h->version, 8));
+  PL_RETURN_IF_ERROR(read(&ledger_len, 8));
+  if (ledger_len > kMaxSnapshotLedgerBytes) return BadSnapshot(absl::StrCat("a ledger of ", ledger_len, " bytes"));
+  h->ledger.assign(ledger_len, '\0');
+  PL_RETURN_IF_ERROR(read(h->ledger.data(), ledger_len));
+  PL_RETURN_IF_ERROR(read(&h->state_len, 8));
+  PL_RETURN_IF_ERROR(read(&h->payload_len, 8));
+  if (h->payload_len > h->state_len) {
+    return BadSnapshot(absl::StrCat("a payload of ", h->payload_len, " bytes in a state of ", h->state_len));
+  }
+  return absl::OkStatus();
+}
+
+// Reads from bytes in memory.
+ByteReader MemoryReader(std::string_view bytes, size_t* at) {
+  return [bytes, at](void* data, size_t n) -> Status {
+    if (n > bytes.size() - *at) return BadSnapshot("truncated");
+    std::memcpy(data, bytes.data() + *at, n);
+    *at += n;
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+StatusOr<uint64_t> ParameterShard::SnapshotPayloadBytes(std::string_view snapshot) {
+  size_t at = 0;
+  SnapshotHeader h;
+  PL_RETURN_IF_ERROR(ReadSnapshotHeader(MemoryReader(snapshot, &at), &h));
+  if (h.state_len != snapshot.size() - at) {
+    return BadSnapshot(absl::StrCat("a state of ", h.state_len, " bytes in ", snapshot.size() - at));
+  }
+  return h.payload_len;
 }
 
 Status ParameterShard::LoadSnapshot(std::string_view bytes) {
   size_t at = 0;
-  Status s = LoadSnapshot([&](void* data, size_t n) -> Status {
-    if (n > bytes.size() - at) return absl::DataLossError("shard snapshot: truncated");
-    std::memcpy(data, bytes.data() + at, n);
-    at += n;
-    return absl::OkStatus();
-  });
-  if (s.ok() && at != bytes.size()) return absl::DataLossError("shard snapshot: trailing bytes after the state");
+  Status s = LoadSnapshot(MemoryReader(bytes, &at));
+  if (s.ok() && at != bytes.size()) return BadSnapshot("trailing bytes after the state");
   return s;
 }
 
-Status ParameterShard::LoadSnapshot(const ByteReader& read) {
-  auto bad = [](const std::string& why) { return absl::DataLossError("shard snapshot: " + why); };
-  char magic[4];
-  PL_RETURN_IF_ERROR(read(magic, 4));
-  if (std::memcmp(magic, kSnapshotMagic, 4) != 0) return bad("no PLS2 header");
-  uint64_t version = 0, ledger_len = 0, state_len = 0;
-  PL_RETURN_IF_ERROR(read(&version, 8));
-  PL_RETURN_IF_ERROR(read(&ledger_len, 8));
-  if (ledger_len > kMaxSnapshotLedgerBytes) return bad(absl::StrCat("a ledger of ", ledger_len, " bytes"));
-  std::string ledger_bytes(ledger_len, '\0');
-  PL_RETURN_IF_ERROR(read(ledger_bytes.data(), ledger_len));
-  PL_ASSIGN_OR_RETURN(PushLedger ledger, PushLedger::Parse(ledger_bytes));
-  PL_RETURN_IF_ERROR(read(&state_len, 8));
-  if (state_len > 0) {
-    uint64_t left = state_len;
-    PL_RETURN_IF_ERROR(LoadState([&](void* data, size_t n) -> Status {
-      if (n > left) return bad("state shorter than it says");
+Status ParameterShard::LoadSnapshot(const ByteReader& read, const ScatterReader& scatter) {
+  SnapshotHeader h;
+  PL_RETURN_IF_ERROR(ReadSnapshotHeader(read, &h));
+  PL_ASSIGN_OR_RETURN(PushLedger ledger, PushLedger::Parse(h.ledger));
+  if (h.state_len > 0) {
+    uint64_t left = h.state_len;
+    ByteReader counted = [&](void* data, size_t n) -> Status {
+      if (n > left) return BadSnapshot("state shorter than it says");
       left -= n;
       return read(data, n);
-    }));
-    if (left != 0) return bad(absl::StrCat(left, " bytes of state left unread"));
+    };
+    ScatterReader counted_scatter;
+    if (scatter) {
+      counted_scatter = [&](const ByteSpans& spans) -> Status {
+        uint64_t total = 0;
+        for (const absl::Span<char>& s : spans) total += s.size();
+        if (total != h.payload_len || total > left) {
+          return BadSnapshot(absl::StrCat("its blocks take ", total, " bytes of dense payload; it says ",
+                                          h.payload_len));
+        }
+        left -= total;
+        return scatter(spans);
+      };
+    }
+    PL_RETURN_IF_ERROR(LoadState(counted, counted_scatter));
+    if (left != 0) return BadSnapshot(absl::StrCat(left, " bytes of state left unread"));
   }
-  clock_.Set(static_cast<int64_t>(version));
+  clock_.Set(static_cast<int64_t>(h.version));
   absl::MutexLock l(&ledger_mu_);
   ledger_ = std::move(ledger);
   return absl::OkStatus();

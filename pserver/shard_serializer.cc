@@ -13,6 +13,7 @@ constexpr uint32_t kEndTag = 0x21444e45;   // "END!"
 constexpr uint32_t kLayout = 1;       // the whole state
 constexpr uint32_t kOldDeltaLayout = 2;  // the same, with only the rows changed since the state before
 constexpr uint32_t kDeltaLayout = 3;     // the same, each stripe first listing the rows evicted since
+constexpr uint32_t kPayloadAfterLayout = 4;  // layout 1, the dense floats after the end tag
 bool IsDelta(uint32_t layout) { return layout == kOldDeltaLayout || layout == kDeltaLayout; }
 constexpr uint64_t kMaxMessageBytes = 1 << 20;
 
@@ -67,6 +68,7 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, block));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, n));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, step));
+    if (layout_ == kPayloadAfterLayout) return absl::OkStatus();  // WriteDensePayload's
     return w_(data.data(), data.size() * sizeof(float));
   }
   Status Tables(size_t tables) override { return Put<uint32_t>(w_, tables); }
@@ -94,13 +96,41 @@ class Writer : public ShardStore::Visitor {
   const ByteWriter& w_;
 };
 
+// The dense blocks' floats alone, in the visit's order; stops the visit at the tables.
+class PayloadWriter : public ShardStore::Visitor {
+ public:
+  explicit PayloadWriter(const ByteWriter& w) : w_(w) {}
+  bool done() const { return done_; }
+
+  Status Config(const proto::OptimizerConfig&, uint64_t, bool, size_t) override { return absl::OkStatus(); }
+  Status Param(const proto::ParamSpec&, size_t) override { return absl::OkStatus(); }
+  Status Block(int64_t, int64_t, int64_t, absl::Span<const float> data) override {
+    return w_(data.data(), data.size() * sizeof(float));
+  }
+  Status Tables(size_t) override {
+    done_ = true;
+    return absl::CancelledError("dense payload written");  // the rest of the visit is not needed
+  }
+  Status Table(const proto::ParamSpec&, int) override { return absl::OkStatus(); }
+  Status Evicted(absl::Span<const int64_t>) override { return absl::OkStatus(); }
+  Status Stripe(size_t) override { return absl::OkStatus(); }
+  Status Row(int64_t, absl::Span<const float>) override { return absl::OkStatus(); }
+  Status Sightings(absl::Span<const uint16_t>) override { return absl::OkStatus(); }
+
+ private:
+  const ByteWriter& w_;
+  bool done_ = false;
+};
+
 Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, bool delta,
                   uint32_t* layout_out, int64_t* version) {
   uint32_t tag = 0, layout = 0;
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kHeadTag) return Corrupt("not a pserver shard (bad tag)");
   PL_RETURN_IF_ERROR(Get(r, &layout));
-  if (layout != kLayout && !IsDelta(layout)) return Corrupt(absl::StrCat("unknown layout ", layout));
+  if (layout != kLayout && layout != kPayloadAfterLayout && !IsDelta(layout)) {
+    return Corrupt(absl::StrCat("unknown layout ", layout));
+  }
   if (IsDelta(layout) != delta) {
     return Corrupt(delta ? "a whole state where an incremental one was expected"
                          : "an incremental state where a whole one was expected");
@@ -147,7 +177,9 @@ StatusOr<size_t> ReadSpec(const ByteReader& r, proto::ParamSpec::Kind kind, bool
   return owned;
 }
 
-Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader) {
+// `deferred`: a layout-4 state's, whose floats come after the end tag: each block's
+// place is added to it instead of read.
+Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader, ByteSpans* deferred) {
   proto::ParamSpec spec;
   PL_ASSIGN_OR_RETURN(const size_t owned, ReadSpec(r, proto::ParamSpec::DENSE, delta, loader, &spec));
   uint64_t num_blocks = 0;
@@ -164,7 +196,11 @@ Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader) {
     if (data.empty()) {
       return Corrupt(absl::StrCat("parameter '", spec.name(), "': unexpected block ", b, " of ", n));
     }
-    PL_RETURN_IF_ERROR(r(data.data(), data.size() * sizeof(float)));
+    if (deferred != nullptr) {
+      deferred->emplace_back(reinterpret_cast<char*>(data.data()), data.size() * sizeof(float));
+    } else {
+      PL_RETURN_IF_ERROR(r(data.data(), data.size() * sizeof(float)));
+    }
   }
   return absl::OkStatus();
 }
@@ -210,19 +246,23 @@ Status ReadTable(const ByteReader& r, const ShardStore& store, uint32_t layout, 
   return absl::OkStatus();
 }
 
-Status ReadBody(const ByteReader& r, const ShardStore& store, bool delta, ShardStore::Loader* loader,
-                int64_t* version) {
+Status ReadBody(const ByteReader& r, const ScatterReader& scatter, const ShardStore& store, bool delta,
+                ShardStore::Loader* loader, int64_t* version) {
   uint32_t layout = 0;
   PL_RETURN_IF_ERROR(ReadHeader(r, store, loader, delta, &layout, version));
+  ByteSpans payload;
+  ByteSpans* deferred = layout == kPayloadAfterLayout ? &payload : nullptr;
   uint32_t num_dense = 0;
   PL_RETURN_IF_ERROR(Get(r, &num_dense));
-  for (uint32_t i = 0; i < num_dense; ++i) PL_RETURN_IF_ERROR(ReadDense(r, delta, loader));
+  for (uint32_t i = 0; i < num_dense; ++i) PL_RETURN_IF_ERROR(ReadDense(r, delta, loader, deferred));
   uint32_t num_sparse = 0;
   PL_RETURN_IF_ERROR(Get(r, &num_sparse));
   for (uint32_t i = 0; i < num_sparse; ++i) PL_RETURN_IF_ERROR(ReadTable(r, store, layout, loader));
   uint32_t tag = 0;
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kEndTag) return Corrupt("missing end tag");
+  if (scatter && !payload.empty()) return scatter(payload);
+  for (const absl::Span<char>& span : payload) PL_RETURN_IF_ERROR(r(span.data(), span.size()));
   return absl::OkStatus();
 }
 }  // namespace
@@ -233,17 +273,30 @@ Status WriteShardState(const ShardStore& store, int64_t version, const ByteWrite
   return Put(write, kEndTag);
 }
 
-StatusOr<int64_t> ReadShardState(const ByteReader& r, ShardStore* store) {
+Status WriteShardStateHead(const ShardStore& store, int64_t version, const ByteWriter& write) {
+  Writer writer(store, version, kPayloadAfterLayout, write);
+  PL_RETURN_IF_ERROR(store.Visit(&writer));
+  return Put(write, kEndTag);
+}
+
+Status WriteDensePayload(const ShardStore& store, const ByteWriter& write) {
+  PayloadWriter writer(write);
+  Status s = store.Visit(&writer);
+  return writer.done() ? absl::OkStatus() : s;
+}
+
+StatusOr<int64_t> ReadShardState(const ByteReader& r, ShardStore* store, const ScatterReader& scatter) {
   int64_t version = 0;
-  PL_RETURN_IF_ERROR(store->Load(
-      [&](ShardStore::Loader* loader) { return ReadBody(r, *store, /*delta=*/false, loader, &version); }));
+  PL_RETURN_IF_ERROR(store->Load([&](ShardStore::Loader* loader) {
+    return ReadBody(r, scatter, *store, /*delta=*/false, loader, &version);
+  }));
   return version;
 }
 
 StatusOr<int64_t> ApplyShardDelta(const ByteReader& r, ShardStore* store) {
   int64_t version = 0;
   PL_RETURN_IF_ERROR(store->LoadMore(
-      [&](ShardStore::Loader* loader) { return ReadBody(r, *store, /*delta=*/true, loader, &version); }));
+      [&](ShardStore::Loader* loader) { return ReadBody(r, nullptr, *store, /*delta=*/true, loader, &version); }));
   return version;
 }
 

@@ -17,6 +17,12 @@
 //                                   u64 #evicted { i64 id }
 // (a row evicted and touched again since is in both: evict first, then the row).
 //
+// Layout 4, a joining replica's snapshot (shard_replication.cc), is layout 1 with every
+// dense block's floats moved after the end tag, in the order of the blocks' headers:
+//   ... { i64 block | i64 n | i64 step } ... u32 'END!' | f32 block data ...
+// so that a reader knows where each byte of the bulk goes before it arrives, and can
+// read it on several connections at once (snapshot_lanes.h).
+//
 // where "bytes" is u64 length + data. The layout is append-only: a new one gets a new
 // number and the old one stays readable.
 //
@@ -28,6 +34,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
+
+#include "absl/types/span.h"
 
 #include "paddle_like/core/status.h"
 #include "pserver/shard_store.h"
@@ -37,6 +46,10 @@ namespace pl::pserver {
 // Where the bytes go and come from; each call moves exactly n bytes or fails.
 using ByteWriter = std::function<Status(const void* data, size_t n)>;
 using ByteReader = std::function<Status(void* data, size_t n)>;
+// Where a layout-4 state's dense payload goes, in order: a reader given one fills every
+// span with the payload's next bytes, in any order or at once (ScatterReader).
+using ByteSpans = std::vector<absl::Span<char>>;
+using ScatterReader = std::function<Status(const ByteSpans& spans)>;
 
 // Writes `store` as being at `version`. The caller keeps a sync step's update out
 // meanwhile when the version must match the values exactly. `rows`: which rows, and
@@ -45,10 +58,17 @@ using ByteReader = std::function<Status(void* data, size_t n)>;
 Status WriteShardState(const ShardStore& store, int64_t version, const ByteWriter& write,
                        ShardStore::Rows rows = ShardStore::Rows::kAll);
 
-// Reads a stream written by WriteShardState into a fresh `store`; returns the saved
-// version. DATA_LOSS for a stream that is not one; FAILED_PRECONDITION for a store that
-// is not fresh, or a stream for another index or shard count.
-StatusOr<int64_t> ReadShardState(const ByteReader& read, ShardStore* store);
+// Layout 4 in two parts, written one after the other: the state without its dense
+// floats, then the floats (a visit of the dense blocks alone, in the same order).
+Status WriteShardStateHead(const ShardStore& store, int64_t version, const ByteWriter& write);
+Status WriteDensePayload(const ShardStore& store, const ByteWriter& write);
+
+// Reads a stream written by WriteShardState (or a layout-4 one) into a fresh `store`;
+// returns the saved version. DATA_LOSS for a stream that is not one;
+// FAILED_PRECONDITION for a store that is not fresh, or a stream for another index or
+// shard count. A layout-4 payload goes through `scatter` when given, else through
+// `read`; either way the store counts as loaded only once the payload is in.
+StatusOr<int64_t> ReadShardState(const ByteReader& read, ShardStore* store, const ScatterReader& scatter = nullptr);
 // Applies an incremental state (layout 2 or 3) onto `store`, which holds the state it was
 // taken after; returns its version. DATA_LOSS as above, or for a whole state; a store
 // left half-changed by a DATA_LOSS must be loaded again from its base.

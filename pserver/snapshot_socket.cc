@@ -21,6 +21,8 @@ namespace {
 
 // Bigger kernel buffers than the default let one write or read move more per call.
 constexpr int kSocketBufferBytes = 4 << 20;
+// Room for every lane of a snapshot (snapshot_lanes.h) to connect at once.
+constexpr int kListenBacklog = 64;
 
 Status Errno(const std::string& what) { return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno))); }
 
@@ -124,6 +126,8 @@ StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std
 
 SnapshotConnection::~SnapshotConnection() { ::close(fd_); }
 
+void SnapshotConnection::Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
 Status SnapshotConnection::Wait(short events, absl::Duration idle, const char* what) {
   return PollFor(fd_, events, absl::Now() + idle, cancel_, what);
 }
@@ -182,7 +186,7 @@ StatusOr<std::unique_ptr<SnapshotListener>> SnapshotListener::Open(const std::st
   if (fd < 0) return Errno("snapshot listener socket");
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  if (::bind(fd, ai.list->ai_addr, ai.list->ai_addrlen) != 0 || ::listen(fd, 4) != 0 ||
+  if (::bind(fd, ai.list->ai_addr, ai.list->ai_addrlen) != 0 || ::listen(fd, kListenBacklog) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     Status s = Errno(absl::StrCat("snapshot listener on ", host));
     ::close(fd);

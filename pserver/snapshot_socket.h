@@ -4,9 +4,10 @@
 // buffer, into the shard).
 //
 // The joiner listens on an ephemeral port (SnapshotListener) and tells the primary the
-// port and a random token through the InstallSnapshot call; the primary dials it and
-// sends the token, then the snapshot; the joiner answers with the install's status. A
-// connection that does not present the token is closed unread. When the job's gRPC
+// port and a random token through the InstallSnapshot call; the primary dials it (as
+// many connections as the snapshot's lanes: snapshot_lanes.h) and sends the token,
+// then the snapshot; the joiner answers with the install's status. A connection that
+// does not present the token is closed unread. When the job's gRPC
 // runs with TLS, so does this connection (rpc/tls_socket.h): both ends must hold the
 // job's certificate of the same shard ("pserver-<i>").
 //
@@ -46,6 +47,9 @@ class SnapshotConnection {
   // Exactly n bytes; UNAVAILABLE when the peer closes first or sends nothing for `idle`.
   Status Read(void* data, size_t n, absl::Duration idle);
   Status Write(const void* data, size_t n, absl::Duration idle);
+  // Ends the connection for both directions; a Read or Write blocked in another thread
+  // returns an error at once. The socket stays open until destruction.
+  void Shutdown();
 
  private:
   friend class SnapshotListener;  // runs the server's handshake

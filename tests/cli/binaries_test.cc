@@ -81,6 +81,7 @@ const std::vector<Binary>& Binaries() {
         {"replicas", "int32, default 1"},
         {"replica_checkpoints", "bool, default false"},
         {"shm", "bool, default true"},
+        {"snapshot_lanes", "int32, default 0, env PL_SNAPSHOT_LANES"},
         {"snapshot_socket", "bool, default true"},
         {"sparse_disk_dir", "string, default \"\""},
         {"sparse_memory_mb", "int64, default 0"},

@@ -1,11 +1,14 @@
 // A joining replica's snapshot (ParameterShard::RequestSnapshot / LoadSnapshot) and the
-// socket it may travel on (pserver/snapshot_socket.h): a loaded snapshot is the same
-// shard byte for byte, a bad one leaves the shard fresh, and over a socket (plain and
-// mutual TLS) only the primary that holds the token and the shard's certificate gets
-// its bytes in.
+// sockets it may travel on (pserver/snapshot_socket.h, snapshot_lanes.h): a loaded
+// snapshot is the same shard byte for byte, a bad one leaves the shard fresh, over
+// several lanes each slice lands in its blocks, and over a socket (plain and mutual
+// TLS) only the primary that holds the token and the shard's certificate gets its
+// bytes in.
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -14,6 +17,7 @@
 #include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/tls.h"
 #include "pserver/shard.h"
+#include "pserver/snapshot_lanes.h"
 #include "pserver/snapshot_socket.h"
 #include "tests/pserver/pserver_test_util.h"
 
@@ -108,7 +112,7 @@ TEST(Snapshot, ABadSnapshotIsRefusedAndLeavesTheShardFresh) {
   wrong[1] = 'X';
   Status magic = b.LoadSnapshot(wrong);
   EXPECT_TRUE(absl::IsDataLoss(magic)) << magic;
-  EXPECT_NE(magic.message().find("PLS2"), std::string::npos) << magic;
+  EXPECT_NE(magic.message().find("PLS3"), std::string::npos) << magic;
   // Nothing of the failed attempts stays: the whole snapshot loads after them.
   ASSERT_TRUE(b.LoadSnapshot(bytes).ok());
   ExpectSameShard(&a, &b);
@@ -185,6 +189,114 @@ TEST(SnapshotSocket, ACancelEndsAWaitingAcceptAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // bounded by the 60 s deadline otherwise
 }
 
+TEST(Snapshot, EndsWithItsDenseFloats) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  StatusOr<uint64_t> payload = ParameterShard::SnapshotPayloadBytes(bytes);
+  ASSERT_TRUE(payload.ok()) << payload.status();
+  EXPECT_EQ(*payload, 300u * 3 * sizeof(float));  // "w": 300 values and Adam's 2 slots of each
+  // Its last float is the last block's second slot, as a pull of that block does not
+  // show; the first of the payload is block 0's first value, which a pull does.
+  float first = 0;
+  std::memcpy(&first, bytes.data() + bytes.size() - *payload, sizeof(float));
+  EXPECT_EQ(first, testing::PullBlock(a, "w", 0)[0]);
+  EXPECT_TRUE(absl::IsDataLoss(ParameterShard::SnapshotPayloadBytes(bytes.substr(0, bytes.size() - 1)).status()));
+}
+
+// The primary's side of a snapshot over `lanes` lanes in a thread, with `payload` in
+// its preambles (the true one unless given), the joiner's side here.
+Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShard* into, int64_t payload = -1) {
+  std::atomic<bool> cancel{false};
+  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  if (!listener.ok()) return {listener.status(), listener.status()};
+  StatusOr<uint64_t> true_payload = ParameterShard::SnapshotPayloadBytes(bytes);
+  if (!true_payload.ok()) return {true_payload.status(), true_payload.status()};
+  Status sent;
+  std::thread primary([&] {
+    const uint64_t announced = payload < 0 ? *true_payload : payload;
+    StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), lanes, (*listener)->token(), announced,
+                                          absl::Seconds(5), &cancel, "");
+    sent = c.ok() ? SendOverLanes(*c, bytes, announced, absl::Seconds(5)) : c.status();
+  });
+  StatusOr<std::unique_ptr<LaneReceiver>> in = LaneReceiver::Accept(listener->get(), lanes, absl::Now() + absl::Seconds(5));
+  Status loaded = in.status();
+  if (in.ok()) {
+    loaded = into->LoadSnapshot([&](void* d, size_t n) { return (*in)->Read(d, n, absl::Seconds(5)); },
+                                [&](const ByteSpans& spans) { return (*in)->Scatter(spans, absl::Seconds(5)); });
+    (void)(*in)->Reply(loaded, absl::Seconds(5));
+  }
+  cancel = true;
+  primary.join();
+  return {sent, loaded};
+}
+
+TEST(SnapshotLanes, EachSliceLandsInItsBlocks) {
+  // 3600 bytes of floats in 5 blocks: 3 lanes cut blocks in the middle, 7 lanes more so.
+  for (int lanes : {1, 3, 7}) {
+    SCOPED_TRACE(lanes);
+    ParameterShard a(0, 1);
+    ASSERT_NO_FATAL_FAILURE(Train(&a));
+    ParameterShard b(0, 1);
+    const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), lanes, &b);
+    ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+    ASSERT_TRUE(t.sent.ok()) << t.sent;
+    ExpectSameShard(&a, &b);
+  }
+}
+
+TEST(SnapshotLanes, APayloadOtherThanTheBlocksIsRefusedAtBothEnds) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  ParameterShard b(0, 1);
+  const Transfer t = SendAndLoadOverLanes(bytes, 3, &b, /*payload=*/300 * 3 * 4 - 8);
+  EXPECT_TRUE(absl::IsDataLoss(t.loaded)) << t.loaded;
+  EXPECT_TRUE(absl::IsDataLoss(t.sent)) << t.sent;  // the joiner's answer
+  EXPECT_FALSE(b.initialized());
+  ASSERT_TRUE(SendAndLoadOverLanes(bytes, 3, &b).loaded.ok());  // and the shard takes the right one after
+  ExpectSameShard(&a, &b);
+}
+
+TEST(SnapshotLanes, ALaneThatDiesEndsTheInstallAtOnce) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  const uint64_t payload = *ParameterShard::SnapshotPayloadBytes(bytes);
+  std::atomic<bool> cancel{false};
+  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::atomic<bool> receiver_done{false};
+  // A primary that sends half of each lane's slice, then loses lane 2 while the other
+  // two stay open and silent: their reads end with lane 2's, not after their 30 s.
+  std::thread primary([&] {
+    StatusOr<SnapshotLanes> c =
+        DialLanes("127.0.0.1", (*listener)->port(), 3, (*listener)->token(), payload, absl::Seconds(5), &cancel, "");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const size_t head = bytes.size() - payload;
+    ASSERT_TRUE((*c)[0]->Write(bytes.data(), head + payload / 6, absl::Seconds(5)).ok());
+    ASSERT_TRUE((*c)[1]->Write(bytes.data() + head + payload / 3, payload / 6, absl::Seconds(5)).ok());
+    ASSERT_TRUE((*c)[2]->Write(bytes.data() + head + 2 * payload / 3, payload / 6, absl::Seconds(5)).ok());
+    (*c)[2].reset();
+    // Lanes 0 and 1 stay open and silent until the receiver is done, or for 25 s.
+    for (int i = 0; i < 250 && !receiver_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  });
+  auto in = LaneReceiver::Accept(listener->get(), 3, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(in.ok()) << in.status();
+  ParameterShard b(0, 1);
+  const absl::Time start = absl::Now();
+  const Status loaded =
+      b.LoadSnapshot([&](void* d, size_t n) { return (*in)->Read(d, n, absl::Seconds(30)); },
+                     [&](const ByteSpans& spans) { return (*in)->Scatter(spans, absl::Seconds(30)); });
+  const absl::Duration took = absl::Now() - start;
+  receiver_done = true;
+  primary.join();
+  EXPECT_TRUE(absl::IsUnavailable(loaded)) << loaded;
+  EXPECT_NE(loaded.message().find("closed with"), std::string::npos) << loaded;
+  EXPECT_LT(took, absl::Seconds(20));  // not the 25 s lanes 0 and 1 stay silent
+  EXPECT_FALSE(b.initialized());
+}
+
 class SnapshotSocketTls : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -227,6 +339,33 @@ TEST_F(SnapshotSocketTls, AnotherShardsCertificateIsRefusedByBothEnds) {
   EXPECT_FALSE(t.sent.ok());
   EXPECT_TRUE(absl::IsUnavailable(t.loaded)) << t.loaded;
   EXPECT_FALSE(b.initialized());
+}
+
+TEST_F(SnapshotSocketTls, LanesEachRunTheirOwnTls) {
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  const std::string bytes = SnapshotOf(&a);
+  std::atomic<bool> cancel{false};
+  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "pserver-0");
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  Status sent;
+  std::thread primary([&] {
+    const uint64_t payload = *ParameterShard::SnapshotPayloadBytes(bytes);
+    StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), 3, (*listener)->token(), payload,
+                                          absl::Seconds(10), &cancel, "pserver-0");
+    sent = c.ok() ? SendOverLanes(*c, bytes, payload, absl::Seconds(10)) : c.status();
+  });
+  auto in = LaneReceiver::Accept(listener->get(), 3, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(in.ok()) << in.status();
+  ParameterShard b(0, 1);
+  const Status loaded =
+      b.LoadSnapshot([&](void* d, size_t n) { return (*in)->Read(d, n, absl::Seconds(10)); },
+                     [&](const ByteSpans& spans) { return (*in)->Scatter(spans, absl::Seconds(10)); });
+  ASSERT_TRUE((*in)->Reply(loaded, absl::Seconds(10)).ok());
+  primary.join();
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  ASSERT_TRUE(sent.ok()) << sent;
+  ExpectSameShard(&a, &b);
 }
 
 }  // namespace
