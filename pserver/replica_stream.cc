@@ -10,12 +10,11 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
-#include "pserver/shard.h"
 #include "pserver/snapshot_lanes.h"
 
 namespace pl::pserver {
 
-ReplicaStream::ReplicaStream(Options options, std::string snapshot, int64_t start, int64_t epoch)
+ReplicaStream::ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch)
     : options_(std::move(options)),
       epoch_(epoch),
       snapshot_bytes_(static_cast<int64_t>(snapshot.size())),
@@ -83,7 +82,7 @@ void ReplicaStream::Run() {
   if (!snapshot_.empty()) {
     const absl::Time start = absl::Now();
     st = SendSnapshot();
-    std::string().swap(snapshot_);
+    snapshot_.Release();
     absl::MutexLock l(&mu_);
     snapshot_sent_ = st.ok();
     snapshot_time_ = absl::Now() - start;
@@ -132,13 +131,18 @@ Status ReplicaStream::SendSnapshot() {
     PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), open, &ack)), "snapshot socket"));
     if (ack.socket_port() > 0) {
       const std::string host = HostOf(options_.address);
-      PL_ASSIGN_OR_RETURN(const uint64_t payload, ParameterShard::SnapshotPayloadBytes(snapshot_));
       StatusOr<SnapshotLanes> lanes =
-          DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(), payload,
-                    options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
+          DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(),
+                    snapshot_.payload_bytes(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
       // The joiner reads the bytes straight into its shard as they come; a stall of the
       // whole call timeout means it is gone.
-      if (lanes.ok()) return SendOverLanes(*lanes, snapshot_, payload, options_.call_timeout);
+      if (lanes.ok()) {
+        return SendOverLanes(*lanes, snapshot_.size(), snapshot_.payload_bytes(),
+                             [this](uint64_t from, uint64_t to, const ByteWriter& write) {
+                               return snapshot_.Send(from, to, write);
+                             },
+                             options_.call_timeout);
+      }
       // A firewall that lets only the gRPC port through, say: nothing is sent yet, and
       // the pieces take the gRPC port.
       log::Warning(absl::StrCat("shard ", options_.index, ": cannot reach the snapshot socket of replica ",
@@ -173,7 +177,18 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
       chunk.set_replica_epoch(epoch_);
       chunk.set_seq(start);
       chunk.set_offset(offset);
-      chunk.set_data(snapshot_.data() + offset, n);
+      std::string* data = chunk.mutable_data();
+      data->reserve(n);
+      Status copied = snapshot_.Send(offset, offset + n, [data](const void* bytes, size_t k) {
+        data->append(static_cast<const char*>(bytes), k);
+        return absl::OkStatus();
+      });
+      if (!copied.ok()) {
+        next = pieces;
+        absl::MutexLock e(&error_mu);
+        if (error.ok()) error = copied;
+        return;
+      }
       chunk.set_last(offset + n == total);
       chunk.set_total(total);
       chunk.set_replica_id(options_.replica_id);

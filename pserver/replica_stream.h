@@ -2,8 +2,8 @@
 // replica. The primary appends entries (pushes, Inits, ends of sync steps) in stream
 // order; one thread per stream sends them in that order, one call at a time, and
 // records the last position the replica acknowledged. A joining replica's stream first
-// sends the shard's snapshot, then the entries after it: over a socket the joiner
-// opens (snapshot_socket.h) when it offers one, else in InstallSnapshot pieces.
+// sends the shard's snapshot, then the entries after it: over sockets the joiner opens
+// (snapshot_lanes.h) when it offers them, else in InstallSnapshot pieces.
 //
 // A call that fails ends the stream for good: the primary asks the master to drop
 // that replica (which then exits and joins again from a fresh snapshot), because a
@@ -27,7 +27,7 @@
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "proto/pserver.grpc.pb.h"
-#include "pserver/snapshot_socket.h"
+#include "pserver/shard_snapshot.h"
 
 namespace pl::pserver {
 
@@ -59,7 +59,7 @@ class ReplicaStream {
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
   // position `start`, then every appended entry after it.
-  ReplicaStream(Options options, std::string snapshot, int64_t start, int64_t epoch);
+  ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch);
   ~ReplicaStream();  // stops the thread; unsent entries are dropped
   ReplicaStream(const ReplicaStream&) = delete;
   ReplicaStream& operator=(const ReplicaStream&) = delete;
@@ -86,7 +86,7 @@ class ReplicaStream {
   const Options options_;
   const int64_t epoch_;
   const int64_t snapshot_bytes_;
-  std::string snapshot_;  // released once sent
+  ShardSnapshot snapshot_;  // released once sent
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::unique_ptr<PserverFrameStub> frames_;
 

@@ -327,7 +327,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
   {
     // Called under the shard's order lock at a point of the stream: the joiner's
     // stream starts right after it.
-    shard->RequestSnapshot([this, r](StatusOr<std::string> bytes, int64_t position) {
+    shard->RequestSnapshot([this, r](StatusOr<ShardSnapshot> bytes, int64_t position) {
       absl::MutexLock l(&mu_);
       snapshot_pending_.erase(r.replica_id());
       if (!bytes.ok()) {
@@ -346,8 +346,11 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();
       };
-      log::Info(absl::StrFormat("shard %d: sending a snapshot of %.1f MB (position %d) to joining replica %x at %s",
-                                options_.index, bytes->size() / 1e6, position, r.replica_id(), r.address()));
+      log::Info(absl::StrFormat(
+          "shard %d: sending a snapshot of %.1f MB (position %d; taking it held updates for %s) to joining "
+          "replica %x at %s",
+          options_.index, bytes->size() / 1e6, position, absl::FormatDuration(bytes->taken_in()), r.replica_id(),
+          r.address()));
       streams_[r.replica_id()] = std::make_unique<ReplicaStream>(so, *std::move(bytes), position, epoch_);
     });
   }

@@ -49,6 +49,7 @@
 #include "pserver/push_ledger.h"
 #include "pserver/replication_hook.h"
 #include "pserver/shard_serializer.h"
+#include "pserver/shard_snapshot.h"
 #include "pserver/shard_storage.h"
 #include "pserver/shard_store.h"
 #include "pserver/sync_barrier.h"
@@ -149,11 +150,12 @@ class ParameterShard {
   StatusOr<int64_t> FollowPush(PushFrame frame);
   Status FollowInit(const proto::InitRequest& request);
   void FollowStepComplete(int contributors);
-  // A primary's copy of the shard for a joining replica: the state and the push
+  // A primary's snapshot of the shard for a joining replica: the state and the push
   // ledger, at a point of the stream (async: now; sync: at the end of the next step,
   // so that no step is half summed). `take` is called once, on the thread that
-  // reaches that point, with the bytes and the stream position they hold.
-  using SnapshotTaker = std::function<void(StatusOr<std::string> bytes, int64_t position)>;
+  // reaches that point, with the snapshot (its dense floats pinned in the shard, not
+  // copied: shard_snapshot.h) and the stream position it holds.
+  using SnapshotTaker = std::function<void(StatusOr<ShardSnapshot> snapshot, int64_t position)>;
   void RequestSnapshot(SnapshotTaker take);
   // A joining replica installs what RequestSnapshot made (on a fresh shard): whole, or
   // read as it arrives (a socket), straight into the shard's blocks and rows; the dense
@@ -162,8 +164,8 @@ class ParameterShard {
   // leaves the shard fresh again.
   Status LoadSnapshot(std::string_view bytes);
   Status LoadSnapshot(const pserver::ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
-  // How many of a snapshot's last bytes are its dense floats; DATA_LOSS for bytes that
-  // are not a snapshot.
+  // How many of a snapshot's last bytes (ShardSnapshot::Bytes) are its dense floats;
+  // DATA_LOSS for bytes that are not a snapshot.
   static StatusOr<uint64_t> SnapshotPayloadBytes(std::string_view snapshot);
   int64_t ledger_clients() const;
 
@@ -205,7 +207,7 @@ class ParameterShard {
   // The step's update; a replicated primary forwards its end and takes a requested
   // snapshot there.
   void ApplyStep(int contributors);
-  StatusOr<std::string> SnapshotBytes(int64_t version) const;
+  StatusOr<ShardSnapshot> TakeSnapshot(int64_t version) const;
 
   // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};

@@ -75,7 +75,7 @@ void ParameterShard::ApplyStep(int contributors) {
     if (!position.ok()) {
       take(position.status(), 0);
     } else {
-      take(SnapshotBytes(clock_.version() + 1), *position);  // the clock advances after this update
+      take(TakeSnapshot(clock_.version() + 1), *position);  // the clock advances after this update
     }
   }
 }
@@ -127,22 +127,24 @@ void ParameterShard::RequestSnapshot(SnapshotTaker take) {
   }
   // Async: every update goes through order_mu_, so the state is exactly the stream's
   // up to its last position.
-  take(SnapshotBytes(clock_.version()), hook_ == nullptr ? 0 : hook_->last_position());
+  take(TakeSnapshot(clock_.version()), hook_ == nullptr ? 0 : hook_->last_position());
 }
 
 // A snapshot: "PLS3", version, the ledger's length and bytes, the state's length, the
 // length of its dense payload, the state (layout 4 of shard_serializer.h: the dense
 // floats last). The ledger comes first so that a receiver reading the snapshot off a
 // socket parses it before it starts filling the store; the dense floats come last so
-// that it knows where each of them goes before they arrive.
-StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
+// that it knows where each of them goes before they arrive. They are pinned, not
+// copied (shard_snapshot.h): under the order lock this copies the rest alone.
+StatusOr<ShardSnapshot> ParameterShard::TakeSnapshot(int64_t version) const {
+  const absl::Time start = absl::Now();
   std::string ledger;
   {
     absl::MutexLock l(&ledger_mu_);
     ledger = ledger_.Serialize();
   }
-  // Taken under the order lock, so pushes wait for it: one pass to size it, one copy
-  // into a buffer allocated once (appending would copy a large shard again and again).
+  // One pass to size the head, one copy into a buffer allocated once (appending would
+  // copy a large table again and again).
   size_t head_len = 0, payload_len = 0;
   auto count = [](size_t* n) {
     return [n](const void*, size_t more) {
@@ -154,27 +156,27 @@ StatusOr<std::string> ParameterShard::SnapshotBytes(int64_t version) const {
     PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, count(&head_len)));
     PL_RETURN_IF_ERROR(WriteDensePayload(store_, count(&payload_len)));
   }
-  std::string out;
-  out.reserve(4 + 8 + 8 + ledger.size() + 8 + 8 + head_len + payload_len);
-  out.append(kSnapshotMagic, 4);
-  AppendU64(&out, static_cast<uint64_t>(version));
-  AppendU64(&out, ledger.size());
-  out += ledger;
-  AppendU64(&out, head_len + payload_len);
-  AppendU64(&out, payload_len);
-  const size_t state_at = out.size();
-  auto append = [&out](const void* data, size_t n) {
-    out.append(static_cast<const char*>(data), n);
-    return absl::OkStatus();
-  };
+  std::string head;
+  head.reserve(4 + 8 + 8 + ledger.size() + 8 + 8 + head_len);
+  head.append(kSnapshotMagic, 4);
+  AppendU64(&head, static_cast<uint64_t>(version));
+  AppendU64(&head, ledger.size());
+  head += ledger;
+  AppendU64(&head, head_len + payload_len);
+  AppendU64(&head, payload_len);
+  const size_t state_at = head.size();
   if (store_.initialized()) {
-    PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, append));
-    PL_RETURN_IF_ERROR(WriteDensePayload(store_, append));
+    PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, [&head](const void* data, size_t n) {
+      head.append(static_cast<const char*>(data), n);
+      return absl::OkStatus();
+    }));
   }
-  if (out.size() != state_at + head_len + payload_len) {
-    return absl::InternalError("shard snapshot: the state changed while copied");
+  ShardSnapshot snapshot(std::move(head), store_.PinDense());
+  if (snapshot.size() != state_at + head_len + payload_len) {
+    return absl::InternalError("shard snapshot: the state changed while taken");
   }
-  return out;
+  snapshot.set_taken_in(absl::Now() - start);
+  return snapshot;
 }
 
 namespace {

@@ -64,6 +64,22 @@ struct DenseBlock {
   std::shared_ptr<float[]> data;
   std::unique_ptr<float[]> accum;        // sync: (n) gradient sum of the current step
   bool has_accum ABSL_GUARDED_BY(mu) = false;
+  // Snapshots (ShardSnapshot) holding `data` as it is now: an update gives the block a
+  // copy of its own first (Writable), so that theirs stays as it was when taken.
+  int pins ABSL_GUARDED_BY(mu) = 0;
+
+  // The (1 + S) * n floats an update may change in place: `data`, copied first if a
+  // snapshot holds it. (A pull sending the old buffer keeps it alive, as before.)
+  float* Writable(int slots) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (pins > 0) {
+      const int64_t floats = (1 + slots) * n;
+      std::shared_ptr<float[]> own(new float[floats]);
+      std::memcpy(own.get(), data.get(), floats * sizeof(float));
+      data = std::move(own);
+      pins = 0;
+    }
+    return data.get();
+  }
 };
 
 struct DenseParam {

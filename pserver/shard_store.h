@@ -129,6 +129,18 @@ class ShardStore {
   enum class Rows { kAll, kAllTakingChanges, kChangedTakingChanges };
   Status Visit(Visitor* visitor, Rows rows = Rows::kAll) const;
 
+  // A snapshot's hold on every dense block's floats as they are now, in the order Visit
+  // shows the blocks, without a copy: the block's next update copies them first
+  // (DenseBlock::Writable), until Unpin. The caller keeps updates out while it pins (a
+  // shard's order lock), and unpins before the store goes.
+  struct DensePin {
+    DenseBlock* block = nullptr;
+    std::shared_ptr<const float[]> data;
+    size_t bytes = 0;
+  };
+  std::vector<DensePin> PinDense() const;
+  static void Unpin(const DensePin& pin);
+
   // From now on, every row a push updates is marked as changed (for incremental
   // checkpoints; RowStripe::MarkChanged). Idempotent.
   void TrackChanges() const { track_changes_.store(true, std::memory_order_relaxed); }

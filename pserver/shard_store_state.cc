@@ -8,6 +8,27 @@
 
 namespace pl::pserver {
 
+std::vector<ShardStore::DensePin> ShardStore::PinDense() const {
+  absl::ReaderMutexLock l(&mu_);
+  std::vector<DensePin> pins;
+  if (!initialized_) return pins;
+  const int slots = NumSlots(optimizer_.kind);
+  for (const auto& [name, p] : dense_) {
+    for (const auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      ++blk->pins;
+      pins.push_back({blk.get(), blk->data, static_cast<size_t>((1 + slots) * blk->n) * sizeof(float)});
+    }
+  }
+  return pins;
+}
+
+void ShardStore::Unpin(const DensePin& pin) {
+  absl::MutexLock bl(&pin.block->mu);
+  // An update since has given the block a copy of its own, with no pins.
+  if (pin.block->data.get() == pin.data.get() && pin.block->pins > 0) --pin.block->pins;
+}
+
 Status ShardStore::Visit(Visitor* v, Rows rows) const {
   absl::ReaderMutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckInitialized());

@@ -58,7 +58,7 @@ void ShardStore::Apply(const ResolvedPush& push) {
     DenseBlock* blk = d.block;
     absl::MutexLock bl(&blk->mu);
     const int64_t step = ++blk->step;
-    float* value = blk->data.get();
+    float* value = blk->Writable(rule->num_slots());
     float* slots = rule->num_slots() > 0 ? value + blk->n : nullptr;
     d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
       rule->Apply(value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
@@ -124,7 +124,8 @@ void ShardStore::ApplyAccumulated(int contributors) {
       if (!blk->has_accum) continue;
       float* g = blk->accum.get();
       for (int64_t i = 0; i < blk->n; ++i) g[i] *= scale;
-      rule_->Apply(blk->data.get(), g, blk->data.get() + blk->n, blk->n, ++blk->step, blk->n);
+      float* value = blk->Writable(rule_->num_slots());
+      rule_->Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n);
       blk->has_accum = false;
     }
   }

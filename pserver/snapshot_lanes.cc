@@ -78,18 +78,20 @@ StatusOr<SnapshotLanes> DialLanes(const std::string& host, int port, int lanes, 
   return out;
 }
 
-Status SendOverLanes(const SnapshotLanes& lanes, std::string_view snapshot, uint64_t payload, absl::Duration idle) {
+Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload, const SnapshotSource& snapshot,
+                     absl::Duration idle) {
   const int n = static_cast<int>(lanes.size());
-  if (n == 0 || payload > snapshot.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("a snapshot of ", snapshot.size(), " bytes with a payload of ",
-                                                   payload, " over ", n, " lanes"));
+  if (n == 0 || payload > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a snapshot of ", size, " bytes with a payload of ", payload, " over ", n, " lanes"));
   }
-  const size_t head = snapshot.size() - payload;
+  const uint64_t head = size - payload;
   PL_RETURN_IF_ERROR(OnEveryLane(lanes, [&](int k) -> Status {
     SnapshotConnection& lane = *lanes[k];
-    if (k == 0) PL_RETURN_IF_ERROR(lane.Write(snapshot.data(), head, idle));
+    const ByteWriter write = [&lane, idle](const void* data, size_t bytes) { return lane.Write(data, bytes, idle); };
     const auto [from, to] = Slice(payload, k, n);
-    return lane.Write(snapshot.data() + head + from, to - from, idle);
+    if (k == 0) return snapshot(0, head + to, write);  // the head, then its slice
+    return snapshot(head + from, head + to, write);
   }));
   // The joiner answers once the shard is installed.
   uint32_t result[2] = {0, 0};

@@ -2,7 +2,7 @@
 // the copies on both ends, the page faults of the joiner's fresh blocks and, with TLS,
 // the cipher run on several cores instead of one.
 //
-// The snapshot (ParameterShard::SnapshotBytes) ends with its dense floats, P bytes, and
+// The snapshot (shard_snapshot.h) ends with its dense floats, P bytes, and
 // by the time a reader reaches them it knows which block each one goes to. Lane 0
 // carries the snapshot up to them, which the joiner parses as it arrives; then lane k
 // of K carries the k-th slice of the P bytes, [P·k/K, P·(k+1)/K), which the joiner reads
@@ -16,9 +16,9 @@
 #define PSERVER_SNAPSHOT_LANES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -45,7 +45,11 @@ using SnapshotLanes = std::vector<std::unique_ptr<SnapshotConnection>>;
 StatusOr<SnapshotLanes> DialLanes(const std::string& host, int port, int lanes, const std::string& token,
                                   uint64_t payload, absl::Duration timeout, const std::atomic<bool>* cancel,
                                   const std::string& peer);
-Status SendOverLanes(const SnapshotLanes& lanes, std::string_view snapshot, uint64_t payload, absl::Duration idle);
+// The snapshot's bytes [from, to), handed to `write` in order (ShardSnapshot::Send);
+// called for disjoint ranges at once, one per lane.
+using SnapshotSource = std::function<Status(uint64_t from, uint64_t to, const ByteWriter& write)>;
+Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload, const SnapshotSource& snapshot,
+                     absl::Duration idle);
 
 // The joiner's side: the lanes of one snapshot, accepted from a listener.
 class LaneReceiver {

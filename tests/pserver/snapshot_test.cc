@@ -20,65 +20,20 @@
 #include "pserver/snapshot_lanes.h"
 #include "pserver/snapshot_socket.h"
 #include "tests/pserver/pserver_test_util.h"
+#include "tests/pserver/snapshot_test_util.h"
 
 namespace pl::pserver {
 namespace {
 using testing::AddDense;
-using testing::AddRows;
-using testing::DenseSpec;
-using testing::MakeInit;
-using testing::SparseSpec;
+using snapshot_testing::ExpectSameShard;
+using snapshot_testing::SnapshotOf;
+using snapshot_testing::Train;
 
-OptimizerSpec Adam() {
-  OptimizerSpec o;
-  o.kind = OptimizerKind::kAdam;
-  o.learning_rate = 0.01f;
-  return o;
-}
-
-// Pushes one more Adam step to both and compares every value: equal only when the
-// values and the optimizer's slots and step counts all came across.
-void ExpectSameShard(ParameterShard* a, ParameterShard* b);
-
-// A shard with a dense parameter, a sparse table and some Adam steps on both.
-void Train(ParameterShard* shard) {
-  ASSERT_TRUE(shard->Init(MakeInit({DenseSpec("w", {300}, 64), SparseSpec("emb", 4)}, Adam(), 5)).ok());
-  for (int step = 0; step < 3; ++step) {
-    proto::PushRequest r;
-    r.set_client_id(9);
-    r.set_push_id(step + 1);
-    for (int b = 0; b < 5; ++b) AddDense(&r, "w", b, std::vector<float>(b == 4 ? 44 : 64, 0.1f * (step + 1)));
-    AddRows(&r, "emb", 4, {3 + step, 70 + step, 1001 + step}, std::vector<float>(12, -0.5f));
-    ASSERT_TRUE(shard->Push(PushFrame::FromProtoRef(r)).ok());
-  }
-}
-
-void ExpectSameShard(ParameterShard* a, ParameterShard* b) {
-  ASSERT_EQ(a->version(), b->version());
-  for (int round = 0; round < 2; ++round) {
-    for (int block = 0; block < 5; ++block) {
-      ASSERT_EQ(testing::PullBlock(*a, "w", block), testing::PullBlock(*b, "w", block)) << "block " << block;
-    }
-    const std::vector<int64_t> ids = {3, 4, 5, 70, 71, 72, 1001, 1002, 1003};
-    ASSERT_EQ(testing::PullRows(*a, "emb", ids), testing::PullRows(*b, "emb", ids));
-    if (round == 1) break;
-    proto::PushRequest r;
-    r.set_client_id(10);
-    r.set_push_id(1);
-    for (int blk = 0; blk < 5; ++blk) AddDense(&r, "w", blk, std::vector<float>(blk == 4 ? 44 : 64, -0.3f));
-    AddRows(&r, "emb", 4, {4, 71, 1003}, std::vector<float>(12, 0.25f));
-    ASSERT_TRUE(a->Push(PushFrame::FromProtoRef(r)).ok());
-    ASSERT_TRUE(b->Push(PushFrame::FromProtoRef(r)).ok());
-  }
-}
-
-std::string SnapshotOf(ParameterShard* shard) {
-  std::string bytes;
-  shard->RequestSnapshot([&bytes](StatusOr<std::string> b, int64_t) {
-    ASSERT_TRUE(b.ok()) << b.status();
-    bytes = *std::move(b);
-  });
-  return bytes;
+// A string's bytes as a snapshot source (snapshot_lanes.h).
+SnapshotSource FromString(const std::string& bytes) {
+  return [&bytes](uint64_t from, uint64_t to, const ByteWriter& write) {
+    return write(bytes.data() + from, to - from);
+  };
 }
 
 TEST(Snapshot, LoadsAShardThatGoesOnIdentically) {
@@ -217,7 +172,7 @@ Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShar
     const uint64_t announced = payload < 0 ? *true_payload : payload;
     StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), lanes, (*listener)->token(), announced,
                                           absl::Seconds(5), &cancel, "");
-    sent = c.ok() ? SendOverLanes(*c, bytes, announced, absl::Seconds(5)) : c.status();
+    sent = c.ok() ? SendOverLanes(*c, bytes.size(), announced, FromString(bytes), absl::Seconds(5)) : c.status();
   });
   StatusOr<std::unique_ptr<LaneReceiver>> in = LaneReceiver::Accept(listener->get(), lanes, absl::Now() + absl::Seconds(5));
   Status loaded = in.status();
@@ -353,7 +308,7 @@ TEST_F(SnapshotSocketTls, LanesEachRunTheirOwnTls) {
     const uint64_t payload = *ParameterShard::SnapshotPayloadBytes(bytes);
     StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), 3, (*listener)->token(), payload,
                                           absl::Seconds(10), &cancel, "pserver-0");
-    sent = c.ok() ? SendOverLanes(*c, bytes, payload, absl::Seconds(10)) : c.status();
+    sent = c.ok() ? SendOverLanes(*c, bytes.size(), payload, FromString(bytes), absl::Seconds(10)) : c.status();
   });
   auto in = LaneReceiver::Accept(listener->get(), 3, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(in.ok()) << in.status();
