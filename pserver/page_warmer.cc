@@ -14,6 +14,15 @@ constexpr size_t kPieceBytes = size_t{8} << 20;
 
 }  // namespace
 
+void PopulateForWrite(void* data, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Whole pages inside the range only: the partial ones at its ends may belong to other
+  // objects, and the writer faults them in itself.
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / page * page;
+  if (begin < end) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
 PageWarmer::PageWarmer() : thread_([this] { Run(); }) {}
 
 PageWarmer::~PageWarmer() {
@@ -31,7 +40,6 @@ void PageWarmer::Add(void* data, size_t bytes) {
 }
 
 void PageWarmer::Run() {
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   while (true) {
     std::pair<char*, size_t> range;
     {
@@ -42,18 +50,13 @@ void PageWarmer::Run() {
       range = queue_.front();
       queue_.pop_front();
     }
-    // Whole pages inside the range only: the partial ones at its ends may belong to
-    // other objects, and the writer faults them in itself.
-    uintptr_t begin = (reinterpret_cast<uintptr_t>(range.first) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(range.first) + range.second) / page * page;
-    for (; begin < end; begin += kPieceBytes) {
+    char* at = static_cast<char*>(range.first);
+    for (size_t done = 0; done < range.second; done += kPieceBytes) {
       {
         absl::MutexLock l(&mu_);
         if (stop_) return;
       }
-      const size_t n = std::min<uintptr_t>(kPieceBytes, end - begin);
-      // Advice: where the kernel lacks it (before Linux 5.14) the writer takes the faults.
-      (void)::madvise(reinterpret_cast<void*>(begin), n, MADV_POPULATE_WRITE);
+      PopulateForWrite(at + done, std::min(kPieceBytes, range.second - done));
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "pserver/page_warmer.h"
 
 namespace pl::pserver {
 namespace {
@@ -144,7 +145,11 @@ Status LaneReceiver::Scatter(const ByteSpans& spans, absl::Duration idle) {
     uint64_t at = 0;  // the payload offset of the span's start
     for (const absl::Span<char>& s : spans) {
       const uint64_t begin = std::max(at, from), end = std::min(at + s.size(), to);
-      if (begin < end) PL_RETURN_IF_ERROR(lanes_[k]->Read(s.data() + (begin - at), end - begin, idle));
+      if (begin < end) {
+        // The blocks are fresh memory: their pages in at once, not a fault per page.
+        PopulateForWrite(s.data() + (begin - at), end - begin);
+        PL_RETURN_IF_ERROR(lanes_[k]->Read(s.data() + (begin - at), end - begin, idle));
+      }
       at += s.size();
       if (at >= to) break;
     }

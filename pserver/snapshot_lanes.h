@@ -2,16 +2,18 @@
 // the copies on both ends, the page faults of the joiner's fresh blocks and, with TLS,
 // the cipher run on several cores instead of one.
 //
-// The snapshot (shard_snapshot.h) ends with its dense floats, P bytes, and
-// by the time a reader reaches them it knows which block each one goes to. Lane 0
-// carries the snapshot up to them, which the joiner parses as it arrives; then lane k
-// of K carries the k-th slice of the P bytes, [P·k/K, P·(k+1)/K), which the joiner reads
-// on a thread of its own straight into the blocks that slice covers. Each connection
-// opens with the listener's token and a preamble (lane, K, P); the joiner answers on
-// lane 0 with the install's status. One lane is the plain snapshot socket.
+// The snapshot (shard_snapshot.h) ends with its dense floats, P bytes, and by the time
+// a reader reaches them it knows which block each one goes to. Lane 0 carries the
+// snapshot up to them, which the joiner parses as it arrives; then lane k of K carries
+// the k-th slice of the P bytes, [P·k/K, P·(k+1)/K), which the joiner reads on a
+// thread of its own straight into the blocks that slice covers (their fresh pages
+// faulted in a span at a time first: PopulateForWrite). Each connection opens with the
+// listener's token and a preamble (lane, K, P); the joiner answers on lane 0 with the
+// install's status. One lane is the plain snapshot socket.
 //
-// Thread-safety: each call uses its lanes from one thread at a time (the sender's and
-// the scatter's threads are their own); Abort may be called from any thread.
+// Thread-safety: the functions and a LaneReceiver's calls are made from one thread at
+// a time; they run the lanes on threads of their own, and the first lane to fail shuts
+// the others down.
 #ifndef PSERVER_SNAPSHOT_LANES_H_
 #define PSERVER_SNAPSHOT_LANES_H_
 
