@@ -1,9 +1,16 @@
 #include "paddle_like/metrics/progress_board.h"
 
+#include <algorithm>
+
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl::metrics {
+
+namespace {
+// How far back a repeated point is looked for: more than a trainer keeps unsent.
+constexpr size_t kRecentPoints = 1024;
+}  // namespace
 
 grpc::Status ProgressBoard::Report(grpc::ServerContext* context, const proto::ProgressReport* request,
                                    proto::ProgressReply*) {
@@ -20,6 +27,14 @@ void ProgressBoard::Add(const proto::ProgressReport& report) {
   absl::MutexLock lock(&mu_);
   TrainerCurve& c = curves_[report.trainer()];
   for (const proto::ProgressPoint& p : report.points()) {
+    // A trainer re-sends the points of a call it gave up on, which the master may have
+    // served all the same: a point already here (same step, same time) is kept once.
+    const size_t recent = std::min<size_t>(c.points.size(), kRecentPoints);
+    if (std::any_of(c.points.end() - recent, c.points.end(), [&p](const proto::ProgressPoint& q) {
+          return q.step() == p.step() && q.wall_time() == p.wall_time();
+        })) {
+      continue;
+    }
     c.points.push_back(p);
     if (c.points.size() > max_points_) {
       std::vector<proto::ProgressPoint> kept;

@@ -6,6 +6,11 @@ namespace pl::metrics {
 namespace {
 
 constexpr int kMaxPending = 600;  // points kept while the master is unreachable
+// A report's call: short while training (what fails is kept for the next), longer for
+// the last one, which nothing follows. A master that is gone answers at once either
+// way; only a busy one makes the exit wait.
+constexpr absl::Duration kReportDeadline = absl::Seconds(1);
+constexpr absl::Duration kLastReportDeadline = absl::Seconds(5);
 
 }  // namespace
 
@@ -15,10 +20,13 @@ ProgressReporter::ProgressReporter(const std::string& master_address, std::strin
       next_(next),
       every_(every),
       stub_(proto::JobProgress::NewStub(rpc::MakeChannel(master_address))) {
-  sender_ = std::make_unique<Ticker>(absl::Seconds(2), [this] { Send(); });
+  sender_ = std::make_unique<Ticker>(absl::Seconds(2), [this] { Send(kReportDeadline); });
 }
 
-ProgressReporter::~ProgressReporter() { sender_.reset(); }
+ProgressReporter::~ProgressReporter() {
+  sender_.reset();
+  Send(kLastReportDeadline);  // what the ticker's last call could not deliver, if anything
+}
 
 void ProgressReporter::OnStep(const StepRecord& r) {
   if (next_ != nullptr) next_->OnStep(r);
@@ -59,10 +67,10 @@ void ProgressReporter::OnEvaluation(int64_t step, const std::string& metric, dou
     pending_.set_test_metric_name(metric);
     pending_.set_test_metric(static_cast<float>(value));
   }
-  Send();  // the end of the job: the page shows the result at once
+  Send(kReportDeadline);  // the end of the job: the page shows the result at once
 }
 
-void ProgressReporter::Send() {
+void ProgressReporter::Send(absl::Duration deadline) {
   if (unsupported_.load()) return;
   proto::ProgressReport report;
   {
@@ -72,7 +80,7 @@ void ProgressReporter::Send() {
   }
   report.set_trainer(trainer_);
   proto::ProgressReply reply;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(1000));
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
   const grpc::Status s = stub_->Report(ctx.get(), report, &reply);
   if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     unsupported_.store(true);

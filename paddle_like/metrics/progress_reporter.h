@@ -28,14 +28,14 @@ class ProgressReporter final : public TrainingObserver {
   // `next` (may be null) must outlive this object.
   ProgressReporter(const std::string& master_address, std::string trainer, TrainingObserver* next,
                    absl::Duration every = absl::Seconds(1));
-  // Sends what is left (bounded by a short deadline).
+  // Sends what is left (bounded: a few seconds at most, for a master too busy to answer).
   ~ProgressReporter() override;
 
   void OnStep(const StepRecord& r) override;
   void OnEvaluation(int64_t step, const std::string& metric, double value) override;
 
  private:
-  void Send();
+  void Send(absl::Duration deadline);
   // Turns the window's steps into a point (none when it has no step).
   void ClosePoint(absl::Time now);
 

@@ -45,6 +45,43 @@ TEST(ProgressReporterTest, ReportsPointsAndTheTestMetricAndPassesEveryCallOn) {
   (*server)->Shutdown();
 }
 
+// A master that answers each report only after `delay` (a busy machine).
+class SlowMaster final : public proto::JobProgress::Service {
+ public:
+  SlowMaster(ProgressBoard* board, absl::Duration delay) : board_(board), delay_(delay) {}
+  grpc::Status Report(grpc::ServerContext* context, const proto::ProgressReport* request,
+                      proto::ProgressReply* reply) override {
+    absl::SleepFor(delay_);
+    return board_->Report(context, request, reply);
+  }
+
+ private:
+  ProgressBoard* const board_;
+  const absl::Duration delay_;
+};
+
+TEST(ProgressReporterTest, AMasterTooBusyToAnswerWithinASecondStillHasTheLastReportOnceItCloses) {
+  ProgressBoard board;
+  SlowMaster slow(&board, absl::Milliseconds(2500));  // past a report's 1 s, within the last one's 5 s
+  rpc::ServerOptions options;
+  options.address = "127.0.0.1:0";
+  int port = 0;
+  auto server = rpc::StartServer(options, {&slow}, &port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  {
+    ProgressReporter reporter(absl::StrCat("127.0.0.1:", port), "trainer-9", nullptr, /*every=*/absl::Hours(1));
+    reporter.OnStep({1, 3.0, 16, 64, 0.01, 0.0, 0.01});
+    reporter.OnEvaluation(1, "accuracy", 0.5);  // its send gives up after 1 s; the report is kept
+  }
+  // The job's end: the status page must show the result now, not some time later.
+  const auto curves = board.Curves();
+  ASSERT_EQ(curves.count("trainer-9"), 1u);
+  EXPECT_TRUE(curves.at("trainer-9").evaluated);
+  absl::SleepFor(absl::Seconds(1));  // the calls it gave up on, served late, add nothing
+  EXPECT_EQ(board.Curves().at("trainer-9").points.size(), 1u);
+  (*server)->Shutdown();
+}
+
 TEST(ProgressReporterTest, AnUnreachableMasterNeverHoldsAStepUp) {
   // Nothing listens on port 1; sends fail on the reporter's thread, steps do not wait.
   ProgressReporter reporter("127.0.0.1:1", "trainer-8", nullptr, absl::ZeroDuration());
