@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/dist/sharding.h"
+#include "pserver/page_warmer.h"
 
 namespace pl::pserver {
 
@@ -199,6 +200,8 @@ Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader, By
     if (deferred != nullptr) {
       deferred->emplace_back(reinterpret_cast<char*>(data.data()), data.size() * sizeof(float));
     } else {
+      // A fresh block: its pages in at once, not a fault per page inside the read.
+      PopulateForWrite(data.data(), data.size() * sizeof(float));
       PL_RETURN_IF_ERROR(r(data.data(), data.size() * sizeof(float)));
     }
   }
@@ -262,7 +265,10 @@ Status ReadBody(const ByteReader& r, const ScatterReader& scatter, const ShardSt
   PL_RETURN_IF_ERROR(Get(r, &tag));
   if (tag != kEndTag) return Corrupt("missing end tag");
   if (scatter && !payload.empty()) return scatter(payload);
-  for (const absl::Span<char>& span : payload) PL_RETURN_IF_ERROR(r(span.data(), span.size()));
+  for (const absl::Span<char>& span : payload) {
+    PopulateForWrite(span.data(), span.size());
+    PL_RETURN_IF_ERROR(r(span.data(), span.size()));
+  }
   return absl::OkStatus();
 }
 }  // namespace
