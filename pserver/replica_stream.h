@@ -52,8 +52,8 @@ class ReplicaStream {
     // out of it) then run side by side on both ends.
     int snapshot_calls_in_flight = 4;
     // Offer the joiner to send the snapshot over sockets of its own (snapshot_lanes.h),
-    // up to this many at once.
     bool snapshot_socket = true;
+    // on up to this many at once (the joiner may take fewer).
     int snapshot_lanes = 4;
     std::function<void()> on_progress;
   };
