@@ -160,10 +160,12 @@ TEST(Snapshot, EndsWithItsDenseFloats) {
 }
 
 // The primary's side of a snapshot over `lanes` lanes in a thread, with `payload` in
-// its preambles (the true one unless given), the joiner's side here.
-Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShard* into, int64_t payload = -1) {
+// its preambles (the true one unless given), the joiner's side here; with TLS both
+// ends hold the certificate of `peer`.
+Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShard* into, int64_t payload = -1,
+                              const std::string& peer = "") {
   std::atomic<bool> cancel{false};
-  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, peer);
   if (!listener.ok()) return {listener.status(), listener.status()};
   StatusOr<uint64_t> true_payload = ParameterShard::SnapshotPayloadBytes(bytes);
   if (!true_payload.ok()) return {true_payload.status(), true_payload.status()};
@@ -171,7 +173,7 @@ Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShar
   std::thread primary([&] {
     const uint64_t announced = payload < 0 ? *true_payload : payload;
     StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), lanes, (*listener)->token(), announced,
-                                          absl::Seconds(5), &cancel, "");
+                                          absl::Seconds(5), &cancel, peer);
     sent = c.ok() ? SendOverLanes(*c, bytes.size(), announced, FromString(bytes), absl::Seconds(5)) : c.status();
   });
   StatusOr<std::unique_ptr<LaneReceiver>> in = LaneReceiver::Accept(listener->get(), lanes, absl::Now() + absl::Seconds(5));
@@ -299,27 +301,10 @@ TEST_F(SnapshotSocketTls, AnotherShardsCertificateIsRefusedByBothEnds) {
 TEST_F(SnapshotSocketTls, LanesEachRunTheirOwnTls) {
   ParameterShard a(0, 1);
   ASSERT_NO_FATAL_FAILURE(Train(&a));
-  const std::string bytes = SnapshotOf(&a);
-  std::atomic<bool> cancel{false};
-  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "pserver-0");
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  Status sent;
-  std::thread primary([&] {
-    const uint64_t payload = *ParameterShard::SnapshotPayloadBytes(bytes);
-    StatusOr<SnapshotLanes> c = DialLanes("127.0.0.1", (*listener)->port(), 3, (*listener)->token(), payload,
-                                          absl::Seconds(10), &cancel, "pserver-0");
-    sent = c.ok() ? SendOverLanes(*c, bytes.size(), payload, FromString(bytes), absl::Seconds(10)) : c.status();
-  });
-  auto in = LaneReceiver::Accept(listener->get(), 3, absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(in.ok()) << in.status();
   ParameterShard b(0, 1);
-  const Status loaded =
-      b.LoadSnapshot([&](void* d, size_t n) { return (*in)->Read(d, n, absl::Seconds(10)); },
-                     [&](const ByteSpans& spans) { return (*in)->Scatter(spans, absl::Seconds(10)); });
-  ASSERT_TRUE((*in)->Reply(loaded, absl::Seconds(10)).ok());
-  primary.join();
-  ASSERT_TRUE(loaded.ok()) << loaded;
-  ASSERT_TRUE(sent.ok()) << sent;
+  const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), 3, &b, /*payload=*/-1, "pserver-0");
+  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+  ASSERT_TRUE(t.sent.ok()) << t.sent;
   ExpectSameShard(&a, &b);
 }
 
