@@ -182,8 +182,8 @@ def rss_mb(pid):
 def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
     """The 205 MB shard over `lanes` snapshot lanes: (snapshot MB, seconds, RSS of each
     pserver process in MB, the job's tls/ directory or None, raw loopback MB/s measured
-    while the job trains or None). `loaded_reference`: measure the latter, just before
-    the kill."""
+    while the job trains or None, the joiner's split of its time: connecting the lanes
+    and receiving). `loaded_reference`: measure the raw loopback, just before the kill."""
     work = os.path.join(tmp, f"catchup-{'insecure' if insecure else 'tls'}-{lanes}-{rep}")
     control = work + ".ctl"
     os.mkfifo(control)
@@ -208,11 +208,18 @@ def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
         loaded = loopback_mb_s(reps=3) if loaded_reference else None
         with open(control, "w") as f:
             f.write("kill-pserver 0\n")
+        seen_big = None
         while True:
             m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^)]+)\)", text())
             big = [(float(mb), duration_s(t)) for mb, t in m if float(mb) > 100]
-            if big:
-                return big[0][0], big[0][1], rss, None if insecure else os.path.join(work, "tls"), loaded
+            phases = re.findall(r"\(([\d.]+) MB over [^;]+; connecting took ([^,]+), receiving and loading it ([^)]+)\)",
+                                text())
+            phases = [f"connecting {c}, receiving {r}" for mb, c, r in phases if float(mb) > 100]
+            # The joiner's line may trail the primary's by a moment (an older pl-pserver has none).
+            seen_big = seen_big or (time.time() if big else None)
+            if big and (phases or time.time() > seen_big + 2):
+                return (big[0][0], big[0][1], rss, None if insecure else os.path.join(work, "tls"), loaded,
+                        phases[0] if phases else "not logged")
             if time.time() > deadline or proc.poll() is not None:
                 raise SystemExit("the restarted pserver did not catch up: " + log)
             time.sleep(0.2)
@@ -276,7 +283,7 @@ def main():
             for insecure in (False, True):
                 for rep in range(a.catchup_reps):
                     for lanes in lane_counts:
-                        mb, seconds, big_rss, tls_dir, loaded = big_catchup(
+                        mb, seconds, big_rss, tls_dir, loaded, phases = big_catchup(
                             build, tmp, a.catchup_dim, insecure, rep, lanes, loaded_reference=lanes == lane_counts[0])
                         if loaded:
                             loaded_refs.append(loaded)
@@ -289,6 +296,7 @@ def main():
                             line += f", to raw loopback while this job trains ({loaded:.0f} MB/s) {mb / seconds / loaded:4.2f}"
                         if not insecure:
                             line += f", to TLS loopback ({tls_loop:.0f} MB/s) {mb / seconds / tls_loop:4.2f}"
+                        line += f"; the joiner: {phases}"
                         print(line, flush=True)
             if loaded_refs:
                 print(f"raw loopback TCP while a job trains: {', '.join(f'{x:.0f}' for x in loaded_refs)} MB/s "

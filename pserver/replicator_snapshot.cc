@@ -137,6 +137,7 @@ Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::
 }
 
 void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes) {
+  const absl::Time offered = absl::Now();
   StatusOr<std::unique_ptr<LaneReceiver>> receiver =
       LaneReceiver::Accept(install->listener.get(), lanes, absl::Now() + kSocketAcceptWithin);
   if (!receiver.ok()) {
@@ -148,6 +149,7 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
   }
   LaneReceiver& in = **receiver;
   const absl::Time start = absl::Now();
+  const absl::Duration connecting = start - offered;  // the primary's dial and every lane's handshake
   Status s;
   int64_t version = 0;
   {
@@ -187,10 +189,10 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
   (void)in.Reply(s, kSocketIdle);
   if (s.ok()) {
     log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB over %s, version %d, position %d; "
-                              "receiving and loading it took %s)",
+                              "connecting took %s, receiving and loading it %s)",
                               options_.index, chunk.total() / 1e6,
                               in.lanes() == 1 ? "a socket" : absl::StrCat(in.lanes(), " sockets"), version, chunk.seq(),
-                              absl::FormatDuration(absl::Now() - start)));
+                              absl::FormatDuration(connecting), absl::FormatDuration(absl::Now() - start)));
   }
 }
 

@@ -55,11 +55,13 @@ StatusOr<SnapshotLanes> DialLanes(const std::string& host, int port, int lanes, 
                                   uint64_t payload, absl::Duration timeout, const std::atomic<bool>* cancel,
                                   const std::string& peer) {
   lanes = std::clamp(lanes, 1, kMaxSnapshotLanes);
+  // The certificates read once for all the lanes' handshakes.
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls, SnapshotTlsContext(rpc::TlsSide::kClient));
   std::vector<StatusOr<std::unique_ptr<SnapshotConnection>>> dialled(lanes);
   // Each lane presents itself as soon as it is up: the joiner gives a connection a
   // moment only before it closes it as a stranger's.
   auto dial = [&](int k) {
-    dialled[k] = SnapshotConnection::Dial(host, port, timeout, cancel, peer);
+    dialled[k] = SnapshotConnection::Dial(host, port, timeout, cancel, peer, tls);
     if (!dialled[k].ok()) return;
     std::string opening = token;
     const uint64_t preamble[2] = {static_cast<uint64_t>(k) | (static_cast<uint64_t>(lanes) << 32), payload};
@@ -108,25 +110,58 @@ Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload
 StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(SnapshotListener* listener, int lanes,
                                                              absl::Time deadline) {
   lanes = std::clamp(lanes, 1, kMaxSnapshotLanes);
+  // Each connection's handshake, token and preamble are vetted on a thread of its own,
+  // so that K lanes' handshakes overlap instead of queueing one behind the other. At
+  // most as many are vetted at once as lanes are still missing; a stranger's holds its
+  // place for a second at most.
+  absl::Mutex mu;
   SnapshotLanes got(lanes);
-  int count = 0;
+  int count = 0, vetting = 0;
   uint64_t payload = 0;
-  while (count < lanes) {
-    PL_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotConnection> conn, listener->Accept(deadline));
+  auto vet = [&](std::unique_ptr<SnapshotConnection> conn) {
     uint64_t preamble[2] = {0, 0};
-    const absl::Duration allow = std::clamp(deadline - absl::Now(), absl::Milliseconds(1), kPreambleWithin);
-    if (!conn->Read(preamble, kPreambleBytes, allow).ok()) continue;
+    const bool spoke = listener->Admit(*conn, std::min(deadline, absl::Now() + kPreambleWithin)).ok() &&
+                       conn->Read(preamble, kPreambleBytes,
+                                  std::clamp(deadline - absl::Now(), absl::Milliseconds(1), kPreambleWithin))
+                           .ok();
     const uint64_t lane = preamble[0] & 0xffffffffu;
     const uint64_t of = preamble[0] >> 32;
+    absl::MutexLock l(&mu);
+    --vetting;
     // Lanes of one sender agree on the count and the payload; anything else is closed.
-    if (of != static_cast<uint64_t>(lanes) || lane >= of || got[lane] != nullptr ||
+    if (!spoke || of != static_cast<uint64_t>(lanes) || lane >= of || got[lane] != nullptr ||
         (count > 0 && preamble[1] != payload)) {
-      continue;
+      return;
     }
     payload = preamble[1];
     got[lane] = std::move(conn);
     ++count;
+  };
+  std::vector<std::thread> vetters;
+  Status status;
+  while (true) {
+    {
+      absl::MutexLock l(&mu);
+      auto settled = [&] { return count + vetting < lanes || count == lanes; };
+      if (!mu.AwaitWithDeadline(absl::Condition(&settled), deadline)) {
+        status = absl::UnavailableError("waiting for the snapshot's lanes: timed out");
+        break;
+      }
+      if (count == lanes) break;
+    }
+    StatusOr<std::unique_ptr<SnapshotConnection>> conn = listener->NextConnection(deadline);
+    if (!conn.ok()) {
+      status = conn.status();
+      break;
+    }
+    {
+      absl::MutexLock l(&mu);
+      ++vetting;
+    }
+    vetters.emplace_back(vet, *std::move(conn));
   }
+  for (std::thread& t : vetters) t.join();
+  PL_RETURN_IF_ERROR(status);
   return std::unique_ptr<LaneReceiver>(new LaneReceiver(std::move(got), payload));
 }
 

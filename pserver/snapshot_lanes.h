@@ -57,7 +57,9 @@ Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload
 class LaneReceiver {
  public:
   // The `lanes` connections that present the listener's token and a consistent
-  // preamble, before `deadline`; strangers are closed unread.
+  // preamble, before `deadline`; strangers are closed unread. Connections are vetted
+  // (handshake, token, preamble) on threads of their own, so the lanes' handshakes
+  // overlap.
   static StatusOr<std::unique_ptr<LaneReceiver>> Accept(SnapshotListener* listener, int lanes, absl::Time deadline);
 
   // The snapshot up to its dense floats, in order (lane 0).

@@ -78,6 +78,11 @@ bool SameBytes(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+StatusOr<std::shared_ptr<const rpc::TlsContext>> SnapshotTlsContext(rpc::TlsSide side) {
+  if (!rpc::TransportIsSecure()) return std::shared_ptr<const rpc::TlsContext>();
+  return rpc::TlsContext::Load(side);
+}
+
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address[0] == '[') {
     const size_t close = address.find(']');
@@ -90,7 +95,11 @@ std::string HostOf(const std::string& address) {
 StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std::string& host, int port,
                                                                        absl::Duration timeout,
                                                                        const std::atomic<bool>* cancel,
-                                                                       const std::string& peer) {
+                                                                       const std::string& peer,
+                                                                       std::shared_ptr<const rpc::TlsContext> tls) {
+  if (tls == nullptr) {
+    PL_ASSIGN_OR_RETURN(tls, SnapshotTlsContext(rpc::TlsSide::kClient));
+  }
   const std::string where = absl::StrCat(host, ":", port);
   AddrInfo ai;
   PL_RETURN_IF_ERROR(Resolve(host, port, /*passive=*/false, &ai));
@@ -118,7 +127,7 @@ StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std
       }
       if (!last.ok()) continue;
     }
-    PL_RETURN_IF_ERROR(conn->StartTls(rpc::TlsSocket::Side::kClient, peer, deadline - absl::Now()));
+    PL_RETURN_IF_ERROR(conn->StartTls(tls.get(), peer, deadline - absl::Now()));
     return conn;
   }
   return last;
@@ -132,10 +141,11 @@ Status SnapshotConnection::Wait(short events, absl::Duration idle, const char* w
   return PollFor(fd_, events, absl::Now() + idle, cancel_, what);
 }
 
-Status SnapshotConnection::StartTls(rpc::TlsSocket::Side side, const std::string& peer, absl::Duration timeout) {
-  if (!rpc::TransportIsSecure()) return absl::OkStatus();
+Status SnapshotConnection::StartTls(const rpc::TlsContext* context, const std::string& peer,
+                                    absl::Duration timeout) {
+  if (context == nullptr) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + std::max(timeout, absl::Milliseconds(1));
-  PL_ASSIGN_OR_RETURN(tls_, rpc::TlsSocket::Handshake(fd_, side, peer, [&](short events) {
+  PL_ASSIGN_OR_RETURN(tls_, rpc::TlsSocket::Handshake(fd_, *context, peer, [&](short events) {
                         return PollFor(fd_, events, deadline, cancel_, "TLS handshake");
                       }));
   return absl::OkStatus();
@@ -180,6 +190,8 @@ Status SnapshotConnection::Write(const void* data, size_t n, absl::Duration idle
 StatusOr<std::unique_ptr<SnapshotListener>> SnapshotListener::Open(const std::string& host,
                                                                    const std::atomic<bool>* cancel,
                                                                    const std::string& peer) {
+  // Loaded once: every lane's handshake starts from it.
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls, SnapshotTlsContext(rpc::TlsSide::kServer));
   AddrInfo ai;
   PL_RETURN_IF_ERROR(Resolve(host, 0, /*passive=*/true, &ai));
   const int fd = ::socket(ai.list->ai_family, ai.list->ai_socktype | SOCK_CLOEXEC, ai.list->ai_protocol);
@@ -198,28 +210,39 @@ StatusOr<std::unique_ptr<SnapshotListener>> SnapshotListener::Open(const std::st
   std::random_device urandom;  // non-deterministic (the CPU's or the kernel's source): no guessable token
   std::string token(kSnapshotTokenBytes, '\0');
   for (char& c : token) c = static_cast<char>(urandom());
-  return std::unique_ptr<SnapshotListener>(new SnapshotListener(fd, port, std::move(token), cancel, peer));
+  return std::unique_ptr<SnapshotListener>(
+      new SnapshotListener(fd, port, std::move(token), cancel, peer, std::move(tls)));
 }
 
 SnapshotListener::~SnapshotListener() { ::close(fd_); }
 
 StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotListener::Accept(absl::Time deadline) {
   while (true) {
+    PL_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotConnection> conn, NextConnection(deadline));
+    if (Admit(*conn, deadline).ok()) return conn;
+    // Not the primary: closed unread, and the wait goes on.
+  }
+}
+
+StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotListener::NextConnection(absl::Time deadline) {
+  while (true) {
     PL_RETURN_IF_ERROR(PollFor(fd_, POLLIN, deadline, cancel_, "waiting for the snapshot's sender"));
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;  // gone already, or a spurious wake-up
     Tune(fd);
-    auto conn = std::make_unique<SnapshotConnection>(fd, cancel_);
-    std::string presented(kSnapshotTokenBytes, '\0');
-    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
-    // A stranger gets a second at most, for the handshake and the token together.
-    const absl::Duration allow = std::min(left, absl::Seconds(1));
-    if (conn->StartTls(rpc::TlsSocket::Side::kServer, peer_, allow).ok() &&
-        conn->Read(presented.data(), presented.size(), allow).ok() && SameBytes(presented, token_)) {
-      return conn;
-    }
-    // Not the primary: closed unread, and the wait goes on.
+    return std::make_unique<SnapshotConnection>(fd, cancel_);
   }
+}
+
+Status SnapshotListener::Admit(SnapshotConnection& conn, absl::Time deadline) const {
+  // A stranger gets a second at most, for the handshake and the token together.
+  const absl::Duration allow =
+      std::min(std::max(deadline - absl::Now(), absl::Milliseconds(1)), absl::Seconds(1));
+  std::string presented(kSnapshotTokenBytes, '\0');
+  PL_RETURN_IF_ERROR(conn.StartTls(tls_.get(), peer_, allow));
+  PL_RETURN_IF_ERROR(conn.Read(presented.data(), presented.size(), allow));
+  if (!SameBytes(presented, token_)) return absl::PermissionDeniedError("the snapshot connection's token is wrong");
+  return absl::OkStatus();
 }
 
 }  // namespace pl::pserver

@@ -36,13 +36,13 @@ std::string OpenSslReason() {
   return buf;
 }
 
-// A fresh context per session: certificates may have been rotated since the last one
-// (tls.h), and sessions are rare (one per snapshot).
-StatusOr<Context> NewContext(TlsSocket::Side side) {
+// A fresh context per transfer: certificates may have been rotated since the last one
+// (tls.h), and transfers are rare (one per snapshot).
+StatusOr<Context> NewContext(TlsSide side) {
   const std::string dir = TransportDirectory();
   if (dir.empty()) return absl::FailedPreconditionError("TLS socket: this process runs without TLS");
   Context ctx(
-      SSL_CTX_new(side == TlsSocket::Side::kClient ? TLS_client_method() : TLS_server_method()));
+      SSL_CTX_new(side == TlsSide::kClient ? TLS_client_method() : TLS_server_method()));
   if (!ctx) return absl::InternalError("TLS socket: " + OpenSslReason());
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_3_VERSION);
   SSL_CTX_set_ciphersuites(ctx.get(), "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
@@ -62,14 +62,27 @@ StatusOr<Context> NewContext(TlsSocket::Side side) {
 
 }  // namespace
 
+StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Load(TlsSide side) {
+  PL_ASSIGN_OR_RETURN(Context ctx, NewContext(side));
+  return std::shared_ptr<const TlsContext>(new TlsContext(ctx.release(), side));
+}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
 StatusOr<std::unique_ptr<TlsSocket>> TlsSocket::Handshake(int fd, Side side, const std::string& peer,
+                                                          const Wait& wait) {
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> context, TlsContext::Load(side));
+  return Handshake(fd, *context, peer, wait);  // the session holds its own reference to the SSL_CTX
+}
+
+StatusOr<std::unique_ptr<TlsSocket>> TlsSocket::Handshake(int fd, const TlsContext& context, const std::string& peer,
                                                           const Wait& wait) {
   // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up must be
   // an EPIPE error here, not a SIGPIPE that kills the process.
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
-  PL_ASSIGN_OR_RETURN(Context ctx, NewContext(side));
-  SSL* ssl = SSL_new(ctx.get());  // holds its own reference to ctx
+  const Side side = context.side();
+  SSL* ssl = SSL_new(context.ctx_);  // holds its own reference to the context
   if (ssl == nullptr) return absl::InternalError("TLS socket: " + OpenSslReason());
   std::unique_ptr<TlsSocket> session(new TlsSocket(ssl));
   SSL_set_fd(ssl, fd);

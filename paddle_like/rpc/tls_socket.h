@@ -5,7 +5,8 @@
 // as private and as authenticated as the job's gRPC calls. TLS 1.3, AES-128-GCM first
 // (the fastest suite with AES-NI).
 //
-// Thread-safety: one thread at a time per session.
+// Thread-safety: a TlsContext may start sessions on several threads at once; one
+// thread at a time per session.
 #ifndef PADDLE_LIKE_RPC_TLS_SOCKET_H_
 #define PADDLE_LIKE_RPC_TLS_SOCKET_H_
 
@@ -17,12 +18,36 @@
 #include "paddle_like/core/status.h"
 
 struct ssl_st;
+struct ssl_ctx_st;
 
 namespace pl::rpc {
 
+enum class TlsSide { kClient, kServer };
+
+// The job's certificates (tls.h's directory), read and parsed once for the sessions of
+// one transfer: every lane of a snapshot starts its session from the same context
+// instead of reading and parsing the files again.
+class TlsContext {
+ public:
+  // FAILED_PRECONDITION when no TLS is configured; INVALID_ARGUMENT naming a file that
+  // cannot be used.
+  static StatusOr<std::shared_ptr<const TlsContext>> Load(TlsSide side);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  TlsSide side() const { return side_; }
+
+ private:
+  friend class TlsSocket;
+  TlsContext(ssl_ctx_st* ctx, TlsSide side) : ctx_(ctx), side_(side) {}
+  ssl_ctx_st* const ctx_;
+  const TlsSide side_;
+};
+
 class TlsSocket {
  public:
-  enum class Side { kClient, kServer };
+  using Side = TlsSide;
   // Waits until the socket is ready for `events` (POLLIN / POLLOUT), or fails (a
   // deadline, a cancellation): the caller's policy for a non-blocking socket.
   using Wait = std::function<Status(short events)>;
@@ -31,6 +56,9 @@ class TlsSocket {
   // caller) with the certificates of tls.h's directory. The peer must name `peer`.
   // FAILED_PRECONDITION when no TLS is configured.
   static StatusOr<std::unique_ptr<TlsSocket>> Handshake(int fd, Side side, const std::string& peer, const Wait& wait);
+  // The same, as `context`'s side, from its certificates.
+  static StatusOr<std::unique_ptr<TlsSocket>> Handshake(int fd, const TlsContext& context, const std::string& peer,
+                                                        const Wait& wait);
   ~TlsSocket();
   TlsSocket(const TlsSocket&) = delete;
   TlsSocket& operator=(const TlsSocket&) = delete;

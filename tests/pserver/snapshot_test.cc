@@ -4,6 +4,9 @@
 // several lanes each slice lands in its blocks, and over a socket (plain and mutual
 // TLS) only the primary that holds the token and the shard's certificate gets its
 // bytes in.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "paddle_like/rpc/certificates.h"
@@ -163,10 +167,24 @@ TEST(Snapshot, EndsWithItsDenseFloats) {
 // its preambles (the true one unless given), the joiner's side here; with TLS both
 // ends hold the certificate of `peer`.
 Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShard* into, int64_t payload = -1,
-                              const std::string& peer = "") {
+                              const std::string& peer = "", int silent_strangers = 0,
+                              absl::Duration accept_within = absl::Seconds(5)) {
   std::atomic<bool> cancel{false};
   StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, peer);
   if (!listener.ok()) return {listener.status(), listener.status()};
+  // Connections that never speak, queued before the primary's lanes.
+  std::vector<int> strangers;
+  for (int i = 0; i < silent_strangers; ++i) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>((*listener)->port()));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    strangers.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+    if (::connect(strangers.back(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+      for (int fd : strangers) ::close(fd);
+      return {absl::InternalError("stranger cannot connect"), absl::InternalError("stranger cannot connect")};
+    }
+  }
   StatusOr<uint64_t> true_payload = ParameterShard::SnapshotPayloadBytes(bytes);
   if (!true_payload.ok()) return {true_payload.status(), true_payload.status()};
   Status sent;
@@ -176,7 +194,7 @@ Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShar
                                           absl::Seconds(5), &cancel, peer);
     sent = c.ok() ? SendOverLanes(*c, bytes.size(), announced, FromString(bytes), absl::Seconds(5)) : c.status();
   });
-  StatusOr<std::unique_ptr<LaneReceiver>> in = LaneReceiver::Accept(listener->get(), lanes, absl::Now() + absl::Seconds(5));
+  StatusOr<std::unique_ptr<LaneReceiver>> in = LaneReceiver::Accept(listener->get(), lanes, absl::Now() + accept_within);
   Status loaded = in.status();
   if (in.ok()) {
     loaded = into->LoadSnapshot([&](void* d, size_t n) { return (*in)->Read(d, n, absl::Seconds(5)); },
@@ -185,6 +203,7 @@ Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShar
   }
   cancel = true;
   primary.join();
+  for (int fd : strangers) ::close(fd);
   return {sent, loaded};
 }
 
@@ -212,6 +231,19 @@ TEST(SnapshotLanes, APayloadOtherThanTheBlocksIsRefusedAtBothEnds) {
   EXPECT_TRUE(absl::IsDataLoss(t.sent)) << t.sent;  // the joiner's answer
   EXPECT_FALSE(b.initialized());
   ASSERT_TRUE(SendAndLoadOverLanes(bytes, 3, &b).loaded.ok());  // and the shard takes the right one after
+  ExpectSameShard(&a, &b);
+}
+
+TEST(SnapshotLanes, SilentStrangersAreVettedBesideEachOtherNotOneAfterTheOther) {
+  // Three connections that never speak fill the three vetting places for their second
+  // each, together; vetted one after the other they would take 3 s, past the deadline.
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  ParameterShard b(0, 1);
+  const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), 3, &b, -1, "", /*silent_strangers=*/3,
+                                          /*accept_within=*/absl::Milliseconds(2500));
+  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+  ASSERT_TRUE(t.sent.ok()) << t.sent;
   ExpectSameShard(&a, &b);
 }
 
