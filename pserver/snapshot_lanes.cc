@@ -120,10 +120,10 @@ StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(SnapshotListener* l
   uint64_t payload = 0;
   auto vet = [&](std::unique_ptr<SnapshotConnection> conn) {
     uint64_t preamble[2] = {0, 0};
-    const bool spoke = listener->Admit(*conn, std::min(deadline, absl::Now() + kPreambleWithin)).ok() &&
-                       conn->Read(preamble, kPreambleBytes,
-                                  std::clamp(deadline - absl::Now(), absl::Milliseconds(1), kPreambleWithin))
-                           .ok();
+    const absl::Time within = std::min(deadline, absl::Now() + kPreambleWithin);
+    const bool spoke =
+        listener->Admit(*conn, within).ok() &&
+        conn->Read(preamble, kPreambleBytes, std::max(within - absl::Now(), absl::Milliseconds(1))).ok();
     const uint64_t lane = preamble[0] & 0xffffffffu;
     const uint64_t of = preamble[0] >> 32;
     absl::MutexLock l(&mu);
