@@ -194,6 +194,7 @@ class ParameterShard {
   bool tracking_changes() const { return store_.tracking_changes(); }
 
  private:
+  friend class ShardSnapshotTestAccess;  // sizes a snapshot's buffer apart from taking it
   // The push pipeline's steps.
   Status Validate(PendingPush* push, bool sync, const DenseDestination& write_back);
   int64_t ApplyNow(const PendingPush& push);
@@ -207,7 +208,13 @@ class ParameterShard {
   // The step's update; a replicated primary forwards its end and takes a requested
   // snapshot there.
   void ApplyStep(int contributors);
-  StatusOr<ShardSnapshot> TakeSnapshot(int64_t version) const;
+  // A buffer for a snapshot's head, sized from the state now and its pages faulted in,
+  // made before the order lock so that the copy under it neither grows a string nor
+  // faults a page (a table's rows are most of a head).
+  std::string SnapshotBuffer() const;
+  // Under the order lock: the head copied into `buffer` (grown only if the state grew
+  // since it was sized), the dense blocks pinned.
+  StatusOr<ShardSnapshot> TakeSnapshot(int64_t version, std::string buffer) const;
 
   // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};
@@ -222,6 +229,7 @@ class ParameterShard {
   mutable absl::Mutex ledger_mu_;
   PushLedger ledger_ ABSL_GUARDED_BY(ledger_mu_);
   SnapshotTaker snapshot_taker_ ABSL_GUARDED_BY(order_mu_);  // sync: due at the next step's end
+  std::string snapshot_buffer_ ABSL_GUARDED_BY(order_mu_);   // ... and the buffer made for it
 
   // The parts, each thread-safe on its own; in this order so that a part is destroyed
   // before those it uses (the applier's thread uses all the above).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pserver/page_warmer.h"
 #include "pserver/shard.h"
 
 namespace pl::pserver {
@@ -75,7 +76,9 @@ void ParameterShard::ApplyStep(int contributors) {
     if (!position.ok()) {
       take(position.status(), 0);
     } else {
-      take(TakeSnapshot(clock_.version() + 1), *position);  // the clock advances after this update
+      // The clock advances after this update.
+      take(TakeSnapshot(clock_.version() + 1, std::move(snapshot_buffer_)), *position);
+      snapshot_buffer_ = std::string();
     }
   }
 }
@@ -120,14 +123,38 @@ void ParameterShard::FollowStepComplete(int contributors) {
 }
 
 void ParameterShard::RequestSnapshot(SnapshotTaker take) {
+  std::string buffer = SnapshotBuffer();  // before the lock: updates go on meanwhile
   absl::MutexLock order(&order_mu_);
   if (store_.sync()) {
     snapshot_taker_ = std::move(take);  // at the end of the next step (ApplyStep)
+    snapshot_buffer_ = std::move(buffer);
     return;
   }
   // Async: every update goes through order_mu_, so the state is exactly the stream's
   // up to its last position.
-  take(TakeSnapshot(clock_.version()), hook_ == nullptr ? 0 : hook_->last_position());
+  take(TakeSnapshot(clock_.version(), std::move(buffer)), hook_ == nullptr ? 0 : hook_->last_position());
+}
+
+std::string ParameterShard::SnapshotBuffer() const {
+  size_t head_len = 0;
+  if (store_.initialized()) {
+    // A count, not a copy; a store that changes meanwhile only makes it an estimate.
+    (void)WriteShardStateHead(store_, 0, [&head_len](const void*, size_t n) {
+      head_len += n;
+      return absl::OkStatus();
+    });
+  }
+  size_t ledger_len = 0;
+  {
+    absl::MutexLock l(&ledger_mu_);
+    ledger_len = 8 + 16 * ledger_.clients();  // PushLedger::Serialize's size
+  }
+  // Room for rows that arrive before the lock, so the copy rarely has to grow it.
+  const size_t expected = 4 + 8 + 8 + ledger_len + 8 + 8 + head_len;
+  std::string buffer;
+  buffer.reserve(expected + expected / 32 + 4096);
+  PopulateForWrite(buffer.data(), buffer.capacity());
+  return buffer;
 }
 
 // A snapshot: "PLS3", version, the ledger's length and bytes, the state's length, the
@@ -135,35 +162,24 @@ void ParameterShard::RequestSnapshot(SnapshotTaker take) {
 // floats last). The ledger comes first so that a receiver reading the snapshot off a
 // socket parses it before it starts filling the store; the dense floats come last so
 // that it knows where each of them goes before they arrive. They are pinned, not
-// copied (shard_snapshot.h): under the order lock this copies the rest alone.
-StatusOr<ShardSnapshot> ParameterShard::TakeSnapshot(int64_t version) const {
+// copied (shard_snapshot.h): under the order lock this copies the rest alone, into a
+// buffer made ready before it (SnapshotBuffer); the lengths go in once written.
+StatusOr<ShardSnapshot> ParameterShard::TakeSnapshot(int64_t version, std::string head) const {
   const absl::Time start = absl::Now();
   std::string ledger;
   {
     absl::MutexLock l(&ledger_mu_);
     ledger = ledger_.Serialize();
   }
-  // One pass to size the head, one copy into a buffer allocated once (appending would
-  // copy a large table again and again).
-  size_t head_len = 0, payload_len = 0;
-  auto count = [](size_t* n) {
-    return [n](const void*, size_t more) {
-      *n += more;
-      return absl::OkStatus();
-    };
-  };
-  if (store_.initialized()) {
-    PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, count(&head_len)));
-    PL_RETURN_IF_ERROR(WriteDensePayload(store_, count(&payload_len)));
-  }
-  std::string head;
-  head.reserve(4 + 8 + 8 + ledger.size() + 8 + 8 + head_len);
+  head.clear();  // keeps the buffer's capacity and its pages
   head.append(kSnapshotMagic, 4);
   AppendU64(&head, static_cast<uint64_t>(version));
   AppendU64(&head, ledger.size());
   head += ledger;
-  AppendU64(&head, head_len + payload_len);
-  AppendU64(&head, payload_len);
+  // The state's and its payload's lengths, written once both are known (below).
+  const size_t lengths_at = head.size();
+  AppendU64(&head, 0);
+  AppendU64(&head, 0);
   const size_t state_at = head.size();
   if (store_.initialized()) {
     PL_RETURN_IF_ERROR(WriteShardStateHead(store_, version, [&head](const void* data, size_t n) {
@@ -171,10 +187,14 @@ StatusOr<ShardSnapshot> ParameterShard::TakeSnapshot(int64_t version) const {
       return absl::OkStatus();
     }));
   }
-  ShardSnapshot snapshot(std::move(head), store_.PinDense());
-  if (snapshot.size() != state_at + head_len + payload_len) {
-    return absl::InternalError("shard snapshot: the state changed while taken");
-  }
+  const uint64_t head_len = head.size() - state_at;
+  std::vector<ShardStore::DensePin> pins = store_.PinDense();
+  uint64_t payload_len = 0;
+  for (const ShardStore::DensePin& pin : pins) payload_len += pin.bytes;
+  const uint64_t state_len = head_len + payload_len;
+  std::memcpy(head.data() + lengths_at, &state_len, 8);
+  std::memcpy(head.data() + lengths_at + 8, &payload_len, 8);
+  ShardSnapshot snapshot(std::move(head), std::move(pins));
   snapshot.set_taken_in(absl::Now() - start);
   return snapshot;
 }

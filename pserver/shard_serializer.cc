@@ -69,7 +69,7 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, block));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, n));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, step));
-    if (layout_ == kPayloadAfterLayout) return absl::OkStatus();  // WriteDensePayload's
+    if (layout_ == kPayloadAfterLayout) return absl::OkStatus();  // sent after the head, from pinned blocks
     return w_(data.data(), data.size() * sizeof(float));
   }
   Status Tables(size_t tables) override { return Put<uint32_t>(w_, tables); }
@@ -95,32 +95,6 @@ class Writer : public ShardStore::Visitor {
   const int64_t version_;
   const uint32_t layout_;
   const ByteWriter& w_;
-};
-
-// The dense blocks' floats alone, in the visit's order; stops the visit at the tables.
-class PayloadWriter : public ShardStore::Visitor {
- public:
-  explicit PayloadWriter(const ByteWriter& w) : w_(w) {}
-  bool done() const { return done_; }
-
-  Status Config(const proto::OptimizerConfig&, uint64_t, bool, size_t) override { return absl::OkStatus(); }
-  Status Param(const proto::ParamSpec&, size_t) override { return absl::OkStatus(); }
-  Status Block(int64_t, int64_t, int64_t, absl::Span<const float> data) override {
-    return w_(data.data(), data.size() * sizeof(float));
-  }
-  Status Tables(size_t) override {
-    done_ = true;
-    return absl::CancelledError("dense payload written");  // the rest of the visit is not needed
-  }
-  Status Table(const proto::ParamSpec&, int) override { return absl::OkStatus(); }
-  Status Evicted(absl::Span<const int64_t>) override { return absl::OkStatus(); }
-  Status Stripe(size_t) override { return absl::OkStatus(); }
-  Status Row(int64_t, absl::Span<const float>) override { return absl::OkStatus(); }
-  Status Sightings(absl::Span<const uint16_t>) override { return absl::OkStatus(); }
-
- private:
-  const ByteWriter& w_;
-  bool done_ = false;
 };
 
 Status ReadHeader(const ByteReader& r, const ShardStore& store, ShardStore::Loader* loader, bool delta,
@@ -283,12 +257,6 @@ Status WriteShardStateHead(const ShardStore& store, int64_t version, const ByteW
   Writer writer(store, version, kPayloadAfterLayout, write);
   PL_RETURN_IF_ERROR(store.Visit(&writer));
   return Put(write, kEndTag);
-}
-
-Status WriteDensePayload(const ShardStore& store, const ByteWriter& write) {
-  PayloadWriter writer(write);
-  Status s = store.Visit(&writer);
-  return writer.done() ? absl::OkStatus() : s;
 }
 
 StatusOr<int64_t> ReadShardState(const ByteReader& r, ShardStore* store, const ScatterReader& scatter) {

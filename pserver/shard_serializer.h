@@ -58,10 +58,9 @@ using ScatterReader = std::function<Status(const ByteSpans& spans)>;
 Status WriteShardState(const ShardStore& store, int64_t version, const ByteWriter& write,
                        ShardStore::Rows rows = ShardStore::Rows::kAll);
 
-// Layout 4 in two parts, written one after the other: the state without its dense
-// floats, then the floats (a visit of the dense blocks alone, in the same order).
+// Layout 4 without its dense floats; a snapshot sends those after it from the blocks it
+// pinned (ShardStore::PinDense, in the visit's order).
 Status WriteShardStateHead(const ShardStore& store, int64_t version, const ByteWriter& write);
-Status WriteDensePayload(const ShardStore& store, const ByteWriter& write);
 
 // Reads a stream written by WriteShardState (or a layout-4 one) into a fresh `store`;
 // returns the saved version. DATA_LOSS for a stream that is not one;

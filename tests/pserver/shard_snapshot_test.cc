@@ -13,6 +13,15 @@
 #include "tests/pserver/snapshot_test_util.h"
 
 namespace pl::pserver {
+
+class ShardSnapshotTestAccess {
+ public:
+  static std::string Buffer(const ParameterShard& s) { return s.SnapshotBuffer(); }
+  static StatusOr<ShardSnapshot> Take(const ParameterShard& s, std::string buffer) {
+    return s.TakeSnapshot(s.version(), std::move(buffer));
+  }
+};
+
 namespace {
 using snapshot_testing::ExpectSameShard;
 using snapshot_testing::Train;
@@ -104,6 +113,38 @@ TEST(ShardSnapshot, TwoJoinersSnapshotsEachHoldTheBlocksUntilReleased) {
   ASSERT_NO_FATAL_FAILURE(Train(&twin));
   for (int i = 1; i <= 2; ++i) ASSERT_NO_FATAL_FAILURE(PushDense(&twin, i));
   ExpectSameShard(&a, &twin);
+}
+
+TEST(ShardSnapshot, AHeadThatOutgrowsItsBufferIsStillWhole) {
+  // The buffer is sized before the order lock; rows that arrive in between make the head
+  // longer than it, and the lengths in the header are the written ones.
+  ParameterShard a(0, 1);
+  ASSERT_NO_FATAL_FAILURE(Train(&a));
+  for (const bool grown : {true, false}) {
+    SCOPED_TRACE(grown);
+    std::string buffer = ShardSnapshotTestAccess::Buffer(a);
+    const size_t room = buffer.capacity();
+    if (grown) {
+      proto::PushRequest r;
+      r.set_client_id(12);
+      r.set_push_id(1);
+      std::vector<int64_t> ids;
+      for (int64_t id = 5000; id < 5000 + static_cast<int64_t>(room); id += 7) ids.push_back(id);
+      testing::AddRows(&r, "emb", 4, ids, std::vector<float>(ids.size() * 4, 0.125f));
+      ASSERT_TRUE(a.Push(PushFrame::FromProtoRef(r)).ok());
+    }
+    StatusOr<ShardSnapshot> s = ShardSnapshotTestAccess::Take(a, std::move(buffer));
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->size() > room, grown);
+    ParameterShard b(0, 1);
+    const Status loaded = b.LoadSnapshot(s->Bytes());
+    ASSERT_TRUE(loaded.ok()) << loaded;
+    ExpectSameShard(&a, &b);
+    if (grown) {
+      const std::vector<int64_t> ids = {5000, 5007, 5000 + 7 * 100};
+      EXPECT_EQ(testing::PullRows(a, "emb", ids), testing::PullRows(b, "emb", ids));
+    }
+  }
 }
 
 }  // namespace
