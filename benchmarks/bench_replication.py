@@ -42,6 +42,10 @@ def ts(line):
     return datetime.fromisoformat(m.group(1)).timestamp() if m else None
 
 
+# The exchange and failover jobs run with pl-launch's default mutual TLS unless --insecure.
+INSECURE = False
+
+
 def launch(build, work, replicas, passes, trainer_flags=(), control=None, trainers=1):
     data = os.path.join(build, "data", "fashion-mnist")
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", os.path.join(data, "train.plrec"),
@@ -49,6 +53,8 @@ def launch(build, work, replicas, passes, trainer_flags=(), control=None, traine
             "--checkpoint_every_s", "0", "--progress_every_s", "1"]
     if control:
         argv += ["--control", control]
+    if INSECURE:
+        argv += ["--insecure"]
     argv += ["--", os.path.join(build, "bin", "pl-trainer"), "--model", "mlp", "--threads", "1",
              "--test_data", os.path.join(data, "test.plrec"), "--test_limit", "1000", "--log_every_s", "0.5"]
     argv += list(trainer_flags)
@@ -245,13 +251,18 @@ def main():
     p.add_argument("--catchup_reps", type=int, default=3, help="catch-up jobs per transport and lane count")
     p.add_argument("--catchup_lanes", default="1,4",
                    help="snapshot lanes to compare (pl-pserver --snapshot_lanes, through PL_SNAPSHOT_LANES)")
+    p.add_argument("--insecure", action="store_true",
+                   help="exchange and failover jobs without TLS (catch-up measures both anyway)")
     a = p.parse_args()
+    global INSECURE
+    INSECURE = a.insecure
     build = os.path.abspath(a.build)
     parts = set(a.parts.split(","))
     with tempfile.TemporaryDirectory(prefix="pl-bench-repl-") as tmp:
         print(f"load average at start: {os.getloadavg()[0]:.2f}")
         if "exchange" in parts:
-            print("\n== exchange time per step, mlp, 2 pservers, 1 trainer (best of %d) ==" % a.reps)
+            print("\n== exchange time per step, mlp, 2 pservers, 1 trainer (best of %d, %s) ==" %
+                  (a.reps, "--insecure" if a.insecure else "mutual TLS"))
             for shm in (True, False):
                 r1 = exchange_ms(build, tmp, 1, a.passes, shm, a.reps)
                 r2 = exchange_ms(build, tmp, 2, a.passes, shm, a.reps)
