@@ -69,30 +69,24 @@ StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Load(TlsSide side) {
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
-StatusOr<std::unique_ptr<TlsSocket>> TlsSocket::Handshake(int fd, Side side, const std::string& peer,
-                                                          const Wait& wait) {
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> context, TlsContext::Load(side));
-  return Handshake(fd, *context, peer, wait);  // the session holds its own reference to the SSL_CTX
-}
-
 StatusOr<std::unique_ptr<TlsSocket>> TlsSocket::Handshake(int fd, const TlsContext& context, const std::string& peer,
                                                           const Wait& wait) {
   // OpenSSL writes with write(2), not send(MSG_NOSIGNAL): a peer that hung up must be
   // an EPIPE error here, not a SIGPIPE that kills the process.
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
-  const Side side = context.side();
+  const TlsSide side = context.side();
   SSL* ssl = SSL_new(context.ctx_);  // holds its own reference to the context
   if (ssl == nullptr) return absl::InternalError("TLS socket: " + OpenSslReason());
   std::unique_ptr<TlsSocket> session(new TlsSocket(ssl));
   SSL_set_fd(ssl, fd);
   // As gRPC's channels do: the server's certificate must name the job (certificates.h).
-  if (side == Side::kClient && SSL_set1_host(ssl, kJobServerName) != 1) {
+  if (side == TlsSide::kClient && SSL_set1_host(ssl, kJobServerName) != 1) {
     return absl::InternalError("TLS socket: " + OpenSslReason());
   }
   while (true) {
     ERR_clear_error();
-    const int rc = side == Side::kClient ? SSL_connect(ssl) : SSL_accept(ssl);
+    const int rc = side == TlsSide::kClient ? SSL_connect(ssl) : SSL_accept(ssl);
     if (rc == 1) break;
     if (Status s = session->AfterCall(rc, "TLS handshake", wait); !s.ok()) {
       return absl::Status(absl::IsUnavailable(s) || absl::IsCancelled(s) ? s.code() : absl::StatusCode::kUnauthenticated,

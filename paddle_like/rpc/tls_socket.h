@@ -47,16 +47,12 @@ class TlsContext {
 
 class TlsSocket {
  public:
-  using Side = TlsSide;
   // Waits until the socket is ready for `events` (POLLIN / POLLOUT), or fails (a
   // deadline, a cancellation): the caller's policy for a non-blocking socket.
   using Wait = std::function<Status(short events)>;
 
   // Runs the handshake on connected, non-blocking socket `fd` (still owned by the
-  // caller) with the certificates of tls.h's directory. The peer must name `peer`.
-  // FAILED_PRECONDITION when no TLS is configured.
-  static StatusOr<std::unique_ptr<TlsSocket>> Handshake(int fd, Side side, const std::string& peer, const Wait& wait);
-  // The same, as `context`'s side, from its certificates.
+  // caller) as `context`'s side, with its certificates. The peer must name `peer`.
   static StatusOr<std::unique_ptr<TlsSocket>> Handshake(int fd, const TlsContext& context, const std::string& peer,
                                                         const Wait& wait);
   ~TlsSocket();
