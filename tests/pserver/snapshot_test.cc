@@ -82,6 +82,13 @@ struct Transfer {
   Status sent;    // the primary's
   Status loaded;  // the joiner's
 };
+
+// Both ends succeeded and the joiner now holds the primary's shard.
+void ExpectDelivered(const Transfer& t, ParameterShard* primary, ParameterShard* joiner) {
+  ASSERT_TRUE(t.sent.ok()) << t.sent;
+  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
+  ExpectSameShard(primary, joiner);
+}
 Transfer SendAndLoad(const std::string& bytes, const std::string& token_to_send, const std::string& dial_peer,
                    const std::string& listen_peer, ParameterShard* into) {
   std::atomic<bool> cancel{false};
@@ -118,9 +125,7 @@ TEST(SnapshotSocket, CarriesTheSnapshotStraightIntoTheShard) {
   ASSERT_NO_FATAL_FAILURE(Train(&a));
   ParameterShard b(0, 1);
   const Transfer t = SendAndLoad(SnapshotOf(&a), "", "", "", &b);
-  ASSERT_TRUE(t.sent.ok()) << t.sent;
-  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
-  ExpectSameShard(&a, &b);
+  ASSERT_NO_FATAL_FAILURE(ExpectDelivered(t, &a, &b));
 }
 
 TEST(SnapshotSocket, AConnectionWithoutTheTokenIsClosedUnread) {
@@ -215,9 +220,7 @@ TEST(SnapshotLanes, EachSliceLandsInItsBlocks) {
     ASSERT_NO_FATAL_FAILURE(Train(&a));
     ParameterShard b(0, 1);
     const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), lanes, &b);
-    ASSERT_TRUE(t.loaded.ok()) << t.loaded;
-    ASSERT_TRUE(t.sent.ok()) << t.sent;
-    ExpectSameShard(&a, &b);
+    ASSERT_NO_FATAL_FAILURE(ExpectDelivered(t, &a, &b));
   }
 }
 
@@ -242,9 +245,7 @@ TEST(SnapshotLanes, SilentStrangersAreVettedBesideEachOtherNotOneAfterTheOther) 
   ParameterShard b(0, 1);
   const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), 3, &b, -1, "", /*silent_strangers=*/3,
                                           /*accept_within=*/absl::Milliseconds(2500));
-  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
-  ASSERT_TRUE(t.sent.ok()) << t.sent;
-  ExpectSameShard(&a, &b);
+  ASSERT_NO_FATAL_FAILURE(ExpectDelivered(t, &a, &b));
 }
 
 TEST(SnapshotLanes, ALaneThatDiesEndsTheInstallAtOnce) {
@@ -307,9 +308,7 @@ TEST_F(SnapshotSocketTls, TheShardsOwnReplicasGetTheBytesThrough) {
   ASSERT_NO_FATAL_FAILURE(Train(&a));
   ParameterShard b(0, 1);
   const Transfer t = SendAndLoad(SnapshotOf(&a), "", "pserver-0", "pserver-0", &b);
-  ASSERT_TRUE(t.sent.ok()) << t.sent;
-  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
-  ExpectSameShard(&a, &b);
+  ASSERT_NO_FATAL_FAILURE(ExpectDelivered(t, &a, &b));
 }
 
 TEST_F(SnapshotSocketTls, AnotherShardsCertificateIsRefusedByBothEnds) {
@@ -335,9 +334,7 @@ TEST_F(SnapshotSocketTls, LanesEachRunTheirOwnTls) {
   ASSERT_NO_FATAL_FAILURE(Train(&a));
   ParameterShard b(0, 1);
   const Transfer t = SendAndLoadOverLanes(SnapshotOf(&a), 3, &b, /*payload=*/-1, "pserver-0");
-  ASSERT_TRUE(t.loaded.ok()) << t.loaded;
-  ASSERT_TRUE(t.sent.ok()) << t.sent;
-  ExpectSameShard(&a, &b);
+  ASSERT_NO_FATAL_FAILURE(ExpectDelivered(t, &a, &b));
 }
 
 }  // namespace
