@@ -19,7 +19,7 @@ void PushLedger::Record(uint64_t client_id, int64_t push_id) {
 }
 
 std::string PushLedger::Serialize() const {
-  std::string out(8 + last_.size() * 16, '\0');
+  std::string out(SerializedBytes(), '\0');
   const uint64_t n = last_.size();
   std::memcpy(out.data(), &n, 8);
   size_t at = 8;

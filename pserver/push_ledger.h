@@ -28,6 +28,7 @@ class PushLedger {
 
   // u64 count, then (u64 client, i64 last push id) pairs, little-endian.
   std::string Serialize() const;
+  size_t SerializedBytes() const { return 8 + 16 * last_.size(); }
   // DATA_LOSS for bytes that are not a ledger.
   static StatusOr<PushLedger> Parse(std::string_view bytes);
 

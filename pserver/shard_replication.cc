@@ -147,7 +147,7 @@ std::string ParameterShard::SnapshotBuffer() const {
   size_t ledger_len = 0;
   {
     absl::MutexLock l(&ledger_mu_);
-    ledger_len = 8 + 16 * ledger_.clients();  // PushLedger::Serialize's size
+    ledger_len = ledger_.SerializedBytes();
   }
   // Room for rows that arrive before the lock, so the copy rarely has to grow it.
   const size_t expected = 4 + 8 + 8 + ledger_len + 8 + 8 + head_len;
