@@ -7,7 +7,8 @@
 //   Dense         push+pull of one dense parameter of 1 KB .. 64 MB through
 //                 paddle_like/client/param_client.h's ParameterClient (the trainer's real path),
 //                 MB/s = 2*S / time, / the raw ping-pong of S and / streaming loopback.
-//                 Over gRPC (--shm=false on the client side) and through a
+//                 Over gRPC (no shared memory, no dense link), over a dense link
+//                 (a trainer on another host, by default) and through a
 //                 shared-memory region (a trainer on the pserver's host).
 //   Exchange      one training step's parameter exchange of the `mlp` example model
 //                 (2.1 MB, Adam) through ParameterClient::PushAndPull, over gRPC and
@@ -21,7 +22,7 @@
 //                 stored sparse row after pushing 1M rows, / the raw row bytes
 //                 (id + value + 2 slots + step count).
 //
-//   pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory]
+//   pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory] [--dense_link_lanes K]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -47,6 +48,7 @@
 #include "paddle_like/client/param_client.h"
 
 ABSL_FLAG(bool, quick, false, "smaller sizes and fewer repetitions");
+ABSL_FLAG(int32_t, dense_link_lanes, -1, "connections each way of the dense link lines (-1: the trainer's default)");
 ABSL_FLAG(std::vector<std::string>, only, {},
           "run only these parts: loopback, dense, exchange, sparse, memory (empty: all)");
 
@@ -55,6 +57,7 @@ namespace {
 
 struct Options {
   bool quick = false;
+  int dense_link_lanes = -1;
   std::set<std::string> only;
   bool Want(const std::string& part) const { return only.empty() || only.count(part) > 0; }
 };
@@ -206,14 +209,15 @@ void RunDense(const Options& o, double stream_mbps) {
   std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   if (o.quick) sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20};
   std::map<size_t, double> f32_sgd_mbps;  // gRPC, float32 wire: what bfloat16 is compared with
-  for (const bool shm : {false, true}) {
+  for (const DensePath path : {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory}) {
+  const bool grpc = path == DensePath::kGrpc;
   for (const WireDtype wire : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
   for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdam}) {
     for (size_t bytes : sizes) {
       if (kind == OptimizerKind::kAdam && bytes != (16u << 20)) continue;  // one Adam line: the target size
-      if (shm && bytes < (1u << 20)) continue;  // small tensors: the call, not the bytes
+      if (!grpc && bytes < (64u << 10)) continue;  // tiny tensors: the call, not the bytes
       // bfloat16 wire: over gRPC (a region carries float32), SGD, sizes where bytes count.
-      if (wire == WireDtype::kBfloat16 && (shm || kind != OptimizerKind::kSGD || bytes < (1u << 20))) continue;
+      if (wire == WireDtype::kBfloat16 && (!grpc || kind != OptimizerKind::kSGD || bytes < (1u << 20))) continue;
       PserverProcess ps;
       if (Status s = ps.Start("dense"); !s.ok()) {
         std::cout << "  " << s << std::endl;
@@ -221,7 +225,7 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       OneDense module(static_cast<int64_t>(bytes / 4));
       module.w.MutableGrad().Fill(1e-3f);
-      auto connected = ConnectedClient(&module, Optimizer(kind), shm, ps.address(), wire);
+      auto connected = ConnectedClient(&module, Optimizer(kind), path, ps.address(), wire, o.dense_link_lanes);
       if (!connected.ok()) {
         std::cout << "  connect: " << connected.status() << std::endl;
         return;
@@ -246,18 +250,18 @@ void RunDense(const Options& o, double stream_mbps) {
       }
       const double raw = RawPingPongSeconds(bytes, reps, min_s);
       const double mbps = 2.0 * bytes / t_both / 1e6, raw_mbps = 2.0 * bytes / raw / 1e6;
-      const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") + (shm ? ", shared memory" : "") +
+      const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") +
+                              (grpc ? "" : std::string(", ") + DensePathName(path)) +
                               (wire == WireDtype::kBfloat16 ? ", bfloat16 wire" : "");
-      if (shm != (client.counters().shm_attaches > 0)) {
-        std::cout << "  " << SizeName(bytes) << ": expected shared memory " << (shm ? "on" : "off") << std::endl;
-        continue;
-      }
       ReportLine("push+pull " + SizeName(bytes) + " (" + opt + ")", mbps, "MB/s", raw_mbps, "MB/s",
                  "raw ping-pong, same bytes", mbps / raw_mbps);
       if (bytes >= (1u << 20)) {
         ReportLine("  vs streaming loopback", mbps, "MB/s", stream_mbps, "MB/s", "raw stream", mbps / stream_mbps);
       }
-      if (!shm && kind == OptimizerKind::kSGD && wire == WireDtype::kFloat32) f32_sgd_mbps[bytes] = mbps;
+      if (grpc && kind == OptimizerKind::kSGD && wire == WireDtype::kFloat32) f32_sgd_mbps[bytes] = mbps;
+      if (path == DensePath::kDenseLink && kind == OptimizerKind::kSGD && f32_sgd_mbps.count(bytes)) {
+        ReportLine("  vs gRPC", mbps, "MB/s", f32_sgd_mbps[bytes], "MB/s", "same size, gRPC", mbps / f32_sgd_mbps[bytes]);
+      }
       if (wire == WireDtype::kBfloat16 && f32_sgd_mbps.count(bytes)) {
         ReportLine("  vs the float32 wire", mbps, "MB/s", f32_sgd_mbps[bytes], "MB/s", "same size, gRPC",
                    mbps / f32_sgd_mbps[bytes]);
@@ -300,13 +304,13 @@ void RunExchange(const Options& o) {
       },
       5, min_s);
   std::printf("  in-process Adam step over %lld floats: %.3f ms\n", static_cast<long long>(floats), t_local * 1e3);
-  for (const bool shm : {false, true}) {
+  for (const DensePath path : {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory}) {
     PserverProcess ps;
-    if (Status s = ps.Start(shm ? "exchange-shm" : "exchange-grpc"); !s.ok()) {
+    if (Status s = ps.Start("exchange"); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
     }
-    auto connected = ConnectedClient(&module, adam, shm, ps.address());
+    auto connected = ConnectedClient(&module, adam, path, ps.address(), WireDtype::kFloat32, o.dense_link_lanes);
     if (!connected.ok()) {
       std::cout << "  connect: " << connected.status() << std::endl;
       return;
@@ -433,6 +437,7 @@ void RunMemory(const Options& o) {
     ParameterClientOptions po;
     po.optimizer = Optimizer(OptimizerKind::kAdam);
     po.shared_memory = shm;
+    po.dense_link_lanes = 0;  // the gRPC line is the target's; a link's region would add 2x the parameter
     const std::string address = ps.address();
     ParameterClient client(&module, po, [address]() -> StatusOr<std::vector<std::string>> {
       return std::vector<std::string>{address};
@@ -513,6 +518,7 @@ int Main(int argc, char** argv) {
   cli::ParseOrExit(program, argc, argv);
   Options o;
   o.quick = absl::GetFlag(FLAGS_quick);
+  o.dense_link_lanes = absl::GetFlag(FLAGS_dense_link_lanes);
   o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"loopback", "dense", "exchange", "sparse", "memory"});
   std::printf("pl-bench-ps: load average at start %s\n", LoadAverage().c_str());
   Header("Raw loopback TCP (the reference)");

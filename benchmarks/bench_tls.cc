@@ -81,7 +81,7 @@ StatusOr<double> ExchangeSeconds(Job& job, Module& module, bool tls, bool shm) {
   OptimizerSpec adam;
   adam.kind = OptimizerKind::kAdam;
   adam.learning_rate = 1e-3f;
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client, ConnectedClient(&module, adam, shm, ps.address()));
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client, ConnectedClient(&module, adam, shm ? DensePath::kSharedMemory : DensePath::kGrpc, ps.address()));
   Status error;
   const double t = BestSecondsPerCall(
       [&] {

@@ -59,16 +59,39 @@ class PserverProcess {
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
 };
 
+// How a benchmark's trainer moves its dense blocks: everything over gRPC, a dense link
+// (as from another host), or a shared-memory region (the same host).
+enum class DensePath { kGrpc, kDenseLink, kSharedMemory };
+
+inline const char* DensePathName(DensePath path) {
+  switch (path) {
+    case DensePath::kGrpc: return "gRPC";
+    case DensePath::kDenseLink: return "dense link";
+    case DensePath::kSharedMemory: return "shared memory";
+  }
+  return "?";
+}
+
 inline StatusOr<std::unique_ptr<ParameterClient>> ConnectedClient(Module* module, const OptimizerSpec& optimizer,
-                                                                  bool shared_memory, const std::string& address,
-                                                                  WireDtype wire = WireDtype::kFloat32) {
+                                                                  DensePath path, const std::string& address,
+                                                                  WireDtype wire = WireDtype::kFloat32,
+                                                                  int dense_link_lanes = -1) {
   ParameterClientOptions po;
   po.optimizer = optimizer;
-  po.shared_memory = shared_memory;
+  po.shared_memory = path == DensePath::kSharedMemory;
+  po.dense_link_lanes = path == DensePath::kDenseLink ? dense_link_lanes : 0;
+  // As pl-trainer runs (without --pipeline): the parameters live in the region, so
+  // gradients leave and values arrive with no copy on the trainer's side.
+  po.bind_parameters_to_shared_memory = path != DensePath::kGrpc;
   po.wire_dtype = wire;
   auto client = std::make_unique<ParameterClient>(
       module, po, [address]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{address}; });
   PL_RETURN_IF_ERROR(client->Connect());
+  // The transport asked for, or the figures would be mislabelled.
+  const std::string got = client->Transports()[0];
+  if (got.rfind(DensePathName(path), 0) != 0) {
+    return absl::InternalError(absl::StrCat("asked for ", DensePathName(path), ", got ", got));
+  }
   return client;
 }
 

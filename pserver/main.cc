@@ -85,6 +85,9 @@ ABSL_FLAG(int32_t, snapshot_lanes, 0,
           "replicated shards: a snapshot over the socket goes on up to this many connections at once, each read "
           "into the shard on a thread of its own (1-16; the joiner takes the smaller of its own and the primary's; "
           "0: 4 with TLS, else one per 4 cores, at most 4)");
+ABSL_FLAG(bool, dense_link, true,
+          "accept dense links from trainers on other hosts: their dense blocks over TCP connections of their own, "
+          "on a port the OS picks, with the job's TLS unless --insecure (--nodense_link: over gRPC)");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -242,7 +245,13 @@ int Run(int argc, char** argv) {
   // Trainers on this host may send their dense traffic through shared memory.
   pl::pserver::SharedRegionOptions shm;
   shm.enabled = absl::GetFlag(FLAGS_shm);
+  shm.links_enabled = absl::GetFlag(FLAGS_dense_link);
   pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from, shm);
+  if (shm.links_enabled) {
+    if (pl::Status opened = service.OpenDenseLinks(host); !opened.ok()) {
+      pl::log::Warning(absl::StrCat("no dense links (trainers on other hosts use gRPC): ", opened.message()));
+    }
+  }
   pl::metrics::PserverSampler sampler(telemetry.get(), [&service] { return service.StatsNow(); });  // once a second
   pl::rpc::ServerOptions server_options;
   server_options.address = absl::StrCat(host, ":", port);

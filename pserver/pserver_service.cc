@@ -151,14 +151,28 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
   if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
   StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request.shm_region());
   if (!region.ok()) return rpc::ToGrpc(region.status());
+  StatusOr<std::shared_ptr<DenseLink>> link = regions_.LinkOf(request.shm_region());
+  if (!link.ok()) return rpc::ToGrpc(link.status());
   if (request.shm_offsets_size() != request.dense_size()) {
     return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
         "pull names ", request.dense_size(), " dense blocks but ", request.shm_offsets_size(), " shared-memory offsets")));
   }
   const SharedRegion& r = **region;
-  return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
+  std::vector<DenseLink::Range> written(request.dense_size());
+  Status pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
+    written[i] = {request.shm_offsets(i), n * 4};
     return r.Floats(request.shm_offsets(i), n);
-  }));
+  });
+  if (pulled.ok() && *link != nullptr) pulled = SendBack(**link, request.link_seq(), written);
+  return rpc::ToGrpc(pulled);
+}
+
+Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written) {
+  Status sent = link.Send(seq, written);
+  // The trainer attaches again and repeats the call over gRPC (a push's retry is not
+  // applied twice: the ledger knows its number).
+  if (!sent.ok()) return absl::AbortedError(absl::StrCat("the dense link failed: ", sent.message()));
+  return absl::OkStatus();
 }
 
 StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
@@ -177,6 +191,7 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
   }
   header.clear_shm_region();
   header.clear_shm_dense();
+  header.clear_link_seq();
   frame.header() = std::move(header);
   return frame;
 }
@@ -198,23 +213,41 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
     return grpc::Status::OK;
   }
   std::shared_ptr<SharedRegion> region;  // the push's shared-memory region, if any
+  std::shared_ptr<DenseLink> link;       // and the link that mirrors it, if any
+  const uint64_t link_seq = frame.header().link_seq();
   std::vector<int64_t> write_offsets;
   for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
   if (frame.header().shm_region() != 0) {
     if (!frame.dense().empty()) {
       return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
     }
+    StatusOr<std::shared_ptr<DenseLink>> found = regions_.LinkOf(frame.header().shm_region());
+    if (!found.ok()) return rpc::ToGrpc(found.status());
+    link = *std::move(found);
+    if (link != nullptr) {
+      if (Status landed = link->WaitFor(link_seq, DeadlineOf(context)); !landed.ok()) {
+        return rpc::ToGrpc(absl::AbortedError(absl::StrCat("the push's gradients did not come over the dense link: ",
+                                                           landed.message())));
+      }
+    }
     StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), &region);
     if (!local.ok()) return rpc::ToGrpc(local.status());
     frame = *std::move(local);
   }
   DenseDestination write_to;
+  std::vector<DenseLink::Range> written(write_offsets.size());
   if (write_back) {
     const SharedRegion& r = *region;  // write_back implies a region (checked above)
-    write_to = [&r, &write_offsets](int i, int64_t n) { return r.Floats(write_offsets[i], n); };
+    write_to = [&r, &write_offsets, &written](int i, int64_t n) {
+      written[i] = {write_offsets[i], n * 4};
+      return r.Floats(write_offsets[i], n);
+    };
   }
   StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context), write_to);
   if (!version.ok()) return rpc::ToGrpc(version.status());
+  if (link != nullptr && write_back) {
+    if (Status sent = SendBack(*link, link_seq, written); !sent.ok()) return rpc::ToGrpc(sent);
+  }
   response->set_version(*version);
   return grpc::Status::OK;
 }
@@ -233,8 +266,11 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_checkpoints_written(checkpoints_written_.load());
   r.set_restored_from(restored_from_);
   r.set_rss_bytes(ResidentBytes());
-  r.set_shm_regions(regions_.size());
-  r.set_shm_bytes(regions_.total_bytes());
+  const SharedRegionTable::Totals shm = regions_.Count(/*linked=*/false), links = regions_.Count(/*linked=*/true);
+  r.set_shm_regions(shm.regions);
+  r.set_shm_bytes(shm.bytes);
+  r.set_dense_links(links.regions);
+  r.set_dense_link_bytes(links.bytes);
   if (replicator_ != nullptr) {
     r.set_replica_role(proto::ReplicaInfo::Role_Name(replicator_->role()));
     r.set_replica_epoch(replicator_->epoch());
@@ -260,12 +296,31 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
                                     proto::AttachResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Attach")); !s.ok()) return s;
+  if (request->link_lanes() > 0 && request->shm_name().empty()) {
+    if (links_ == nullptr) {
+      return rpc::ToGrpc(absl::FailedPreconditionError("this pserver takes no dense links (--dense_link=false)"));
+    }
+    StatusOr<LinkedRegion> linked = regions_.AttachLinked(*request);
+    if (!linked.ok()) return rpc::ToGrpc(linked.status());
+    log::Info(absl::StrFormat("trainer %d opens a dense link of %d lanes each way for %.1f MB (region %d)",
+                              request->trainer_id(), request->link_lanes(), request->shm_bytes() / 1e6, linked->id));
+    response->set_region(linked->id);
+    response->set_link_port(links_->port());
+    response->set_link_token(links_->token());
+    response->set_region_token(linked->token);
+    return grpc::Status::OK;
+  }
   StatusOr<uint64_t> id = regions_.Attach(*request);
   if (!id.ok()) return rpc::ToGrpc(id.status());
   log::Info(absl::StrFormat("trainer %d attached %.1f MB of shared memory (region %d)",
                            request->trainer_id(), request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
   return grpc::Status::OK;
+}
+
+Status PserverService::OpenDenseLinks(const std::string& host) {
+  PL_ASSIGN_OR_RETURN(links_, DenseLinkListener::Open(host, &regions_));
+  return absl::OkStatus();
 }
 
 void PserverService::SetRestoredFrom(const std::string& path) {

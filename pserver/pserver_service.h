@@ -7,6 +7,8 @@
 // job's processes.
 // Trainers on this host may attach a shared-memory region (Attach); their Push and
 // Pull then name blocks in it instead of carrying the floats (shared_regions.h).
+// Trainers on other hosts may ask for a dense link instead: the region lives here and
+// its blocks travel over TCP connections of their own (dense_link_listener.h).
 //
 // It is the generated Service (so every RPC of the proto is known at compile time)
 // with Push and Pull taken as raw bytes (WithRawCallbackMethod_*): they read and write
@@ -30,6 +32,7 @@
 
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint.h"
+#include "pserver/dense_link_listener.h"
 #include "pserver/handler_threads.h"
 #include "pserver/replicator.h"
 #include "pserver/shared_regions.h"
@@ -80,6 +83,10 @@ class PserverService final : public PserverServiceBase {
   // Changes whenever a Push or Pull starts or ends (the main loop notices when traffic
   // pauses).
   int64_t data_calls() const { return data_calls_.load(); }
+  // Takes dense links from trainers on other hosts, on a port of `host` the OS picks
+  // (dense_link_listener.h); before serving. Without it, Attach refuses them.
+  Status OpenDenseLinks(const std::string& host);
+  int dense_link_port() const { return links_ ? links_->port() : 0; }
   // Lets go of shared-memory regions their trainers stopped using.
   void DropIdleRegions() { regions_.DropIdle(); }
 
@@ -98,6 +105,9 @@ class PserverService final : public PserverServiceBase {
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region);
+  // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
+  // when the link fails.
+  static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);
 
   ParameterShard* const shard_;
   Replicator* replicator_ = nullptr;
@@ -107,6 +117,7 @@ class PserverService final : public PserverServiceBase {
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};
   SharedRegionTable regions_;
+  std::unique_ptr<DenseLinkListener> links_;  // after regions_: it hands lanes to them
   HandlerThreads handler_threads_;  // last: joined before the members its tasks use go
 };
 

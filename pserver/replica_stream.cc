@@ -130,7 +130,7 @@ Status ReplicaStream::SendSnapshot() {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
     PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), open, &ack)), "snapshot socket"));
     if (ack.socket_port() > 0) {
-      const std::string host = HostOf(options_.address);
+      const std::string host = rpc::HostOf(options_.address);
       StatusOr<SnapshotLanes> lanes =
           DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(),
                     snapshot_.payload_bytes(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));

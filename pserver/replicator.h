@@ -47,7 +47,7 @@
 #include "pserver/stream_applier.h"
 #include "pserver/replication_hook.h"
 #include "pserver/shard.h"
-#include "pserver/snapshot_socket.h"
+#include "paddle_like/rpc/bulk_socket.h"
 
 namespace pl::pserver {
 
@@ -151,7 +151,7 @@ class Replicator : public ReplicationHook {
   struct SocketInstall {
     ~SocketInstall();  // cancels and joins
     std::atomic<bool> cancel{false};
-    std::unique_ptr<SnapshotListener> listener;
+    std::unique_ptr<rpc::BulkListener> listener;
     std::thread thread;
   };
   StatusOr<ParameterShard*> AcceptSnapshotFrom(const proto::SnapshotChunk& chunk)

@@ -124,7 +124,7 @@ Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::
     PL_RETURN_IF_ERROR(AcceptSnapshotFrom(chunk).status());
   }
   auto install = std::make_unique<SocketInstall>();
-  PL_ASSIGN_OR_RETURN(install->listener, SnapshotListener::Open(options_.listen_host, &install->cancel,
+  PL_ASSIGN_OR_RETURN(install->listener, rpc::BulkListener::Open(options_.listen_host, &install->cancel,
                                                                          rpc::PserverIdentity(options_.index)));
   const int lanes = std::clamp(std::min(chunk.socket_lanes(), options_.snapshot_lanes), 1, kMaxSnapshotLanes);
   ack->set_socket_port(install->listener->port());

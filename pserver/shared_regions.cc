@@ -1,6 +1,7 @@
 #include "pserver/shared_regions.h"
 
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -9,6 +10,12 @@ namespace pl::pserver {
 SharedRegionTable::SharedRegionTable(SharedRegionOptions options) : options_(options) {
   // Ids of a restarted pserver must not collide with the ones trainers still hold.
   next_id_ = (std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) | 1;
+}
+
+SharedRegionTable::~SharedRegionTable() {
+  cancel_ = true;
+  absl::MutexLock l(&mu_);
+  regions_.clear();  // the links' threads end before the flag they poll goes
 }
 
 StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request) {
@@ -27,9 +34,15 @@ StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request
   }
   absl::MutexLock l(&mu_);
   const absl::Time now = absl::Now();
+  const uint64_t id = InsertLocked(Entry{region, request.client_id(), now}, now);
+  region->set_answer(id);
+  return id;
+}
+
+uint64_t SharedRegionTable::InsertLocked(Entry entry, absl::Time now) {
   DropIdleLocked(now);
   for (auto it = regions_.begin(); it != regions_.end();) {
-    if (it->second.client_id == request.client_id()) {
+    if (it->second.client_id == entry.client_id) {
       regions_.erase(it++);
     } else {
       ++it;
@@ -44,9 +57,85 @@ StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request
   }
   const uint64_t id = next_id_++;
   if (next_id_ == 0) next_id_ = 1;
-  region->set_answer(id);
-  regions_[id] = Entry{std::move(region), request.client_id(), now};
+  regions_[id] = std::move(entry);
   return id;
+}
+
+StatusOr<LinkedRegion> SharedRegionTable::AttachLinked(const proto::AttachRequest& request) {
+  if (!options_.links_enabled) {
+    return absl::FailedPreconditionError("this pserver takes no dense links (--dense_link=false)");
+  }
+  if (request.shm_bytes() <= static_cast<int64_t>(SharedRegion::kHeaderBytes) ||
+      request.shm_bytes() > options_.max_region_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dense link region size ", request.shm_bytes(), " is outside (",
+                                                   SharedRegion::kHeaderBytes, ", ", options_.max_region_bytes, "]"));
+  }
+  if (request.link_lanes() < 1 || request.link_lanes() > kMaxDenseLinkLanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a dense link takes 1 to ", kMaxDenseLinkLanes, " lanes, not ", request.link_lanes()));
+  }
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region,
+                      SharedRegion::CreatePrivate(static_cast<size_t>(request.shm_bytes()) - SharedRegion::kHeaderBytes));
+  Entry entry{std::move(region), request.client_id(), absl::Now()};
+  entry.link_token = rpc::RandomToken();
+  entry.to_pserver.resize(request.link_lanes());
+  entry.to_trainer.resize(request.link_lanes());
+  LinkedRegion out;
+  out.token = entry.link_token;
+  absl::MutexLock l(&mu_);
+  out.id = InsertLocked(std::move(entry), absl::Now());
+  return out;
+}
+
+Status SharedRegionTable::AddLane(uint64_t id, const std::string& token, bool to_pserver, int lane, int lanes,
+                                  std::unique_ptr<rpc::BulkConnection> conn) {
+  absl::MutexLock l(&mu_);
+  auto it = regions_.find(id);
+  if (it == regions_.end() || it->second.link_token.empty() || !rpc::SameBytes(token, it->second.link_token)) {
+    return absl::PermissionDeniedError(absl::StrCat("no dense link region ", id, " with that token"));
+  }
+  Entry& e = it->second;
+  DenseLink::Lanes& side = to_pserver ? e.to_pserver : e.to_trainer;
+  if (e.link != nullptr || lanes != static_cast<int>(side.size()) || lane < 0 || lane >= lanes || side[lane]) {
+    return absl::InvalidArgumentError(absl::StrCat("dense link region ", id, ": lane ", lane, " of ", lanes,
+                                                   " is not one it waits for"));
+  }
+  side[lane] = std::move(conn);
+  auto all_in = [](const DenseLink::Lanes& v) {
+    for (const auto& c : v) {
+      if (!c) return false;
+    }
+    return true;
+  };
+  if (!all_in(e.to_pserver) || !all_in(e.to_trainer)) return absl::OkStatus();
+  const char ready = 1;
+  for (const DenseLink::Lanes* v : {&e.to_pserver, &e.to_trainer}) {
+    for (const auto& c : *v) PL_RETURN_IF_ERROR(c->Write(&ready, 1, absl::Seconds(1)));
+  }
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<DenseLink> link,
+                      DenseLink::Start(std::move(e.to_trainer), std::move(e.to_pserver), e.region));
+  e.link = std::move(link);
+  e.last_used = absl::Now();
+  return absl::OkStatus();
+}
+
+StatusOr<std::shared_ptr<DenseLink>> SharedRegionTable::LinkOf(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  auto it = regions_.find(id);
+  if (it == regions_.end()) {
+    return absl::AbortedError(absl::StrCat("unknown shared-memory region ", id, ": attach again"));
+  }
+  Entry& e = it->second;
+  if (e.link_token.empty()) return std::shared_ptr<DenseLink>();
+  if (e.link == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("dense link region ", id, " still misses lanes"));
+  }
+  if (Status broken = e.link->status(); !broken.ok()) {
+    std::string why(broken.message());
+    regions_.erase(it);
+    return absl::AbortedError(absl::StrCat("dense link region ", id, " broke (", why, "): attach again"));
+  }
+  return e.link;
 }
 
 StatusOr<std::shared_ptr<SharedRegion>> SharedRegionTable::Find(uint64_t id) {
@@ -74,16 +163,15 @@ void SharedRegionTable::DropIdleLocked(absl::Time now) {
   }
 }
 
-int64_t SharedRegionTable::size() const {
+SharedRegionTable::Totals SharedRegionTable::Count(bool linked) const {
   absl::MutexLock l(&mu_);
-  return static_cast<int64_t>(regions_.size());
-}
-
-int64_t SharedRegionTable::total_bytes() const {
-  absl::MutexLock l(&mu_);
-  int64_t total = 0;
-  for (const auto& [id, e] : regions_) total += static_cast<int64_t>(e.region->total_bytes());
-  return total;
+  Totals t;
+  for (const auto& [id, e] : regions_) {
+    if (e.link_token.empty() == linked) continue;
+    ++t.regions;
+    t.bytes += static_cast<int64_t>(e.region->total_bytes());
+  }
+  return t;
 }
 
 }  // namespace pl::pserver

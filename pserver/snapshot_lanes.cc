@@ -56,12 +56,12 @@ StatusOr<SnapshotLanes> DialLanes(const std::string& host, int port, int lanes, 
                                   const std::string& peer) {
   lanes = std::clamp(lanes, 1, kMaxSnapshotLanes);
   // The certificates read once for all the lanes' handshakes.
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls, SnapshotTlsContext(rpc::TlsSide::kClient));
-  std::vector<StatusOr<std::unique_ptr<SnapshotConnection>>> dialled(lanes);
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls, rpc::BulkTlsContext(rpc::TlsSide::kClient));
+  std::vector<StatusOr<std::unique_ptr<rpc::BulkConnection>>> dialled(lanes);
   // Each lane presents itself as soon as it is up: the joiner gives a connection a
   // moment only before it closes it as a stranger's.
   auto dial = [&](int k) {
-    dialled[k] = SnapshotConnection::Dial(host, port, timeout, cancel, peer, tls);
+    dialled[k] = rpc::BulkConnection::Dial(host, port, timeout, cancel, peer, tls);
     if (!dialled[k].ok()) return;
     std::string opening = token;
     const uint64_t preamble[2] = {static_cast<uint64_t>(k) | (static_cast<uint64_t>(lanes) << 32), payload};
@@ -90,7 +90,7 @@ Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload
   }
   const uint64_t head = size - payload;
   PL_RETURN_IF_ERROR(OnEveryLane(lanes, [&](int k) -> Status {
-    SnapshotConnection& lane = *lanes[k];
+    rpc::BulkConnection& lane = *lanes[k];
     const ByteWriter write = [&lane, idle](const void* data, size_t bytes) { return lane.Write(data, bytes, idle); };
     const auto [from, to] = Slice(payload, k, n);
     if (k == 0) return snapshot(0, head + to, write);  // the head, then its slice
@@ -107,7 +107,7 @@ Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload
   return absl::OkStatus();
 }
 
-StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(SnapshotListener* listener, int lanes,
+StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(rpc::BulkListener* listener, int lanes,
                                                              absl::Time deadline) {
   lanes = std::clamp(lanes, 1, kMaxSnapshotLanes);
   // Each connection's handshake, token and preamble are vetted on a thread of its own,
@@ -118,7 +118,7 @@ StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(SnapshotListener* l
   SnapshotLanes got(lanes);
   int count = 0, vetting = 0;
   uint64_t payload = 0;
-  auto vet = [&](std::unique_ptr<SnapshotConnection> conn) {
+  auto vet = [&](std::unique_ptr<rpc::BulkConnection> conn) {
     uint64_t preamble[2] = {0, 0};
     const absl::Time within = std::min(deadline, absl::Now() + kPreambleWithin);
     const bool spoke =
@@ -149,7 +149,7 @@ StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(SnapshotListener* l
       }
       if (count == lanes) break;
     }
-    StatusOr<std::unique_ptr<SnapshotConnection>> conn = listener->NextConnection(deadline);
+    StatusOr<std::unique_ptr<rpc::BulkConnection>> conn = listener->NextConnection(deadline);
     if (!conn.ok()) {
       status = conn.status();
       break;

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "pserver/shard_serializer.h"
-#include "pserver/snapshot_socket.h"
+#include "paddle_like/rpc/bulk_socket.h"
 
 namespace pl::pserver {
 
@@ -38,7 +38,7 @@ inline constexpr int kMaxSnapshotLanes = 16;
 // benchmarks/README.md).
 int DefaultSnapshotLanes(bool tls);
 
-using SnapshotLanes = std::vector<std::unique_ptr<SnapshotConnection>>;
+using SnapshotLanes = std::vector<std::unique_ptr<rpc::BulkConnection>>;
 
 // The primary's side. DialLanes connects all `lanes` (in parallel, each with its own
 // TLS handshake) and sends each the token and its preamble, or fails; SendOverLanes
@@ -60,7 +60,7 @@ class LaneReceiver {
   // preamble, before `deadline`; strangers are closed unread. Connections are vetted
   // (handshake, token, preamble) on threads of their own, so the lanes' handshakes
   // overlap.
-  static StatusOr<std::unique_ptr<LaneReceiver>> Accept(SnapshotListener* listener, int lanes, absl::Time deadline);
+  static StatusOr<std::unique_ptr<LaneReceiver>> Accept(rpc::BulkListener* listener, int lanes, absl::Time deadline);
 
   // The snapshot up to its dense floats, in order (lane 0).
   Status Read(void* data, size_t n, absl::Duration idle);

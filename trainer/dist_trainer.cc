@@ -63,6 +63,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   pco.defer_apply = o.defer_apply;
   pco.shared_memory = o.shared_memory;
   pco.wire_dtype = o.wire_dtype;
+  pco.dense_link_lanes = o.dense_link_lanes;
   pco.give_up_after = give_up;
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
     return master.PserverAddresses(num_pservers);

@@ -38,6 +38,7 @@ struct DistTrainerOptions {
   bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
   bool shared_memory = true;         // dense traffic to pservers on this host through shared memory
   WireDtype wire_dtype = WireDtype::kFloat32;  // dense values over gRPC (paddle_like/dist/bf16.h)
+  int dense_link_lanes = -1;         // pservers on other hosts: ParameterClientOptions::dense_link_lanes
   // Told of every step and of the final evaluation (TensorBoard, /metrics); may be null.
   metrics::TrainingObserver* observer = nullptr;
 };

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
@@ -21,6 +22,7 @@
 #include "paddle_like/optim/update_rules.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/tls_flags.h"
+#include "paddle_like/dist/dense_link.h"
 #include "trainer/dist_trainer.h"
 #include "trainer/example_data.h"
 #include "trainer/local_trainer.h"
@@ -65,6 +67,9 @@ ABSL_FLAG(bool, defer_apply, false,
 ABSL_FLAG(bool, shm, true,
           "distributed: send dense tensors to pservers on this host through shared memory "
           "(a pserver on another host, or one run with --shm=false, keeps gRPC)");
+ABSL_FLAG(int32_t, dense_link_lanes, -1,
+          "dense blocks to and from pservers on other hosts over this many TCP connections each way beside gRPC, "
+          "with the job's TLS (-1: 4 with TLS, 2 without; 0: over gRPC)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "distributed: how dense gradients and parameters cross gRPC: float32, or bfloat16 (half the bytes; "
           "gradients with error feedback, so rounding loses nothing over time). Shared memory stays float32");
@@ -171,6 +176,11 @@ int main(int argc, char** argv) {
     auto wire = pl::ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
     if (!wire.ok()) pl::cli::ExitWithUsageError(program, "--wire_dtype: " + std::string(wire.status().message()));
     d.wire_dtype = *wire;
+    d.dense_link_lanes = absl::GetFlag(FLAGS_dense_link_lanes);
+    if (d.dense_link_lanes < -1 || d.dense_link_lanes > pl::kMaxDenseLinkLanes) {
+      pl::cli::ExitWithUsageError(program, absl::StrCat("--dense_link_lanes: ", d.dense_link_lanes,
+                                                        " is outside -1..", pl::kMaxDenseLinkLanes));
+    }
     d.save_path = absl::GetFlag(FLAGS_save);
     if (const std::string rank = absl::GetFlag(FLAGS_rank); !rank.empty()) d.name = "trainer-" + rank;
     pl::log::SetProcessName(d.name);

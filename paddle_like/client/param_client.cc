@@ -62,8 +62,10 @@ Status ParameterClient::Resolve(int only) {
     Shard& s = *shards_[i];
     if (s.address != addresses[i] || !s.stub) {
       s.address = addresses[i];
+      s.link.reset();
       s.region.reset();  // another pserver (maybe on another host): offer it afresh
       s.shm_refusal.clear();
+      s.link_refusal.clear();
       std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(s.address);
       s.stub = proto::ParameterServer::NewStub(channel);
       s.frames = std::make_unique<PserverFrameStub>(channel);
@@ -208,11 +210,19 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
     s.shm_pull = s.pull;
     s.shm_pull.set_shm_region(s.region_id);
     for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.value_offset);
+    if (s.link) s.shm_pull.set_link_seq(++s.link_seq);
     Status st = rpc::FromGrpc(s.frames->Pull(ctx.get(), s.shm_pull, response));
-    if (absl::IsAborted(st)) s.region.reset();  // the pserver forgot it: gRPC until offered again
+    if (st.ok() && s.link) st = LinkLanded(s.link->WaitFor(s.link_seq, absl::Now() + options_.call_timeout));
+    // The pserver forgot the region, or the link failed: gRPC until offered again.
+    if (absl::IsAborted(st)) DropLink(s, st);
     if (st.ok()) AddRegionValues(s, region, response);
     return st;
   };
+}
+
+Status ParameterClient::LinkLanded(const Status& link_status) {
+  if (link_status.ok()) return link_status;
+  return absl::AbortedError(absl::StrCat("dense link: ", link_status.message()));
 }
 
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
@@ -223,10 +233,26 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(prot
       st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
     } else {
       s.shm_push.header().set_shm_write_back(s.one_call);
-      st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
-      // The pserver forgot the region, so it applied nothing: the gradients go again
-      // over gRPC, from the region where they still are.
-      if (absl::IsAborted(st)) PushFromRegion(s);
+      if (s.link) {
+        s.shm_push.header().set_link_seq(++s.link_seq);
+        st = LinkLanded(s.link->Send(s.link_seq, s.link_spans));
+      }
+      if (st.ok()) st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
+      if (st.ok() && s.link && s.one_call) {
+        st = LinkLanded(s.link->WaitFor(s.link_seq, absl::Now() + options_.call_timeout));
+      }
+      // The pserver forgot the region or the link failed: the gradients go again over
+      // gRPC, from the region where they still are (a push that was applied is known
+      // by its number and not applied twice).
+      if (absl::IsAborted(st)) {
+        const bool in_region = s.link == nullptr || s.link_grads_in_region;
+        DropLink(s, st);
+        if (in_region) {
+          PushFromRegion(s);
+        } else {
+          s.shm_ready = false;  // the push frame still references the gradients
+        }
+      }
     }
     // The push was built on the parameters of version `step`; the shard answers with
     // its version after applying it, so the difference less this push is what others
@@ -272,9 +298,10 @@ void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool the
   const bool every_block = only_dense_ == nullptr || static_cast<int>(only_dense_->size()) == num_dense_;
   for (auto& sh : shards_) {
     Shard& s = *sh;
-    s.shm_ready = s.region && every_block && BuildShmPush(s);
+    s.shm_ready = s.region && every_block && BuildShmPush(s, own_copies);
     if (s.region && every_block && !s.shm_ready) {
       // Cannot happen while the slots follow BuildPush's order; if it did, gRPC is right.
+      s.link.reset();
       s.region.reset();
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
       if (own_copies) s.push = CopyOfFrame(s.push);

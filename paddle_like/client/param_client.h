@@ -11,10 +11,12 @@
 //
 // A pserver on the same host is offered a shared-memory region (shared_region.h) at
 // Connect: its dense blocks then pass through that memory, with only the request
-// travelling over gRPC. A pserver that refuses (another host, --shm=false, an older
-// build) keeps getting everything over gRPC; one that restarted and forgot the region
-// answers ABORTED, and the call is retried over gRPC and the region offered again on
-// the next step.
+// travelling over gRPC. A pserver on another host is asked for a dense link instead
+// (dense_link.h): both ends keep a copy of the region and its blocks travel over TCP
+// connections of their own. A pserver that refuses both (--shm=false and
+// --dense_link=false, an older build) keeps getting everything over gRPC; one that
+// restarted and forgot the region, or whose link broke, answers ABORTED, and the call
+// is retried over gRPC and the region offered again on the next step.
 //
 // Faults: a pserver that is unreachable or restarting is retried with backoff (its
 // address re-resolved through the master, since a restarted pserver may listen on a
@@ -43,6 +45,7 @@
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/bf16.h"
+#include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
@@ -77,6 +80,12 @@ struct ParameterClientOptions {
   // to the next push (error feedback, paddle_like/dist/bf16.h), pulled parameters are
   // the pserver's float32 values rounded.
   WireDtype wire_dtype = WireDtype::kFloat32;
+  // A pserver that cannot share memory with this trainer (another host, or
+  // shared_memory off) is asked for a dense link (paddle_like/dist/dense_link.h): the
+  // dense blocks then travel over this many TCP connections each way, beside gRPC,
+  // with the job's TLS. -1: DefaultDenseLinkLanes; 0: everything over gRPC. A link
+  // carries float32, so wire_dtype bfloat16 keeps gRPC.
+  int dense_link_lanes = -1;
 };
 
 struct TrafficCounters {
@@ -196,13 +205,21 @@ class ParameterClient {
   // a replica that just took over may lag, unless `waited_in_vain`: a pull's deadline
   // passed with the shard not moving).
   void AlignSyncStep(int i, Shard& shard, bool waited_in_vain);
-  // Offers the shard a shared-memory region unless it has one or refused one.
+  // Offers the shard a shared-memory region unless it has one or refused one; failing
+  // that, asks it for a dense link.
   void TryAttach(Shard& shard);
+  void AttachSharedMemory(Shard& shard);
+  void AttachLink(Shard& shard);
+  // Lets go of the shard's region and link (a call through them failed): `why` logged.
+  void DropLink(Shard& shard, const Status& why);
+  // A dense link's failure as ABORTED: the call goes again over gRPC.
+  static Status LinkLanded(const Status& link_status);
+
   // bind_parameters_to_shared_memory: moves the parameters that fit into the region.
   void BindParameters(Shard& shard);
   // The shard's push as a shared-memory push (gradients copied into its region);
   // false when the push does not match the region's layout.
-  bool BuildShmPush(Shard& shard);
+  bool BuildShmPush(Shard& shard, bool own_copies);
 
   std::unique_ptr<KeyStore> keys_;
   ParameterClientOptions options_;

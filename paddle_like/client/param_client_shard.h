@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/shared_region.h"
 #include "paddle_like/client/param_client.h"
 
@@ -38,6 +39,16 @@ struct ParameterClient::Shard {
   std::shared_ptr<SharedRegion> region;
   uint64_t region_id = 0;
   std::string shm_refusal;
+  // A pserver on another host: the region is this process's own memory, mirrored over
+  // a dense link (paddle_like/dist/dense_link.h) whose sends are numbered link_seq; or
+  // why the link could not be had (not tried again until the address changes).
+  std::unique_ptr<DenseLink> link;
+  uint64_t link_seq = 0;
+  // This exchange's gradients as the link sends them: from the region, or straight
+  // from the tensors the push frame references (then not in the region at all).
+  std::vector<DenseLink::Range> link_spans;
+  bool link_grads_in_region = true;
+  std::string link_refusal;
   // This exchange: its gradients were copied into the region and shm_push names them;
   // one_call: the push also brings the new values back (no separate pull).
   bool shm_ready = false;

@@ -11,11 +11,20 @@
 namespace pl {
 
 void ParameterClient::TryAttach(Shard& s) {
-  if (!options_.shared_memory || s.region || !s.shm_refusal.empty() || !s.stub) return;
+  if (s.region || !s.stub) return;
   if (s.slots.empty()) {
     s.shm_refusal = "no dense blocks";
     return;
   }
+  if (options_.shared_memory && s.shm_refusal.empty()) {
+    AttachSharedMemory(s);
+    if (s.region || s.shm_refusal.empty()) return;  // attached, or offered again next call
+  }
+  const bool float32 = options_.wire_dtype == WireDtype::kFloat32;
+  if (options_.dense_link_lanes != 0 && float32 && s.link_refusal.empty()) AttachLink(s);
+}
+
+void ParameterClient::AttachSharedMemory(Shard& s) {
   StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(2 * s.slot_bytes));
   if (!region.ok()) {
     s.shm_refusal = std::string(region.status().message());
@@ -84,19 +93,29 @@ void ParameterClient::BindParameters(Shard& s) {
 std::vector<std::string> ParameterClient::Transports() const {
   std::vector<std::string> out;
   for (const auto& sh : shards_) {
-    if (sh->region) {
+    if (sh->link) {
+      out.push_back(absl::StrFormat("dense link (%d lanes each way, %.1f MB)", sh->link->lanes(),
+                                    sh->region->total_bytes() / 1e6));
+    } else if (sh->region) {
       out.push_back(absl::StrFormat("shared memory (%.1f MB)", sh->region->total_bytes() / 1e6));
     } else {
-      out.push_back(absl::StrCat("gRPC", sh->shm_refusal.empty() ? "" : " (" + sh->shm_refusal + ")"));
+      std::string why = sh->shm_refusal;
+      if (!sh->link_refusal.empty()) why = absl::StrCat(why.empty() ? "" : why + "; ", sh->link_refusal);
+      out.push_back(absl::StrCat("gRPC", why.empty() ? "" : " (" + why + ")"));
     }
   }
   return out;
 }
 
 
-bool ParameterClient::BuildShmPush(Shard& s) {
+bool ParameterClient::BuildShmPush(Shard& s, bool own_copies) {
   const std::vector<DenseFramePayload>& dense = s.push.dense();
   if (dense.size() != s.slots.size()) return false;
+  // A link sends from the tensors themselves when they stay put until the push is done
+  // (not StartExchange's copies): one copy of the gradients fewer.
+  const bool from_tensors = s.link != nullptr && !own_copies;
+  s.link_spans.clear();
+  s.link_grads_in_region = true;
   s.shm_push.Clear();
   s.shm_push.header() = s.push.header();
   s.shm_push.header().set_shm_region(s.region_id);
@@ -105,7 +124,14 @@ bool ParameterClient::BuildShmPush(Shard& s) {
     const Shard::Slot& slot = s.slots[i];
     if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
     float* dst = reinterpret_cast<float*>(s.region->payload() + slot.grad_offset);
-    if (dense[i].values.contiguous() != dst) dense[i].values.CopyTo(dst);  // else bound there
+    const float* in_place = dense[i].values.contiguous();
+    if (from_tensors && in_place != nullptr && in_place != dst) {
+      s.link_spans.push_back({slot.grad_offset, slot.n * 4, reinterpret_cast<const char*>(in_place)});
+      s.link_grads_in_region = false;
+    } else {
+      if (in_place != dst) dense[i].values.CopyTo(dst);  // else bound there
+      s.link_spans.push_back({slot.grad_offset, slot.n * 4});
+    }
     proto::ShmBlock* b = s.shm_push.header().add_shm_dense();
     b->set_param(slot.param);
     b->set_block(slot.block);
@@ -126,6 +152,7 @@ void ParameterClient::PushFromRegion(Shard& s) {
   }
   s.push = std::move(frame);
   s.shm_ready = false;
+  s.link.reset();
   s.region.reset();  // offered again on the next call (the frame keeps the memory)
 }
 

@@ -90,6 +90,18 @@ StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(size_t payload_byte
   return region;
 }
 
+StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::CreatePrivate(size_t payload_bytes) {
+  const size_t bytes = kHeaderBytes + payload_bytes;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map %.1f MB for a dense link's region: %s", bytes / 1e6, ErrnoText(errno)));
+  }
+  std::shared_ptr<SharedRegion> region(new SharedRegion("", static_cast<char*>(p), bytes, /*linked=*/false));
+  std::memcpy(region->base_, kMagic, sizeof(kMagic));
+  return region;
+}
+
 StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Open(const std::string& name, size_t total_bytes) {
   if (!IsRegionName(name)) {
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a paddle_like shared-memory name"));

@@ -33,6 +33,9 @@ class SharedRegion {
   // A new segment of kHeaderBytes + payload_bytes, its pages reserved up front (a
   // full /dev/shm is RESOURCE_EXHAUSTED here, not a SIGBUS later), with a fresh nonce.
   static StatusOr<std::shared_ptr<SharedRegion>> Create(size_t payload_bytes);
+  // The same layout in this process's own anonymous memory, with no name: each end's
+  // copy of a region mirrored over TCP (dense_link.h), where no memory can be shared.
+  static StatusOr<std::shared_ptr<SharedRegion>> CreatePrivate(size_t payload_bytes);
   // Maps an existing segment; its size must be `total_bytes`. Only names Create
   // makes are accepted (INVALID_ARGUMENT otherwise); one this host does not have is
   // NOT_FOUND.

@@ -24,6 +24,7 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       rss_(NewGauge(t, "pl_pserver_resident_bytes", "resident memory of the process")),
       shm_regions_(NewGauge(t, "pl_pserver_shm_regions", "trainers attached through shared memory")),
       shm_bytes_(NewGauge(t, "pl_pserver_shm_bytes", "bytes of their shared-memory regions")),
+      dense_links_(NewGauge(t, "pl_pserver_dense_links", "trainers on other hosts linked for their dense blocks")),
       table_rows_(&NewGaugeFamily(t, "pl_pserver_table_rows", "rows a sparse table holds on this shard")),
       table_bytes_(&NewGaugeFamily(t, "pl_pserver_table_bytes",
                                    "bytes a sparse table takes on this shard: values, optimizer state, index")),
@@ -56,6 +57,7 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   rss_->Set(s.rss_bytes());
   shm_regions_->Set(s.shm_regions());
   shm_bytes_->Set(s.shm_bytes());
+  dense_links_->Set(s.dense_links());
   for (const proto::TableStats& t : s.tables()) {
     table_rows_->Add({{"table", t.name()}}).Set(t.rows());
     table_bytes_->Add({{"table", t.name()}}).Set(t.bytes());

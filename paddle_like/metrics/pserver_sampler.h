@@ -4,7 +4,8 @@
 //   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total,
 //   pl_pserver_sparse_rows_pulled_total, pl_pserver_sparse_rows_pushed_total  counters
 //   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
-//   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes   gauges
+//   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes,
+//   pl_pserver_dense_links   gauges
 //   pl_pserver_table_rows{table}, pl_pserver_table_bytes{table}                 gauges
 //   pl_pserver_table_rows_evicted_total{table}, pl_pserver_table_rows_admitted_total{table}
 //   pl_pserver_sparse_bytes, pl_pserver_sparse_memory_cap_bytes (0: none)       gauges
@@ -55,7 +56,7 @@ class PserverSampler {
   absl::Time last_ = absl::InfinitePast();
   proto::StatsResponse previous_;
   prometheus::Counter *pushes_, *rejected_, *rows_pulled_, *rows_pushed_;
-  prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_;
+  prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_, *dense_links_;
   prometheus::Family<prometheus::Gauge> *table_rows_, *table_bytes_, *hot_rate_;
   prometheus::Family<prometheus::Counter> *table_evicted_, *table_admitted_;
   prometheus::Gauge *sparse_bytes_, *sparse_cap_;

@@ -50,6 +50,8 @@ inline constexpr Allowed kPservers{Role::kPserver};
 inline constexpr Allowed kLaunchers{Role::kLaunch};
 inline constexpr Allowed kMasters{Role::kMaster};
 inline Allowed PserverOf(int shard) { return Allowed{Role::kPserver, shard}; }
+// The common name every trainer's certificate carries.
+inline constexpr char kTrainerIdentity[] = "trainer";
 // The common name of shard `shard`'s processes: "pserver-<shard>".
 std::string PserverIdentity(int shard);
 

@@ -64,8 +64,8 @@ TEST_F(DistFaultTest, AsyncJobTrainsEveryChunkOncePerPassAndLearns) {
 }
 
 // The same with every trainer overlapping its traffic with its computation and the
-// pservers applying pushes after acknowledging them, and everything over gRPC (as
-// across hosts): nothing is lost or trained twice.
+// pservers applying pushes after acknowledging them, and no shared memory (the dense
+// blocks over dense links, as across hosts): nothing is lost or trained twice.
 TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndLearn) {
   constexpr int kPasses = 3, kPerTask = 2, kTasks = kChunks / kPerTask;
   ClusterOptions o = Options(kPasses, kPerTask, 10000);
@@ -80,7 +80,7 @@ TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndL
   int64_t tasks_by_trainers = 0, steps = 0;
   for (int r = 0; r < 2; ++r) {
     EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(traffic overlapped with computation)"));
-    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("pserver 1: dense traffic over gRPC"));
+    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("pserver 1: dense traffic over dense link"));
     const double acc = ExpectFinishedWithAccuracy(r);
     // About two steps of staleness per trainer, more when the machine is loaded: measured
     // 0.72-0.78 (8 runs, 4 beside a CPU hog) and once 0.658 in a full suite beside the hog.

@@ -1,6 +1,7 @@
 // The distributed runtime across hosts: pl-master, pl-pservers and pl-trainers on
 // different hosts of a test bed (test_bed.h: network namespaces with their own address
-// and /dev/shm, so every byte between hosts goes over gRPC) run the mlp job of the
+// and /dev/shm, so every byte between hosts goes over TCP: gRPC, and the dense links
+// beside it) run the mlp job of the
 // single-host tests (MlpJobTest) while the test cuts hosts off, loses them, moves a
 // pserver to another host and shapes a link; the master's JobStatus, the pservers'
 // Stats and the processes' logs say what happened.
@@ -64,18 +65,16 @@ class MultiHostTest : public BedJobTest {
     EXPECT_EQ(done.failed_task_ids_size(), 0);
   }
 
-  // Every byte between hosts went over gRPC: each trainer says so for each pserver, and
-  // no pserver holds a shared-memory region.
-  void ExpectGrpcOnly(int trainers) {
+  // Every byte between hosts went over TCP: each trainer's dense blocks went over a dense
+  // link to each pserver (it says so), and no pserver opened a trainer's shared memory.
+  void ExpectDenseLinks(int trainers) {
     for (int r = 0; r < trainers; ++r) {
       for (int i = 0; i < 2; ++i) {
-        EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr(absl::StrCat("pserver ", i, ": dense traffic over gRPC")))
+        EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr(absl::StrCat("pserver ", i, ": dense traffic over dense link")))
             << "trainer " << r << " on host " << placement_->HostOf(Role::kTrainer, r) << ", pserver " << i
             << " on host " << placement_->HostOf(Role::kPserver, i);
       }
       EXPECT_THAT(cluster_->TrainerLog(r), Not(HasSubstr("over shared memory")));
-      // Why: the pserver looked for the trainer's region in its own host's /dev/shm.
-      EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(the trainer is on another host)"));
     }
   }
 
@@ -100,9 +99,9 @@ constexpr int kA = 0, kB = 1, kC = 2;
 
 // Master and pserver 0 on one host, pserver 1 on a second, two trainers on a third: the
 // job finishes, every chunk is trained once per pass, the model learns as on one host,
-// and the dense traffic goes over gRPC (the pservers cannot open the trainers' shared
+// and the dense blocks go over dense links (the pservers cannot open the trainers' shared
 // memory on another host).
-TEST_F(MultiHostTest, MasterPserversAndTrainersOnThreeHostsTrainEveryChunkOnceOverGrpc) {
+TEST_F(MultiHostTest, MasterPserversAndTrainersOnThreeHostsTrainEveryChunkOnceOverDenseLinks) {
   constexpr int kPasses = 2, kPerTask = 2;
   ASSERT_NO_FATAL_FAILURE(StartOnBed(3, Options(kPasses, kPerTask, 10000), 2, kA, {kA, kB}, {kC}));
   const auto started = Clock::now();
@@ -118,11 +117,12 @@ TEST_F(MultiHostTest, MasterPserversAndTrainersOnThreeHostsTrainEveryChunkOnceOv
     tasks += TasksTrained(r);
   }
   EXPECT_EQ(tasks, kPasses * (kChunks / kPerTask)) << "a task was trained twice or lost\n" << cluster_->AllLogs();
-  ExpectGrpcOnly(2);
+  ExpectDenseLinks(2);
   for (int i = 0; i < 2; ++i) {
     auto stats = cluster_->PserverStats(i);
     ASSERT_TRUE(stats.ok()) << stats.status();
     EXPECT_EQ(stats->shm_regions(), 0) << "pserver " << i << " attached a trainer's memory across hosts";
+    EXPECT_EQ(stats->dense_links(), 2) << "pserver " << i << ": one link per trainer";
   }
   EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("expired")));
 }
@@ -156,7 +156,7 @@ TEST_F(MultiHostTest, PserverHostCutOffForTenSecondsAndTheJobStillFinishes) {
             << std::endl;
   ExpectEveryChunkTrainedOncePerPass(*done, kPasses, kPerTask);
   for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
-  ExpectGrpcOnly(2);
+  ExpectDenseLinks(2);
 }
 
 // A trainer's host lost mid-task (its processes SIGKILLed behind a dead link, so the
@@ -335,7 +335,7 @@ TEST_F(MultiHostTest, TwoMsLatencyAndOnePercentLossOnTheTrainersLink) {
   EXPECT_GT(relay.lost, 0);
   ExpectEveryChunkTrainedOncePerPass(*done, kPasses, kPerTask);
   for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
-  ExpectGrpcOnly(2);
+  ExpectDenseLinks(2);
 }
 
 }  // namespace

@@ -87,14 +87,14 @@ TEST(SharedRegionTableTest, AttachChecksTheNonceAndDropsReplacedIdleAndExcessReg
   auto id1b = table.Attach(AttachFor(**r2, /*client_id=*/1));  // the same client again
   ASSERT_TRUE(id1b.ok());
   EXPECT_TRUE(absl::IsAborted(table.Find(*id1).status()));  // replaced
-  EXPECT_EQ(table.size(), 1);
+  EXPECT_EQ(table.Count(false).regions, 1);
 
   auto id2 = table.Attach(AttachFor(**r1, /*client_id=*/2));
   ASSERT_TRUE(id2.ok());
   ASSERT_TRUE(table.Find(*id1b).ok());  // now the more recently used of the two
   auto id3 = table.Attach(AttachFor(**r3, /*client_id=*/3));
   ASSERT_TRUE(id3.ok());
-  EXPECT_EQ(table.size(), 2);
+  EXPECT_EQ(table.Count(false).regions, 2);
   EXPECT_TRUE(absl::IsAborted(table.Find(*id2).status()));  // the least recently used went
   EXPECT_TRUE(table.Find(*id1b).ok());
 
@@ -109,7 +109,7 @@ TEST(SharedRegionTableTest, AttachChecksTheNonceAndDropsReplacedIdleAndExcessReg
   ASSERT_TRUE(id.ok());
   absl::SleepFor(absl::Milliseconds(2));
   idle.DropIdle();
-  EXPECT_EQ(idle.size(), 0);
+  EXPECT_EQ(idle.Count(false).regions, 0);
   EXPECT_TRUE(absl::IsAborted(idle.Find(*id).status()));
 }
 

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/tls.h"
+#include "tests/testing/process_tls.h"
 #include "pserver/shard.h"
 #include "pserver/snapshot_lanes.h"
-#include "pserver/snapshot_socket.h"
+#include "paddle_like/rpc/bulk_socket.h"
 #include "tests/pserver/pserver_test_util.h"
 #include "tests/pserver/snapshot_test_util.h"
 
@@ -92,13 +92,13 @@ void ExpectDelivered(const Transfer& t, ParameterShard* primary, ParameterShard*
 Transfer SendAndLoad(const std::string& bytes, const std::string& token_to_send, const std::string& dial_peer,
                    const std::string& listen_peer, ParameterShard* into) {
   std::atomic<bool> cancel{false};
-  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, listen_peer);
+  StatusOr<std::unique_ptr<rpc::BulkListener>> listener = rpc::BulkListener::Open("127.0.0.1", &cancel, listen_peer);
   if (!listener.ok()) return {listener.status(), listener.status()};
   Status sent;
   const std::string token = token_to_send.empty() ? (*listener)->token() : token_to_send;
   std::thread primary([&] {
-    StatusOr<std::unique_ptr<SnapshotConnection>> c =
-        SnapshotConnection::Dial("127.0.0.1", (*listener)->port(), absl::Seconds(5), &cancel, dial_peer);
+    StatusOr<std::unique_ptr<rpc::BulkConnection>> c =
+        rpc::BulkConnection::Dial("127.0.0.1", (*listener)->port(), absl::Seconds(5), &cancel, dial_peer);
     if (!c.ok()) {
       sent = c.status();
       return;
@@ -108,7 +108,7 @@ Transfer SendAndLoad(const std::string& bytes, const std::string& token_to_send,
     char done = 0;
     if (sent.ok()) sent = (*c)->Read(&done, 1, absl::Seconds(5));
   });
-  StatusOr<std::unique_ptr<SnapshotConnection>> conn = (*listener)->Accept(absl::Now() + absl::Seconds(3));
+  StatusOr<std::unique_ptr<rpc::BulkConnection>> conn = (*listener)->Accept(absl::Now() + absl::Seconds(3));
   Status loaded = conn.status();
   if (conn.ok()) {
     loaded = into->LoadSnapshot([&](void* d, size_t n) { return (*conn)->Read(d, n, absl::Seconds(5)); });
@@ -132,7 +132,7 @@ TEST(SnapshotSocket, AConnectionWithoutTheTokenIsClosedUnread) {
   ParameterShard a(0, 1);
   ASSERT_NO_FATAL_FAILURE(Train(&a));
   ParameterShard b(0, 1);
-  const Transfer t = SendAndLoad(SnapshotOf(&a), std::string(kSnapshotTokenBytes, 'x'), "", "", &b);
+  const Transfer t = SendAndLoad(SnapshotOf(&a), std::string(rpc::kBulkTokenBytes, 'x'), "", "", &b);
   EXPECT_FALSE(t.sent.ok());
   EXPECT_TRUE(absl::IsUnavailable(t.loaded)) << t.loaded;  // no connection with the token came
   EXPECT_FALSE(b.initialized());
@@ -140,7 +140,7 @@ TEST(SnapshotSocket, AConnectionWithoutTheTokenIsClosedUnread) {
 
 TEST(SnapshotSocket, ACancelEndsAWaitingAcceptAtOnce) {
   std::atomic<bool> cancel{false};
-  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  auto listener = rpc::BulkListener::Open("127.0.0.1", &cancel, "");
   ASSERT_TRUE(listener.ok()) << listener.status();
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -175,7 +175,7 @@ Transfer SendAndLoadOverLanes(const std::string& bytes, int lanes, ParameterShar
                               const std::string& peer = "", int silent_strangers = 0,
                               absl::Duration accept_within = absl::Seconds(5)) {
   std::atomic<bool> cancel{false};
-  StatusOr<std::unique_ptr<SnapshotListener>> listener = SnapshotListener::Open("127.0.0.1", &cancel, peer);
+  StatusOr<std::unique_ptr<rpc::BulkListener>> listener = rpc::BulkListener::Open("127.0.0.1", &cancel, peer);
   if (!listener.ok()) return {listener.status(), listener.status()};
   // Connections that never speak, queued before the primary's lanes.
   std::vector<int> strangers;
@@ -254,7 +254,7 @@ TEST(SnapshotLanes, ALaneThatDiesEndsTheInstallAtOnce) {
   const std::string bytes = SnapshotOf(&a);
   const uint64_t payload = *ParameterShard::SnapshotPayloadBytes(bytes);
   std::atomic<bool> cancel{false};
-  auto listener = SnapshotListener::Open("127.0.0.1", &cancel, "");
+  auto listener = rpc::BulkListener::Open("127.0.0.1", &cancel, "");
   ASSERT_TRUE(listener.ok()) << listener.status();
   std::atomic<bool> receiver_done{false};
   // A primary that sends half of each lane's slice, then loses lane 2 while the other
@@ -287,21 +287,7 @@ TEST(SnapshotLanes, ALaneThatDiesEndsTheInstallAtOnce) {
   EXPECT_FALSE(b.initialized());
 }
 
-class SnapshotSocketTls : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("pl-snapshot-tls-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
-    ASSERT_TRUE(rpc::EnsureJobCa(dir_, "job").ok());
-    ASSERT_TRUE(rpc::IssueCertificate(dir_, "pserver-0").ok());
-    ASSERT_TRUE(rpc::ConfigureTransportSecurity(dir_ + "/pserver-0").ok());
-  }
-  void TearDown() override {
-    rpc::UseInsecureTransport();
-    std::filesystem::remove_all(dir_);
-  }
-  std::string dir_;
-};
+using SnapshotSocketTls = ::pl::testing::ProcessTlsTest;  // this process is pserver-0 of a fresh job
 
 TEST_F(SnapshotSocketTls, TheShardsOwnReplicasGetTheBytesThrough) {
   ParameterShard a(0, 1);

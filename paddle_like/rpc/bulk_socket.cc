@@ -1,4 +1,4 @@
-#include "pserver/snapshot_socket.h"
+#include "paddle_like/rpc/bulk_socket.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/tls.h"
 
-namespace pl::pserver {
+namespace pl::rpc {
 namespace {
 
 // Bigger kernel buffers than the default let one write or read move more per call.
 constexpr int kSocketBufferBytes = 4 << 20;
-// Room for every lane of a snapshot (snapshot_lanes.h) to connect at once.
+// Room for every lane of a snapshot (snapshot_lanes.h) or a dense link to connect at once.
 constexpr int kListenBacklog = 64;
 
 Status Errno(const std::string& what) { return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno))); }
@@ -61,14 +61,15 @@ Status PollFor(int fd, short events, absl::Time deadline, const std::atomic<bool
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return absl::UnavailableError(absl::StrCat(what, ": timed out"));
     pollfd p{fd, events, 0};
-    const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::min(left, kSnapshotCancelCheck))) + 1;
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::min(left, kBulkCancelCheck))) + 1;
     const int rc = ::poll(&p, 1, ms);
     if (rc < 0 && errno != EINTR) return Errno(what);
     if (rc > 0) return absl::OkStatus();  // ready, or an error the next call reports
   }
 }
 
-// Compares in time independent of where they differ.
+}  // namespace
+
 bool SameBytes(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -76,11 +77,16 @@ bool SameBytes(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-}  // namespace
+std::string RandomToken() {
+  std::random_device urandom;  // non-deterministic (the CPU's or the kernel's source): no guessable token
+  std::string token(kBulkTokenBytes, '\0');
+  for (char& c : token) c = static_cast<char>(urandom());
+  return token;
+}
 
-StatusOr<std::shared_ptr<const rpc::TlsContext>> SnapshotTlsContext(rpc::TlsSide side) {
-  if (!rpc::TransportIsSecure()) return std::shared_ptr<const rpc::TlsContext>();
-  return rpc::TlsContext::Load(side);
+StatusOr<std::shared_ptr<const TlsContext>> BulkTlsContext(TlsSide side) {
+  if (!TransportIsSecure()) return std::shared_ptr<const TlsContext>();
+  return TlsContext::Load(side);
 }
 
 std::string HostOf(const std::string& address) {
@@ -92,13 +98,13 @@ std::string HostOf(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
-StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std::string& host, int port,
+StatusOr<std::unique_ptr<BulkConnection>> BulkConnection::Dial(const std::string& host, int port,
                                                                        absl::Duration timeout,
                                                                        const std::atomic<bool>* cancel,
                                                                        const std::string& peer,
-                                                                       std::shared_ptr<const rpc::TlsContext> tls) {
+                                                                       std::shared_ptr<const TlsContext> tls) {
   if (tls == nullptr) {
-    PL_ASSIGN_OR_RETURN(tls, SnapshotTlsContext(rpc::TlsSide::kClient));
+    PL_ASSIGN_OR_RETURN(tls, BulkTlsContext(TlsSide::kClient));
   }
   const std::string where = absl::StrCat(host, ":", port);
   AddrInfo ai;
@@ -112,7 +118,7 @@ StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std
       continue;
     }
     Tune(fd);
-    auto conn = std::make_unique<SnapshotConnection>(fd, cancel);
+    auto conn = std::make_unique<BulkConnection>(fd, cancel);
     if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
         last = Errno(absl::StrCat("connect to ", where));
@@ -133,26 +139,27 @@ StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotConnection::Dial(const std
   return last;
 }
 
-SnapshotConnection::~SnapshotConnection() { ::close(fd_); }
+BulkConnection::~BulkConnection() { ::close(fd_); }
 
-void SnapshotConnection::Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+void BulkConnection::Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
 
-Status SnapshotConnection::Wait(short events, absl::Duration idle, const char* what) {
+Status BulkConnection::Wait(short events, absl::Duration idle, const char* what) {
   return PollFor(fd_, events, absl::Now() + idle, cancel_, what);
 }
 
-Status SnapshotConnection::StartTls(const rpc::TlsContext* context, const std::string& peer,
+Status BulkConnection::StartTls(const TlsContext* context, const std::string& peer,
                                     absl::Duration timeout) {
   if (context == nullptr) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + std::max(timeout, absl::Milliseconds(1));
-  PL_ASSIGN_OR_RETURN(tls_, rpc::TlsSocket::Handshake(fd_, *context, peer, [&](short events) {
+  PL_ASSIGN_OR_RETURN(tls_, TlsSocket::Handshake(fd_, *context, peer, [&](short events) {
                         return PollFor(fd_, events, deadline, cancel_, "TLS handshake");
                       }));
   return absl::OkStatus();
 }
 
-Status SnapshotConnection::Read(void* data, size_t n, absl::Duration idle) {
-  if (tls_) return tls_->Read(data, n, [&](short events) { return Wait(events, idle, "snapshot receive"); });
+Status BulkConnection::Read(void* data, size_t n, absl::Duration idle) {
+  const std::string what = absl::StrCat(purpose_, " receive");
+  if (tls_) return tls_->Read(data, n, [&](short events) { return Wait(events, idle, what.c_str()); });
   char* out = static_cast<char*>(data);
   while (n > 0) {
     const ssize_t got = ::recv(fd_, out, n, 0);
@@ -160,18 +167,19 @@ Status SnapshotConnection::Read(void* data, size_t n, absl::Duration idle) {
       out += got;
       n -= static_cast<size_t>(got);
     } else if (got == 0) {
-      return absl::UnavailableError(absl::StrCat("the snapshot's sender closed with ", n, " bytes still to come"));
+      return absl::UnavailableError(absl::StrCat("the ", purpose_, " sender closed with ", n, " bytes still to come"));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      PL_RETURN_IF_ERROR(Wait(POLLIN, idle, "snapshot receive"));
+      PL_RETURN_IF_ERROR(Wait(POLLIN, idle, what.c_str()));
     } else if (errno != EINTR) {
-      return Errno("snapshot receive");
+      return Errno(what);
     }
   }
   return absl::OkStatus();
 }
 
-Status SnapshotConnection::Write(const void* data, size_t n, absl::Duration idle) {
-  if (tls_) return tls_->Write(data, n, [&](short events) { return Wait(events, idle, "snapshot send"); });
+Status BulkConnection::Write(const void* data, size_t n, absl::Duration idle) {
+  const std::string what = absl::StrCat(purpose_, " send");
+  if (tls_) return tls_->Write(data, n, [&](short events) { return Wait(events, idle, what.c_str()); });
   const char* in = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t put = ::send(fd_, in, n, MSG_NOSIGNAL);
@@ -179,70 +187,68 @@ Status SnapshotConnection::Write(const void* data, size_t n, absl::Duration idle
       in += put;
       n -= static_cast<size_t>(put);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      PL_RETURN_IF_ERROR(Wait(POLLOUT, idle, "snapshot send"));
+      PL_RETURN_IF_ERROR(Wait(POLLOUT, idle, what.c_str()));
     } else if (errno != EINTR) {
-      return Errno("snapshot send");
+      return Errno(what);
     }
   }
   return absl::OkStatus();
 }
 
-StatusOr<std::unique_ptr<SnapshotListener>> SnapshotListener::Open(const std::string& host,
+StatusOr<std::unique_ptr<BulkListener>> BulkListener::Open(const std::string& host,
                                                                    const std::atomic<bool>* cancel,
                                                                    const std::string& peer) {
   // Loaded once: every lane's handshake starts from it.
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::TlsContext> tls, SnapshotTlsContext(rpc::TlsSide::kServer));
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> tls, BulkTlsContext(TlsSide::kServer));
   AddrInfo ai;
   PL_RETURN_IF_ERROR(Resolve(host, 0, /*passive=*/true, &ai));
   const int fd = ::socket(ai.list->ai_family, ai.list->ai_socktype | SOCK_CLOEXEC, ai.list->ai_protocol);
-  if (fd < 0) return Errno("snapshot listener socket");
+  if (fd < 0) return Errno("bulk listener socket");
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   if (::bind(fd, ai.list->ai_addr, ai.list->ai_addrlen) != 0 || ::listen(fd, kListenBacklog) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-    Status s = Errno(absl::StrCat("snapshot listener on ", host));
+    Status s = Errno(absl::StrCat("bulk listener on ", host));
     ::close(fd);
     return s;
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  std::random_device urandom;  // non-deterministic (the CPU's or the kernel's source): no guessable token
-  std::string token(kSnapshotTokenBytes, '\0');
-  for (char& c : token) c = static_cast<char>(urandom());
-  return std::unique_ptr<SnapshotListener>(
-      new SnapshotListener(fd, port, std::move(token), cancel, peer, std::move(tls)));
+  std::string token = RandomToken();
+  return std::unique_ptr<BulkListener>(
+      new BulkListener(fd, port, std::move(token), cancel, peer, std::move(tls)));
 }
 
-SnapshotListener::~SnapshotListener() { ::close(fd_); }
+BulkListener::~BulkListener() { ::close(fd_); }
 
-StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotListener::Accept(absl::Time deadline) {
+StatusOr<std::unique_ptr<BulkConnection>> BulkListener::Accept(absl::Time deadline) {
   while (true) {
-    PL_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotConnection> conn, NextConnection(deadline));
+    PL_ASSIGN_OR_RETURN(std::unique_ptr<BulkConnection> conn, NextConnection(deadline));
     if (Admit(*conn, deadline).ok()) return conn;
     // Not the primary: closed unread, and the wait goes on.
   }
 }
 
-StatusOr<std::unique_ptr<SnapshotConnection>> SnapshotListener::NextConnection(absl::Time deadline) {
+StatusOr<std::unique_ptr<BulkConnection>> BulkListener::NextConnection(absl::Time deadline) {
   while (true) {
-    PL_RETURN_IF_ERROR(PollFor(fd_, POLLIN, deadline, cancel_, "waiting for the snapshot's sender"));
+    PL_RETURN_IF_ERROR(PollFor(fd_, POLLIN, deadline, cancel_, "waiting for a connection"));
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;  // gone already, or a spurious wake-up
     Tune(fd);
-    return std::make_unique<SnapshotConnection>(fd, cancel_);
+    return std::make_unique<BulkConnection>(fd, cancel_);
   }
 }
 
-Status SnapshotListener::Admit(SnapshotConnection& conn, absl::Time deadline) const {
+Status BulkListener::Admit(BulkConnection& conn, absl::Time deadline) const {
   // A stranger gets a second at most, for the handshake and the token together.
   const absl::Duration allow =
       std::min(std::max(deadline - absl::Now(), absl::Milliseconds(1)), absl::Seconds(1));
-  std::string presented(kSnapshotTokenBytes, '\0');
+  std::string presented(kBulkTokenBytes, '\0');
   PL_RETURN_IF_ERROR(conn.StartTls(tls_.get(), peer_, allow));
   PL_RETURN_IF_ERROR(conn.Read(presented.data(), presented.size(), allow));
-  if (!SameBytes(presented, token_)) return absl::PermissionDeniedError("the snapshot connection's token is wrong");
+  if (!SameBytes(presented, token_)) return absl::PermissionDeniedError("the connection's token is wrong");
   return absl::OkStatus();
 }
 
-}  // namespace pl::pserver
+}  // namespace pl::rpc

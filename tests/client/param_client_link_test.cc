@@ -1,0 +1,134 @@
+// ParameterClient's dense link (paddle_like/dist/dense_link.h) against an in-process
+// pserver on 127.0.0.1 that takes links, as one on another host would: the updates are
+// the hand-computed ones, a link that breaks costs no push and applies none twice, and
+// a pserver that takes no links gets everything over gRPC.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "paddle_like/client/param_client.h"
+#include "tests/client/one_pserver.h"
+#include "paddle_like/nn/nn.h"
+#include "paddle_like/rpc/rpc.h"
+#include "pserver/pserver_service.h"
+#include "pserver/shard.h"
+
+namespace pl {
+namespace {
+
+// Linear(256 -> 96) and Linear(96 -> 3): several blocks, spans that lanes split.
+class TwoLayers : public Module {
+ public:
+  TwoLayers() : Module("TwoLayers") {
+    fc1 = RegisterModule("fc1", std::make_shared<Linear>(256, 96));
+    fc2 = RegisterModule("fc2", std::make_shared<Linear>(96, 3));
+  }
+  std::vector<const Variable*> params() { return {&fc1->weight(), &fc1->bias(), &fc2->weight(), &fc2->bias()}; }
+  std::shared_ptr<Linear> fc1, fc2;
+};
+
+class LinkedPserver : public OnePserverTest {
+ protected:
+  void Start(pserver::SharedRegionOptions options, bool links = true) { OnePserverTest::Start(options, links); }
+  // A trainer as on another host: no shared memory; `lanes` per direction (0: gRPC).
+  std::unique_ptr<ParameterClient> Client(TwoLayers* model, int lanes) {
+    ParameterClientOptions o;
+    o.shared_memory = false;
+    o.dense_link_lanes = lanes;
+    return SgdClient(model, o);
+  }
+  // Every gradient of `m` set to g, then one exchange.
+  static Status Step(ParameterClient& c, TwoLayers& m, float g) {
+    for (const Variable* p : m.params()) p->MutableGrad().Fill(g);
+    return c.PushAndPull(1, {});
+  }
+  // Every value of `m` is the reference's less `shift`.
+  static void ExpectShifted(TwoLayers& m, TwoLayers& reference, float shift) {
+    const std::vector<const Variable*> got = m.params(), want = reference.params();
+    for (size_t k = 0; k < got.size(); ++k) {
+      const Tensor& a = got[k]->value();
+      const Tensor& b = want[k]->value();
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        ASSERT_FLOAT_EQ(a.f32()[i], b.f32()[i] - shift) << "parameter " << k << " value " << i;
+      }
+    }
+  }
+};
+
+TEST_F(LinkedPserver, ALinkCarriesTheSameUpdatesAsGrpcInOneCallAStep) {
+  Start({});
+  TwoLayers a, b, reference;
+  reference.InitParameters(9);
+  auto linked = Client(&a, 3), grpc = Client(&b, 0);
+  ASSERT_TRUE(linked->Connect().ok());
+  ASSERT_TRUE(grpc->Connect().ok());
+  EXPECT_TRUE(absl::StartsWith(linked->Transports()[0], "dense link (3 lanes each way")) << linked->Transports()[0];
+  EXPECT_EQ(grpc->Transports()[0], "gRPC");
+  EXPECT_EQ(service_->StatsNow().dense_links(), 1);
+  EXPECT_EQ(service_->StatsNow().shm_regions(), 0);
+
+  // The push's gradients go over the link; the values that come back include it.
+  ASSERT_TRUE(linked->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 0.0f));
+  ASSERT_TRUE(Step(*linked, a, 2.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 1.0f));
+  EXPECT_FLOAT_EQ(a.fc1->weight().grad().f32()[0], 0.0f);  // sent, then cleared
+  ASSERT_TRUE(Step(*linked, a, 1.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 1.5f));
+  // A push of its own, then a pull of its own, both through the link.
+  for (const Variable* p : a.params()) p->MutableGrad().Fill(1.0f);
+  ASSERT_TRUE(linked->Push(1).ok());
+  ASSERT_TRUE(linked->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 2.0f));
+  // gRPC sees the same parameters.
+  ASSERT_TRUE(grpc->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(b, reference, 2.0f));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+  EXPECT_EQ(linked->counters().retries, 0);
+}
+
+TEST_F(LinkedPserver, ABrokenLinkCostsNoPushAppliesNoneTwiceAndIsOpenedAgain) {
+  pserver::SharedRegionOptions quick;
+  quick.idle_timeout = absl::ZeroDuration();  // DropIdleRegions forgets every region
+  Start(quick);
+  TwoLayers m, reference;
+  reference.InitParameters(9);
+  auto c = Client(&m, 2);
+  ASSERT_TRUE(c->Connect().ok());
+  ASSERT_TRUE(Step(*c, m, 1.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 0.5f));
+
+  absl::SleepFor(absl::Milliseconds(2));
+  service_->DropIdleRegions();  // the region and its link are gone, its lanes shut down
+  ASSERT_EQ(service_->StatsNow().dense_links(), 0);
+  // The gradients cannot land: the push goes again over gRPC, and is applied once.
+  ASSERT_TRUE(Step(*c, m, 1.0f).ok());
+  EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "gRPC")) << c->Transports()[0];
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 2);
+  // The next call asks for a fresh link and uses it.
+  ASSERT_TRUE(c->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
+  ASSERT_TRUE(Step(*c, m, 1.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.5f));
+  EXPECT_EQ(c->counters().shm_attaches, 2);
+  EXPECT_EQ(service_->StatsNow().dense_links(), 1);
+  EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
+  EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+}
+
+TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
+  Start({}, /*links=*/false);
+  TwoLayers m, reference;
+  reference.InitParameters(9);
+  auto c = Client(&m, 2);
+  ASSERT_TRUE(c->Connect().ok());
+  EXPECT_TRUE(absl::StrContains(c->Transports()[0], "gRPC (this pserver takes no dense links")) << c->Transports()[0];
+  ASSERT_TRUE(Step(*c, m, 2.0f).ok());  // over gRPC the pull runs beside the push
+  ASSERT_TRUE(c->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
+  EXPECT_EQ(c->counters().shm_attaches, 0);
+}
+
+}  // namespace
+}  // namespace pl
