@@ -35,7 +35,7 @@
 //
 //   pl-bench-scaling [--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4]
 //                    [--rates_mbit 10000,1000] [--samples N] [--reps N] [--csv FILE] [--bin_dir DIR]
-//                    [--wire_dtype float32|bfloat16] [--pipeline] [--tls]
+//                    [--wire_dtype float32|bfloat16] [--dense_link_lanes K] [--pipeline] [--tls]
 //
 // Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
 #include <stdlib.h>
@@ -71,6 +71,9 @@ ABSL_FLAG(std::vector<std::string>, rates_mbit, (std::vector<std::string>{"10000
 ABSL_FLAG(int64_t, samples, 0, "training samples per point, one pass (0: 8192; --quick: 4096)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "the trainers' --wire_dtype: how dense values cross the links (float32 or bfloat16)");
+ABSL_FLAG(int32_t, dense_link_lanes, -1,
+          "the trainers' --dense_link_lanes: dense blocks over links of this many connections each way "
+          "(-1: the trainer's default; 0: over gRPC)");
 ABSL_FLAG(bool, tls, false, "every process on mutual TLS (certificates of a CA made for each point)");
 ABSL_FLAG(bool, pipeline, false, "the trainers' --pipeline: push and pull while the next step computes");
 ABSL_FLAG(int, reps, 0, "runs per point, the fastest kept (0: 3; --quick: 1)");
@@ -155,7 +158,8 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
   o.lease_ms = 30000;  // no failures here; a slow heartbeat on the busy 2 cores must not cost a task
   o.trainer_args = {"--model",     "mlp",  "--threads", "1",     "--batch_size",  std::to_string(kBatch),
                     "--optimizer", "adam", "--lr",      "0.001", "--log_every_s", "1000",
-                    "--wire_dtype", absl::GetFlag(FLAGS_wire_dtype)};
+                    "--wire_dtype", absl::GetFlag(FLAGS_wire_dtype),
+                    "--dense_link_lanes", std::to_string(absl::GetFlag(FLAGS_dense_link_lanes))};
   if (absl::GetFlag(FLAGS_pipeline)) o.trainer_args.push_back("--pipeline");
   o.placement = placement;
   o.tls = absl::GetFlag(FLAGS_tls);

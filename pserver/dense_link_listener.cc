@@ -12,6 +12,9 @@ namespace {
 
 // How long a connection may take for its handshake, token and preamble together.
 constexpr absl::Duration kVetWithin = absl::Seconds(1);
+// Connections vetted at once; beyond, new ones are closed at once (a flood of
+// strangers costs a thread each for a second at most, and no more than this many).
+constexpr int kMaxVetting = 64;
 
 }  // namespace
 
@@ -40,6 +43,7 @@ void DenseLinkListener::AcceptLoop() {
     if (!conn.ok()) continue;
     {
       absl::MutexLock l(&mu_);
+      if (vetting_ >= kMaxVetting) continue;  // closed unread
       ++vetting_;
     }
     std::thread(&DenseLinkListener::Vet, this, *std::move(conn)).detach();
@@ -48,6 +52,7 @@ void DenseLinkListener::AcceptLoop() {
 
 void DenseLinkListener::Vet(std::unique_ptr<rpc::BulkConnection> conn) {
   const absl::Time deadline = absl::Now() + kVetWithin;
+  conn->set_purpose("dense link");
   Status s = listener_->Admit(*conn, deadline);
   char preamble[kDenseLinkPreambleBytes];
   if (s.ok()) s = conn->Read(preamble, sizeof(preamble), std::max(deadline - absl::Now(), absl::Milliseconds(1)));

@@ -4,7 +4,8 @@
 // TLS), present the listener's token, then a preamble naming a linked region of the
 // SharedRegionTable, its token, and which lane it is; it is then handed to the table.
 // Anything else is closed unread. A connection gets a second for all that, and the
-// connections are vetted on threads of their own, so a silent stranger holds up no one.
+// connections are vetted on threads of their own (64 at most), so a silent stranger
+// holds up no one.
 //
 // Thread-safety: its own thread accepts; the public calls are const.
 #ifndef PSERVER_DENSE_LINK_LISTENER_H_

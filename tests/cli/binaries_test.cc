@@ -184,6 +184,7 @@ const std::vector<Binary>& Binaries() {
        {{"bin_dir", "string, default \"\""},
         {"csv", "string, default \"\""},
         {"data", "string, default \"\""},
+        {"dense_link_lanes", "int32, default -1"},
         {"pipeline", "bool, default false"},
         {"pservers", "list, default \"\""},
         {"quick", "bool, default false"},

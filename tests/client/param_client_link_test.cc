@@ -7,11 +7,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "paddle_like/client/param_client.h"
-#include "tests/client/one_pserver.h"
 #include "paddle_like/nn/nn.h"
+#include "paddle_like/rpc/bulk_socket.h"
 #include "paddle_like/rpc/rpc.h"
 #include "pserver/pserver_service.h"
 #include "pserver/shard.h"
+#include "tests/client/one_pserver.h"
 
 namespace pl {
 namespace {
@@ -128,6 +129,38 @@ TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
   ASSERT_TRUE(c->Pull({}).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
   EXPECT_EQ(c->counters().shm_attaches, 0);
+}
+
+// Only a trainer holding the region's tokens gets a lane: a stranger that connects and
+// says nothing, or presents a wrong token, is closed unread, and holds up no one.
+TEST_F(LinkedPserver, StrangersOnTheLinkPortAreClosedAndDelayNoOne) {
+  Start({});
+  const int port = service_->dense_link_port();
+  ASSERT_GT(port, 0);
+  auto silent = rpc::BulkConnection::Dial("127.0.0.1", port, absl::Seconds(5), nullptr, "");
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  auto wrong = rpc::BulkConnection::Dial("127.0.0.1", port, absl::Seconds(5), nullptr, "");
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  const std::string junk(rpc::kBulkTokenBytes + pserver::kDenseLinkPreambleBytes, 'x');
+  ASSERT_TRUE((*wrong)->Write(junk.data(), junk.size(), absl::Seconds(1)).ok());
+
+  TwoLayers m, reference;
+  reference.InitParameters(9);
+  auto c = Client(&m, 2);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(c->Connect().ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(900)) << "the link waited for a stranger";
+  EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
+  ASSERT_TRUE(Step(*c, m, 2.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
+  // Both strangers are closed (the one that wrote is reset): reading fails at once,
+  // not at the read's own 5 s limit.
+  for (auto* conn : {&*silent, &*wrong}) {
+    char byte;
+    const Status read = (**conn).Read(&byte, 1, absl::Seconds(5));
+    EXPECT_TRUE(absl::IsUnavailable(read)) << read;
+    EXPECT_EQ(read.message().find("timed out"), std::string::npos) << read;
+  }
 }
 
 }  // namespace
