@@ -200,8 +200,8 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
   return InstallPull(responses);
 }
 
-std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(PullFrame* response) {
-  return [this, response](Shard& s) {
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(PullFrame* response, bool fall_back) {
+  return [this, response, fall_back](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
     if (!s.region || s.pull.dense_size() != static_cast<int>(s.slots.size())) {
       return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
@@ -210,14 +210,28 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
     s.shm_pull = s.pull;
     s.shm_pull.set_shm_region(s.region_id);
     for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.value_offset);
-    if (s.link) s.shm_pull.set_link_seq(++s.link_seq);
+    const uint64_t seq = s.link ? ++s.link_seq : 0;
+    s.shm_pull.set_link_seq(seq);
     Status st = rpc::FromGrpc(s.frames->Pull(ctx.get(), s.shm_pull, response));
-    if (st.ok() && s.link) st = LinkLanded(s.link->WaitFor(s.link_seq, absl::Now() + options_.call_timeout));
+    if (st.ok() && s.link) st = LinkLanded(s.link->WaitFor(seq, absl::Now() + options_.call_timeout));
     // The pserver forgot the region, or the link failed: gRPC until offered again.
-    if (absl::IsAborted(st)) DropLink(s, st);
+    if (absl::IsAborted(st) && fall_back) DropLink(s, st);
     if (st.ok()) AddRegionValues(s, region, response);
     return st;
   };
+}
+
+void ParameterClient::PushOverGrpcFromNowOn(Shard& s, const Status& why) {
+  // The pserver forgot the region or the link failed: the gradients go again over
+  // gRPC, from the region where they still are (a push that was applied is known by
+  // its number and not applied twice).
+  const bool in_region = s.link == nullptr || s.link_grads_in_region;
+  DropLink(s, why);
+  if (in_region) {
+    PushFromRegion(s);
+  } else {
+    s.shm_ready = false;  // the push frame still references the gradients
+  }
 }
 
 Status ParameterClient::LinkLanded(const Status& link_status) {
@@ -225,34 +239,23 @@ Status ParameterClient::LinkLanded(const Status& link_status) {
   return absl::AbortedError(absl::StrCat("dense link: ", link_status.message()));
 }
 
-std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response) {
-  return [this, response](Shard& s) {
+std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response,
+                                                                            bool fall_back) {
+  return [this, response, fall_back](Shard& s) {
     auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
     Status st;
     if (!s.shm_ready) {
       st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
     } else {
       s.shm_push.header().set_shm_write_back(s.one_call);
+      const uint64_t seq = s.link ? ++s.link_seq : 0;
       if (s.link) {
-        s.shm_push.header().set_link_seq(++s.link_seq);
-        st = LinkLanded(s.link->Send(s.link_seq, s.link_spans));
+        s.shm_push.header().set_link_seq(seq);
+        st = LinkLanded(s.link->Send(seq, s.link_spans));
       }
       if (st.ok()) st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
-      if (st.ok() && s.link && s.one_call) {
-        st = LinkLanded(s.link->WaitFor(s.link_seq, absl::Now() + options_.call_timeout));
-      }
-      // The pserver forgot the region or the link failed: the gradients go again over
-      // gRPC, from the region where they still are (a push that was applied is known
-      // by its number and not applied twice).
-      if (absl::IsAborted(st)) {
-        const bool in_region = s.link == nullptr || s.link_grads_in_region;
-        DropLink(s, st);
-        if (in_region) {
-          PushFromRegion(s);
-        } else {
-          s.shm_ready = false;  // the push frame still references the gradients
-        }
-      }
+      if (st.ok() && s.link && s.one_call) st = LinkLanded(s.link->WaitFor(seq, absl::Now() + options_.call_timeout));
+      if (absl::IsAborted(st) && fall_back) PushOverGrpcFromNowOn(s, st);
     }
     // The push was built on the parameters of version `step`; the shard answers with
     // its version after applying it, so the difference less this push is what others
@@ -264,7 +267,10 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(prot
 
 Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled) {
   Shard& s = *shards_[i];
-  if (s.shm_ready || !overlap) {
+  // A dense link carries both directions at once, as gRPC does: its push and pull
+  // overlap, and a failure of either is handled once both are back.
+  const bool link_overlap = overlap && s.shm_ready && s.link && !s.one_call;
+  if ((s.shm_ready && !link_overlap) || !overlap) {
     // Push, then pull parameters that include it: in one call where the pserver writes
     // the new values back into the region, else in two.
     PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(pushed), "push"));
@@ -277,9 +283,17 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
   }
   // One attempt of each at the same time (TCP carries both directions at once); a
   // failed one is then retried on its own, so retries never race on a shard.
-  auto push = std::async(std::launch::async, PushAttempt(pushed), std::ref(s));
-  Status pull_status = PullAttempt(pulled)(s);
+  auto push = std::async(std::launch::async, PushAttempt(pushed, !link_overlap), std::ref(s));
+  Status pull_status = PullAttempt(pulled, !link_overlap)(s);
   Status push_status = push.get();
+  if (link_overlap && (absl::IsAborted(push_status) || absl::IsAborted(pull_status))) {
+    const Status& why = absl::IsAborted(push_status) ? push_status : pull_status;
+    if (push_status.ok()) {
+      DropLink(s, why);
+    } else {
+      PushOverGrpcFromNowOn(s, why);
+    }
+  }
   if (rpc::IsRetryable(push_status) || rpc::IsRetryable(pull_status)) {
     // Both attempts went to the address the shard had: a pserver that died may be back
     // elsewhere, so the retries start from the master's current address, not the old one.
@@ -291,7 +305,7 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
   return absl::OkStatus();
 }
 
-void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull) {
+void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap) {
   for (auto& sh : shards_) TryAttach(*sh);
   BuildPush(num_samples, own_copies);
   // A region's layout holds every dense block: a push of some goes over gRPC.
@@ -306,7 +320,8 @@ void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool the
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
       if (own_copies) s.push = CopyOfFrame(s.push);
     }
-    s.one_call = s.shm_ready && then_pull && !options_.sync && !options_.defer_apply && s.pull.sparse_size() == 0 &&
+    s.one_call = s.shm_ready && then_pull && !(overlap && s.link) && !options_.sync && !options_.defer_apply &&
+                 s.pull.sparse_size() == 0 &&
                  s.pull.dense_size() == static_cast<int>(s.slots.size());
   }
 }
@@ -337,7 +352,7 @@ Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_spar
     return Pull(next_sparse_ids);
   }
   PL_RETURN_IF_ERROR(BuildPull(next_sparse_ids));
-  PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/true);
+  PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/true, overlap);
   const int P = options_.num_pservers;
   std::vector<proto::PushResponse> pushed(P);
   std::vector<PullFrame> pulled(P);

@@ -183,11 +183,18 @@ class ParameterClient {
   void BuildPush(int64_t num_samples, bool own_copies);
   // TryAttach, BuildPush, then the shared-memory form of each shard's push; then_pull:
   // a pull (already built) follows, which a region lets the push bring back.
-  void PreparePush(int64_t num_samples, bool own_copies, bool then_pull);
+  // overlap: the push and the pull will run at the same time (no push with write-back
+  // over a dense link then: its two directions carry them at once instead).
+  void PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap = false);
   void PushDone();
   void ZeroSentGradients();
-  std::function<Status(Shard&)> PullAttempt(PullFrame* response);
-  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response);
+  // One attempt of a pull or a push. `fall_back`: an ABORTED region or link is let go
+  // at once and the push frame set up for gRPC (false: the caller does it, once the
+  // other direction's attempt running beside this one is back).
+  std::function<Status(Shard&)> PullAttempt(PullFrame* response, bool fall_back = true);
+  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response, bool fall_back = true);
+  // After a failed region or link push: the region and link let go, the push over gRPC.
+  void PushOverGrpcFromNowOn(Shard& shard, const Status& why);
   // Pushes shard i's prepared push and pulls (overlap: over gRPC, at the same time).
   Status ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled);
   Status Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap);

@@ -2,6 +2,7 @@
 #ifndef PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
 #define PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ struct ParameterClient::Shard {
   // a dense link (paddle_like/dist/dense_link.h) whose sends are numbered link_seq; or
   // why the link could not be had (not tried again until the address changes).
   std::unique_ptr<DenseLink> link;
-  uint64_t link_seq = 0;
+  std::atomic<uint64_t> link_seq{0};  // a push and a pull may run at once
   // This exchange's gradients as the link sends them: from the region, or straight
   // from the tensors the push frame references (then not in the region at all).
   std::vector<DenseLink::Range> link_spans;

@@ -38,10 +38,10 @@ class LinkedPserver : public OnePserverTest {
     o.dense_link_lanes = lanes;
     return SgdClient(model, o);
   }
-  // Every gradient of `m` set to g, then one exchange.
+  // Every gradient of `m` set to g, then a push and a pull of values that include it.
   static Status Step(ParameterClient& c, TwoLayers& m, float g) {
     for (const Variable* p : m.params()) p->MutableGrad().Fill(g);
-    return c.PushAndPull(1, {});
+    return c.PushThenPull(1, {});
   }
   // Every value of `m` is the reference's less `shift`.
   static void ExpectShifted(TwoLayers& m, TwoLayers& reference, float shift) {
@@ -56,7 +56,7 @@ class LinkedPserver : public OnePserverTest {
   }
 };
 
-TEST_F(LinkedPserver, ALinkCarriesTheSameUpdatesAsGrpcInOneCallAStep) {
+TEST_F(LinkedPserver, ALinkCarriesTheSameUpdatesAsGrpc) {
   Start({});
   TwoLayers a, b, reference;
   reference.InitParameters(9);
@@ -81,10 +81,16 @@ TEST_F(LinkedPserver, ALinkCarriesTheSameUpdatesAsGrpcInOneCallAStep) {
   ASSERT_TRUE(linked->Push(1).ok());
   ASSERT_TRUE(linked->Pull({}).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 2.0f));
+  // PushAndPull: the push goes up while the pull comes down (as over gRPC, the values
+  // may or may not include the push); the next pull has it.
+  for (const Variable* p : a.params()) p->MutableGrad().Fill(2.0f);
+  ASSERT_TRUE(linked->PushAndPull(1, {}).ok());
+  ASSERT_TRUE(linked->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(a, reference, 3.0f));
   // gRPC sees the same parameters.
   ASSERT_TRUE(grpc->Pull({}).ok());
-  ASSERT_NO_FATAL_FAILURE(ExpectShifted(b, reference, 2.0f));
-  EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(b, reference, 3.0f));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 4);
   EXPECT_EQ(linked->counters().retries, 0);
 }
 
@@ -116,6 +122,17 @@ TEST_F(LinkedPserver, ABrokenLinkCostsNoPushAppliesNoneTwiceAndIsOpenedAgain) {
   EXPECT_EQ(service_->StatsNow().dense_links(), 1);
   EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
   EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+
+  // The same while a push and a pull run at once: both fail, and the push goes over
+  // gRPC once, the pull after it.
+  absl::SleepFor(absl::Milliseconds(2));
+  service_->DropIdleRegions();
+  for (const Variable* p : m.params()) p->MutableGrad().Fill(1.0f);
+  ASSERT_TRUE(c->PushAndPull(1, {}).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 2.0f));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 4);
+  ASSERT_TRUE(c->Pull({}).ok());
+  EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
 }
 
 TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {

@@ -237,8 +237,14 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
     // Node r runs pserver r, advertised at its own address, and trainer r.
     EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver-", r, " serving on ", nodes_->bed().host(r).address(), ":")));
     EXPECT_THAT(out, HasSubstr(absl::StrCat("started trainer-", r, " ")));
-    // Shared memory with the pserver of its own machine, gRPC with the others.
+    // Shared memory with the pserver of its own machine, dense links (on the job's TLS)
+    // with the others.
     EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", r, ": dense traffic over shared memory")));
+    for (int other = 0; other < kNodes; ++other) {
+      if (other == r) continue;
+      EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", other, ": dense traffic over dense link (4 lanes each way")))
+          << "trainer " << r;
+    }
     const int64_t node_tasks = static_cast<int64_t>(LastNumberAfter(out, "job done after ").value_or(0));
     EXPECT_GT(node_tasks, 0) << "node " << r << "'s trainer trained no task\n" << out;
     tasks += node_tasks;
