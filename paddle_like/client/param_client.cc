@@ -225,7 +225,9 @@ void ParameterClient::PushOverGrpcFromNowOn(Shard& s, const Status& why) {
   // The pserver forgot the region or the link failed: the gradients go again over
   // gRPC, from the region where they still are (a push that was applied is known by
   // its number and not applied twice).
-  const bool in_region = s.link == nullptr || s.link_grads_in_region;
+  // Where this push's gradients are was decided when it was built: the link may be
+  // gone already (a new address drops it), the gradients are still in the tensors.
+  const bool in_region = s.link_grads_in_region;
   DropLink(s, why);
   if (in_region) {
     PushFromRegion(s);

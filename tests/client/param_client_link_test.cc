@@ -135,6 +135,37 @@ TEST_F(LinkedPserver, ABrokenLinkCostsNoPushAppliesNoneTwiceAndIsOpenedAgain) {
   EXPECT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
 }
 
+// The shard moves (a failover: the master names another address) after the link sent a
+// push's gradients straight from the tensors: the push reaches the new pserver over gRPC
+// with those gradients, not with whatever the dropped region held.
+TEST_F(LinkedPserver, APushWhoseShardMovesGoesToTheNewPserverWithItsOwnGradients) {
+  Start({});
+  pserver::ParameterShard moved_shard(0, 1);
+  pserver::PserverService moved(&moved_shard, nullptr, "", {});
+  ASSERT_TRUE(moved.OpenDenseLinks("127.0.0.1").ok());
+  int port = 0;
+  auto moved_server = rpc::StartServer(rpc::ServerOptions(), {&moved}, &port);
+  ASSERT_TRUE(moved_server.ok()) << moved_server.status();
+
+  TwoLayers m, reference;
+  reference.InitParameters(9);
+  auto c = Client(&m, 2);
+  ASSERT_TRUE(c->Connect().ok());
+  ASSERT_TRUE(Step(*c, m, 1.0f).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 0.5f));
+
+  // The old pserver stops answering gRPC; its link still takes the gradients.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
+  address_ = absl::StrCat("127.0.0.1:", port);
+  ASSERT_TRUE(Step(*c, m, 1.0f).ok());
+  // The new pserver was initialised afresh (it had no parameters) and applied this push.
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 0.5f));
+  EXPECT_EQ(moved_shard.Counters().pushes_applied, 1);
+  moved_shard.Shutdown();
+  (*moved_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
 TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
   Start({}, /*links=*/false);
   TwoLayers m, reference;
