@@ -23,7 +23,8 @@ the pservers' parameter names: a ``Module`` trained through ``paddle_like.distri
 shares keys of the same names (declared alike). Pushes and pulls retry across pserver
 restarts and failovers like the trainers' (C++: paddle_like/client/kv_worker.h).
 ``wire_dtype="bfloat16"`` sends dense keys over gRPC in half the bytes (with error
-feedback on gradients), as ``pl-trainer --wire_dtype`` does.
+feedback on gradients), as ``pl-trainer --wire_dtype`` does; ``dense_link_lanes`` sets the
+connections of the dense links to pservers on other hosts (-1: default, 0: gRPC only).
 """
 
 import os
@@ -36,7 +37,7 @@ __all__ = ["KVWorker"]
 
 class KVWorker:
     def __init__(self, keys, optimizer="sgd", lr=None, num_pservers=1, master=None, seed=1, sync=None,
-                 give_up_after_s=300.0, shared_memory=True, wire_dtype="float32"):
+                 give_up_after_s=300.0, shared_memory=True, wire_dtype="float32", dense_link_lanes=-1):
         master = master or os.environ.get("PL_MASTER_ADDR", "")
         if not master:
             raise RuntimeError("no master address: pass master='host:port' or run under pl-launch "
@@ -51,7 +52,7 @@ class KVWorker:
         from .distributed import configure_transport
         configure_transport()  # PL_TLS_DIR, as pl-launch sets it for trainers
         self._kv = _C.KVWorker(master, int(num_pservers), [tuple(k) for k in keys], spec, int(seed), sync,
-                               float(give_up_after_s), bool(shared_memory), str(wire_dtype))
+                               float(give_up_after_s), bool(shared_memory), str(wire_dtype), int(dense_link_lanes))
 
     def connect(self):
         """Finds the pservers through the master and creates the keys there (the first

@@ -32,9 +32,10 @@ const std::atomic<bool>* StopFlag();
 // A pserver client's traffic counters as {name: count} (dist_bindings.cc).
 pybind11::dict TrafficCountersToDict(const TrafficCounters& counters);
 // The pserver client's options from a Python constructor's arguments; ValueError naming
-// a bad num_pservers or wire_dtype (dist_bindings.cc).
+// a bad num_pservers, wire_dtype or dense_link_lanes (dist_bindings.cc).
 ParameterClientOptions ClientOptions(int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
-                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype);
+                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype,
+                                     int dense_link_lanes);
 
 }  // namespace pl::python
 

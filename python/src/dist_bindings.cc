@@ -31,6 +31,7 @@
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
 #include "paddle_like/client/param_client.h"
+#include "paddle_like/dist/dense_link.h"
 #include "paddle_like/rpc/tls.h"
 
 namespace pl::python {
@@ -214,10 +215,11 @@ class PyParameterClient {
  public:
   PyParameterClient(std::shared_ptr<Module> module, std::shared_ptr<PyMasterClient> master,
                     int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
-                    double give_up_after_s, bool shared_memory, bool defer_apply, const std::string& wire_dtype)
+                    double give_up_after_s, bool shared_memory, bool defer_apply, const std::string& wire_dtype,
+                    int dense_link_lanes)
       : module_(std::move(module)), master_(std::move(master)) {
     ParameterClientOptions o =
-        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype);
+        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype, dense_link_lanes);
     o.defer_apply = defer_apply;
     MasterClient* mc = &master_->client();
     auto resolve = [mc, num_pservers]() -> StatusOr<std::vector<std::string>> {
@@ -257,8 +259,13 @@ class PyParameterClient {
 const std::atomic<bool>* StopFlag() { return &g_stop; }
 
 ParameterClientOptions ClientOptions(int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
-                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype) {
+                                     double give_up_after_s, bool shared_memory, const std::string& wire_dtype,
+                                     int dense_link_lanes) {
   if (num_pservers < 1) throw py::value_error(absl::StrCat("num_pservers must be >= 1, got ", num_pservers));
+  if (dense_link_lanes < -1 || dense_link_lanes > kMaxDenseLinkLanes) {
+    throw py::value_error(
+        absl::StrCat("dense_link_lanes must be -1 (default), 0 (gRPC) or 1..", kMaxDenseLinkLanes, ", got ", dense_link_lanes));
+  }
   StatusOr<WireDtype> wire = ParseWireDtype(wire_dtype);
   if (!wire.ok()) throw py::value_error(std::string(wire.status().message()));
   ParameterClientOptions o;
@@ -269,6 +276,7 @@ ParameterClientOptions ClientOptions(int num_pservers, const OptimizerSpec& spec
   o.give_up_after = absl::Seconds(give_up_after_s);
   o.shared_memory = shared_memory;
   o.wire_dtype = *wire;
+  o.dense_link_lanes = dense_link_lanes;
   return o;
 }
 
@@ -341,10 +349,10 @@ void RegisterDistributed(py::module_& m) {
 
   py::class_<PyParameterClient>(m, "ParameterClient")
       .def(py::init<std::shared_ptr<Module>, std::shared_ptr<PyMasterClient>, int, const OptimizerSpec&,
-                    uint64_t, bool, double, bool, bool, const std::string&>(),
+                    uint64_t, bool, double, bool, bool, const std::string&, int>(),
            "module"_a, "master"_a, "num_pservers"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
            "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "defer_apply"_a = false,
-           "wire_dtype"_a = "float32")
+           "wire_dtype"_a = "float32", "dense_link_lanes"_a = -1)
       .def("connect", &PyParameterClient::Connect)
       .def("pull", &PyParameterClient::Pull, "sparse_ids"_a)
       .def("push", &PyParameterClient::Push, "num_samples"_a)
@@ -354,7 +362,8 @@ void RegisterDistributed(py::module_& m) {
            "Async: updates of other trainers the pservers applied between the last push's pull and the push "
            "(mean over pservers); 0 in sync mode.")
       .def("transports", &PyParameterClient::Transports,
-           "How each pserver's dense traffic travels: 'shared memory (N MB)' or 'gRPC (why)'.");
+           "How each pserver's dense traffic travels: 'shared memory (N MB)', 'dense link (K lanes each way, N MB)' "
+           "or 'gRPC (why)'.");
 }
 
 }  // namespace pl::python

@@ -83,10 +83,10 @@ class PyKVWorker {
  public:
   PyKVWorker(const std::string& master, int num_pservers, const std::vector<py::tuple>& keys,
              const OptimizerSpec& spec, uint64_t seed, bool sync, double give_up_after_s, bool shared_memory,
-             const std::string& wire_dtype)
+             const std::string& wire_dtype, int dense_link_lanes)
       : master_(std::make_shared<MasterClient>(master, "kv-worker", absl::Seconds(give_up_after_s))) {
     ParameterClientOptions o =
-        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype);
+        ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype, dense_link_lanes);
     std::vector<KeySpec> specs;
     for (const py::tuple& t : keys) specs.push_back(ParseKey(t));
     std::shared_ptr<MasterClient> mc = master_;
@@ -220,9 +220,10 @@ class PyKVWorker {
 void RegisterKVWorker(py::module_& m) {
   py::class_<PyKVWorker>(m, "KVWorker")
       .def(py::init<const std::string&, int, const std::vector<py::tuple>&, const OptimizerSpec&, uint64_t, bool,
-                    double, bool, const std::string&>(),
+                    double, bool, const std::string&, int>(),
            "master"_a, "num_pservers"_a, "keys"_a, "spec"_a, "seed"_a = 1, "sync"_a = false,
-           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "wire_dtype"_a = "float32")
+           "give_up_after_s"_a = 300.0, "shared_memory"_a = true, "wire_dtype"_a = "float32",
+           "dense_link_lanes"_a = -1)
       .def("connect", &PyKVWorker::Connect, "Finds the pservers and creates the keys there.")
       .def("push", &PyKVWorker::Push, "gradients"_a, "num_samples"_a = 1,
            "Queues a push of {name: array} / {name: (ids, rows)}; returns a handle.")

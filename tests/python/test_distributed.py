@@ -163,6 +163,13 @@ def test_launch_module_usage_errors(tmp_path):
     assert r.returncode == 2 and ("missing.py" in r.stderr)
 
 
+def test_a_bad_dense_link_lane_count_fails_before_the_job():
+    from paddle_like import nn
+    with pytest.raises(ValueError, match="dense_link_lanes must be -1 .default., 0 .gRPC. or 1..16, got -2"):
+        pl.distributed.DistributedTrainer(nn.Linear(4, 2), nn.CrossEntropyLoss(), master="127.0.0.1:1",
+                                          dense_link_lanes=-2)
+
+
 def test_save_to_an_unwritable_place_fails_before_the_job(tmp_path):
     from paddle_like import nn
     model = nn.Linear(4, 2)
@@ -224,6 +231,8 @@ def test_key_value_api_refuses_bad_keys_by_name(launcher):
         kv.connect()
     with pytest.raises(ValueError, match="'fp8': known are float32 and bfloat16"):
         pl.kv.KVWorker([("w", (3,))], master="127.0.0.1:1", wire_dtype="fp8")
+    with pytest.raises(ValueError, match="dense_link_lanes must be -1 .default., 0 .gRPC. or 1..16, got 17"):
+        pl.kv.KVWorker([("w", (3,))], master="127.0.0.1:1", dense_link_lanes=17)
     with pytest.raises(ValueError, match=r"key 'emb': unknown table policy 'ttl' \(known: admit_after, evict_after_s, optimizer\)"):
         pl.kv.KVWorker([("emb", 4, 0, {"ttl": 3})], master="127.0.0.1:1")
     kv = pl.kv.KVWorker([("emb", 4, 0, ("normal", 0.1), {"admit_after": 70000})], master="127.0.0.1:1")
