@@ -29,7 +29,8 @@ class TwoLayers : public Module {
 };
 
 class LinkedPserver : public OnePserverTest {
- protected:
+ public:  // ThreeStepsThroughTheLink uses them
+  using OnePserverTest::SgdClient;
   void Start(pserver::SharedRegionOptions options, bool links = true) { OnePserverTest::Start(options, links); }
   // A trainer as on another host: no shared memory; `lanes` per direction (0: gRPC).
   std::unique_ptr<ParameterClient> Client(TwoLayers* model, int lanes) {
@@ -164,6 +165,43 @@ TEST_F(LinkedPserver, APushWhoseShardMovesGoesToTheNewPserverWithItsOwnGradients
   EXPECT_EQ(moved_shard.Counters().pushes_applied, 1);
   moved_shard.Shutdown();
   (*moved_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+// Three steps of one trainer through the link in `sync` mode, or async with deferred
+// pushes; every value then moved by 3 × 0.5 × 1.
+void ThreeStepsThroughTheLink(LinkedPserver* t, bool sync) {
+  TwoLayers m, reference;
+  reference.InitParameters(9);
+  ParameterClientOptions o;
+  o.shared_memory = false;
+  o.dense_link_lanes = 2;
+  o.sync = sync;
+  o.defer_apply = !sync;
+  auto c = t->SgdClient(&m, o);
+  c->set_trainer_id(1);
+  ASSERT_TRUE(c->Connect().ok());
+  ASSERT_TRUE(absl::StartsWith(c->Transports()[0], "dense link")) << c->Transports()[0];
+  for (int step = 1; step <= 3; ++step) ASSERT_TRUE(LinkedPserver::Step(*c, m, 1.0f).ok()) << "step " << step;
+  // Deferred pushes are applied moments after they are answered: a last pull sees all.
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(c->Pull({}).ok());
+  ASSERT_NO_FATAL_FAILURE(LinkedPserver::ExpectShifted(m, reference, 1.5f));
+  EXPECT_EQ(c->counters().retries, 0);
+}
+
+// Sync mode: a push, then the pull of the completed step, each through the link.
+TEST_F(LinkedPserver, SyncStepsGoThroughTheLink) {
+  Start({});
+  ASSERT_NO_FATAL_FAILURE(ThreeStepsThroughTheLink(this, /*sync=*/true));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 3);
+}
+
+// Deferred pushes: the pserver copies the gradients out of its region before it
+// answers, so the next push's bytes cannot overwrite one still queued.
+TEST_F(LinkedPserver, DeferredPushesGoThroughTheLink) {
+  Start({});
+  ASSERT_NO_FATAL_FAILURE(ThreeStepsThroughTheLink(this, /*sync=*/false));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 3);
 }
 
 TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
