@@ -7,8 +7,9 @@
 //                 this rate is the least time TLS can add to one exchange on one core.
 //   Exchange      one training step's parameter exchange of the `mlp` (Adam) through
 //                 ParameterClient::PushAndPull to a real pl-pserver, insecure and with
-//                 mutual TLS alternately (rounds), over gRPC and through shared memory:
-//                 TLS / insecure, and the time TLS adds / the cipher's least.
+//                 mutual TLS alternately (rounds), over gRPC, over a dense link (as
+//                 from another host) and through shared memory: TLS / insecure, and
+//                 the time TLS adds / the cipher's least.
 //   Handshake     a fresh channel's first call (connect, handshake, one Stats), TLS /
 //                 insecure, median of 15.
 //
@@ -74,14 +75,14 @@ struct Job {
 };
 
 // Best seconds per PushAndPull of `module` to a fresh pserver.
-StatusOr<double> ExchangeSeconds(Job& job, Module& module, bool tls, bool shm) {
+StatusOr<double> ExchangeSeconds(Job& job, Module& module, bool tls, DensePath path) {
   PL_RETURN_IF_ERROR(job.UseTls(tls));
   PserverProcess ps;
   PL_RETURN_IF_ERROR(ps.Start(tls ? "tls" : "insecure", job.PserverTlsDir(tls)));
   OptimizerSpec adam;
   adam.kind = OptimizerKind::kAdam;
   adam.learning_rate = 1e-3f;
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client, ConnectedClient(&module, adam, shm ? DensePath::kSharedMemory : DensePath::kGrpc, ps.address()));
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client, ConnectedClient(&module, adam, path, ps.address()));
   Status error;
   const double t = BestSecondsPerCall(
       [&] {
@@ -143,24 +144,24 @@ int Main(int argc, char** argv) {
   const double floor_s = 2 * seal_open;  // push and pull: each message sealed and opened once
 
   Header("One step's exchange of the mlp (Adam), best per round, rounds alternate");
-  for (const bool shm : {false, true}) {
+  for (const DensePath dense : {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory}) {
     std::map<bool, double> best = {{false, 1e300}, {true, 1e300}};
     for (int r = 0; r < rounds; ++r) {
       for (const bool tls : {false, true}) {
-        StatusOr<double> t = ExchangeSeconds(job, module, tls, shm);
+        StatusOr<double> t = ExchangeSeconds(job, module, tls, dense);
         if (!t.ok()) {
           std::cout << "  " << (tls ? "TLS" : "insecure") << ": " << t.status() << std::endl;
           return 1;
         }
-        std::printf("  round %d %-24s %.3f ms\n", r + 1, (std::string(tls ? "TLS" : "insecure") + (shm ? ", shm" : ", gRPC")).c_str(),
-                    *t * 1e3);
+        std::printf("  round %d %-26s %.3f ms\n", r + 1,
+                    (std::string(tls ? "TLS" : "insecure") + ", " + DensePathName(dense)).c_str(), *t * 1e3);
         best[tls] = std::min(best[tls], *t);
       }
     }
-    const std::string path = shm ? "shared memory" : "gRPC";
+    const std::string path = DensePathName(dense);
     ReportLine("exchange with TLS, " + path, best[true] * 1e3, "ms", best[false] * 1e3, "ms", "insecure",
                best[true] / best[false]);
-    if (!shm) {
+    if (dense != DensePath::kSharedMemory) {
       const double added = best[true] - best[false];
       ReportLine("time TLS adds, " + path, added * 1e3, "ms", floor_s * 1e3, "ms", "AES-GCM of both messages",
                  added / floor_s);
