@@ -2,8 +2,10 @@
 
   1. Exchange time per step, --replicas 2 against --replicas 1 in the same run: the
      mlp job (async, 2 pservers, 1 trainer, batch 64, --threads 1) over shared memory,
-     then over gRPC (pl-trainer --shm=false). From the trainer's closing line "per
-     step: C ms computing, E ms exchanging parameters"; the best of --reps runs each.
+     then over gRPC (pl-trainer --shm=false --dense_link_lanes 0). From the trainer's
+     closing line "per step: C ms computing, E ms exchanging parameters"; the best of
+     --reps runs each. R=2 twice: the primaries' streams with their dense blocks over
+     dense links (the default), and inline in the gRPC calls (PL_STREAM_LINK=false).
   2. Failover: `kill-pserver 0` (SIGKILL of shard 0's primary) --kills times in one
      async job, each once the replacement has caught up. Per kill: SIGKILL -> the
      master's promotion, and SIGKILL -> the new primary's first acknowledged update
@@ -46,7 +48,7 @@ def ts(line):
 INSECURE = False
 
 
-def launch(build, work, replicas, passes, trainer_flags=(), control=None, trainers=1):
+def launch(build, work, replicas, passes, trainer_flags=(), control=None, trainers=1, env=None):
     data = os.path.join(build, "data", "fashion-mnist")
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", os.path.join(data, "train.plrec"),
             "--pservers", "2", "--replicas", str(replicas), "--trainers", str(trainers), "--passes", str(passes),
@@ -59,14 +61,16 @@ def launch(build, work, replicas, passes, trainer_flags=(), control=None, traine
              "--test_data", os.path.join(data, "test.plrec"), "--test_limit", "1000", "--log_every_s", "0.5"]
     argv += list(trainer_flags)
     log = open(os.path.join(work + ".log"), "w")
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), work + ".log"
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env), work + ".log"
 
 
-def exchange_ms(build, tmp, replicas, passes, shm, reps):
+def exchange_ms(build, tmp, replicas, passes, shm, reps, stream_link=True):
     best = None
+    env = dict(os.environ, PL_STREAM_LINK="true" if stream_link else "false")
     for r in range(reps):
-        work = os.path.join(tmp, f"x-r{replicas}-{'shm' if shm else 'grpc'}-{r}")
-        proc, log = launch(build, work, replicas, passes, () if shm else ("--shm=false",))
+        work = os.path.join(tmp, f"x-r{replicas}-{'shm' if shm else 'grpc'}-{'link' if stream_link else 'inline'}-{r}")
+        proc, log = launch(build, work, replicas, passes, () if shm else ("--shm=false", "--dense_link_lanes", "0"),
+                           env=env)
         proc.wait(timeout=600)
         text = open(log).read()
         m = re.search(r"per step: ([\d.]+) ms computing, ([\d.]+) ms exchanging", text)
@@ -266,7 +270,9 @@ def main():
             for shm in (True, False):
                 r1 = exchange_ms(build, tmp, 1, a.passes, shm, a.reps)
                 r2 = exchange_ms(build, tmp, 2, a.passes, shm, a.reps)
-                print(f"{'shared memory' if shm else 'gRPC':14s} R=1 {r1:6.2f} ms  R=2 {r2:6.2f} ms  ratio {r2 / r1:4.2f}")
+                r2_inline = exchange_ms(build, tmp, 2, a.passes, shm, a.reps, stream_link=False)
+                print(f"{'shared memory' if shm else 'gRPC':14s} R=1 {r1:6.2f} ms  R=2 {r2:6.2f} ms  ratio {r2 / r1:4.2f}"
+                      f"   (stream inline, PL_STREAM_LINK=false: R=2 {r2_inline:6.2f} ms, ratio {r2_inline / r1:4.2f})")
         loop = loopback_mb_s()
         if "failover" in parts:
             print(f"\n== failover: SIGKILL of shard 0's primary, {a.kills} times in one job (2 trainers) ==")

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/log.h"
-#include "paddle_like/rpc/caller.h"
 
 namespace pl::pserver {
 namespace {
@@ -19,9 +18,10 @@ constexpr int kMaxVetting = 64;
 }  // namespace
 
 StatusOr<std::unique_ptr<DenseLinkListener>> DenseLinkListener::Open(const std::string& host,
-                                                                     SharedRegionTable* table) {
+                                                                     SharedRegionTable* table,
+                                                                     const std::string& peer) {
   PL_ASSIGN_OR_RETURN(std::unique_ptr<rpc::BulkListener> listener,
-                      rpc::BulkListener::Open(host, table->cancel_flag(), rpc::kTrainerIdentity));
+                      rpc::BulkListener::Open(host, table->cancel_flag(), peer));
   std::unique_ptr<DenseLinkListener> out(new DenseLinkListener(std::move(listener), table));
   out->thread_ = std::thread(&DenseLinkListener::AcceptLoop, out.get());
   return out;

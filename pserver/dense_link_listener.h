@@ -1,7 +1,7 @@
 // DenseLinkListener: the port on which trainers on other hosts open the lanes of their
 // dense links (paddle_like/dist/dense_link.h, proto/pserver.proto Attach). Each
-// connection must complete the job's TLS handshake as a trainer (when the job has
-// TLS), present the listener's token, then a preamble naming a linked region of the
+// connection must complete the job's TLS handshake as the listener's peer (a trainer,
+// or for a primary's stream this shard's replica; when the job has TLS), present the listener's token, then a preamble naming a linked region of the
 // SharedRegionTable, its token, and which lane it is; it is then handed to the table.
 // Anything else is closed unread. A connection gets a second for all that, and the
 // connections are vetted on threads of their own (64 at most), so a silent stranger
@@ -29,9 +29,11 @@ inline constexpr size_t kDenseLinkPreambleBytes = 8 + rpc::kBulkTokenBytes + 16;
 
 class DenseLinkListener {
  public:
-  // Listens on `host` at a port the OS picks; lanes go to `table`, which must outlive
-  // the listener.
-  static StatusOr<std::unique_ptr<DenseLinkListener>> Open(const std::string& host, SharedRegionTable* table);
+  // Listens on `host` at a port the OS picks for lanes from `peer` (the identity their
+  // certificate must name under TLS: "trainer", or a replica's "pserver-<i>"); lanes go
+  // to `table`, which must outlive the listener.
+  static StatusOr<std::unique_ptr<DenseLinkListener>> Open(const std::string& host, SharedRegionTable* table,
+                                                           const std::string& peer);
   ~DenseLinkListener();  // stops accepting and waits for the connections being vetted
   DenseLinkListener(const DenseLinkListener&) = delete;
   DenseLinkListener& operator=(const DenseLinkListener&) = delete;

@@ -34,6 +34,7 @@
 #include "paddle_like/core/log.h"
 #include "pserver/membership_watcher.h"
 #include "pserver/pserver_service.h"
+#include "paddle_like/dist/dense_link.h"
 #include "pserver/replicator.h"
 #include "pserver/row_evictor.h"
 #include "pserver/shard.h"
@@ -86,8 +87,12 @@ ABSL_FLAG(int32_t, snapshot_lanes, 0,
           "into the shard on a thread of its own (1-16; the joiner takes the smaller of its own and the primary's; "
           "0: 4 with TLS, else one per 4 cores, at most 4)");
 ABSL_FLAG(bool, dense_link, true,
-          "accept dense links from trainers on other hosts: their dense blocks over TCP connections of their own, "
-          "on a port the OS picks, with the job's TLS unless --insecure (--nodense_link: over gRPC)");
+          "accept dense links from trainers on other hosts (and, replicated, from the shard's primary for its "
+          "stream; a primary uses them to its backups): dense blocks over TCP connections of their own, on ports "
+          "the OS picks, with the job's TLS unless --insecure (--nodense_link: over gRPC)");
+ABSL_FLAG(bool, stream_link, true,
+          "replicated: a primary sends its stream's dense blocks to each backup over a dense link (when the "
+          "backup takes links) instead of inside the gRPC calls");
 ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
 
 namespace {
@@ -159,7 +164,8 @@ int Run(int argc, char** argv) {
        {"master", "PL_MASTER_ADDR"},
        {"checkpoint_dir", "PL_CHECKPOINT_DIR"},
        {"advertise_host", "PL_ADVERTISE_HOST"},
-       {"snapshot_lanes", "PL_SNAPSHOT_LANES"}}};
+       {"snapshot_lanes", "PL_SNAPSHOT_LANES"},
+       {"stream_link", "PL_STREAM_LINK"}}};
   program.env = pl::rpc::WithTlsEnv(program.env);
   pl::cli::ParseOrExit(program, argc, argv);
   const int index = absl::GetFlag(FLAGS_index);
@@ -279,6 +285,9 @@ int Run(int argc, char** argv) {
     ro.listen_host = host;
     ro.snapshot_socket = absl::GetFlag(FLAGS_snapshot_socket);
     ro.snapshot_lanes = absl::GetFlag(FLAGS_snapshot_lanes);
+    // The primary's stream to each backup carries its dense blocks over a dense link
+    // whenever the backups take links (their --dense_link, the default).
+    if (absl::GetFlag(FLAGS_stream_link)) ro.stream_link_lanes = pl::DefaultDenseLinkLanes(pl::rpc::TransportIsSecure());
     if (ro.snapshot_lanes < 0 || ro.snapshot_lanes > pl::pserver::kMaxSnapshotLanes) {
       return Fail(absl::StrCat("--snapshot_lanes must be 0 (automatic) to ", pl::pserver::kMaxSnapshotLanes, ", not ",
                                ro.snapshot_lanes));

@@ -167,6 +167,20 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
   return rpc::ToGrpc(pulled);
 }
 
+Status PserverService::FrameFromStreamLink(PushFrame* frame, absl::Time deadline) {
+  if (!frame->dense().empty()) {
+    return absl::InvalidArgumentError("a stream entry carries dense blocks both over a link and inline");
+  }
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<DenseLink> link, regions_.LinkOf(frame->header().shm_region()));
+  if (link == nullptr) return absl::InvalidArgumentError("a stream entry names a region without a link");
+  if (Status landed = link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
+    return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+  }
+  std::shared_ptr<SharedRegion> region;
+  PL_ASSIGN_OR_RETURN(*frame, FrameFromRegion(std::move(frame->header()), &region, /*copy=*/true));
+  return absl::OkStatus();
+}
+
 Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written) {
   Status sent = link.Send(seq, written);
   // The trainer attaches again and repeats the call over gRPC (a push's retry is not
@@ -176,10 +190,10 @@ Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector
 }
 
 StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
-                                                    std::shared_ptr<SharedRegion>* found) {
+                                                    std::shared_ptr<SharedRegion>* found, bool copy) {
   PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, regions_.Find(header.shm_region()));
   *found = region;
-  const bool copy = header.defer_apply() && !shard_->sync();
+  copy = copy || (header.defer_apply() && !shard_->sync());
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
     PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
@@ -207,6 +221,9 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   }
   if (frame.header().replica_seq() > 0) {  // the primary's stream
     if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+    if (frame.header().shm_region() != 0) {
+      if (Status s = FrameFromStreamLink(&frame, DeadlineOf(context)); !s.ok()) return rpc::ToGrpc(s);
+    }
     StatusOr<int64_t> version = replicator_->OnPush(std::move(frame));
     if (!version.ok()) return rpc::ToGrpc(version.status());
     response->set_version(*version);
@@ -295,18 +312,28 @@ grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::St
 grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
                                     proto::AttachResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
-  if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Attach")); !s.ok()) return s;
+  if (request->replica_stream()) {
+    const rpc::Allowed replicas = rpc::PserverOf(shard_->index());
+    if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {replicas}, "Attach")); !s.ok()) return s;
+  } else {
+    if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Attach")); !s.ok()) {
+      return s;
+    }
+  }
   if (request->link_lanes() > 0 && request->shm_name().empty()) {
-    if (links_ == nullptr) {
+    const DenseLinkListener* listener = request->replica_stream() ? replica_links_.get() : links_.get();
+    if (listener == nullptr) {
       return rpc::ToGrpc(absl::FailedPreconditionError("this pserver takes no dense links (--dense_link=false)"));
     }
     StatusOr<LinkedRegion> linked = regions_.AttachLinked(*request);
     if (!linked.ok()) return rpc::ToGrpc(linked.status());
-    log::Info(absl::StrFormat("trainer %d opens a dense link of %d lanes each way for %.1f MB (region %d)",
-                              request->trainer_id(), request->link_lanes(), request->shm_bytes() / 1e6, linked->id));
+    log::Info(absl::StrFormat("%s opens a dense link of %d lanes each way for %.1f MB (region %d)",
+                              request->replica_stream() ? std::string("the primary's stream")
+                                                        : absl::StrCat("trainer ", request->trainer_id()),
+                              request->link_lanes(), request->shm_bytes() / 1e6, linked->id));
     response->set_region(linked->id);
-    response->set_link_port(links_->port());
-    response->set_link_token(links_->token());
+    response->set_link_port(listener->port());
+    response->set_link_token(listener->token());
     response->set_region_token(linked->token);
     return grpc::Status::OK;
   }
@@ -319,7 +346,9 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
 }
 
 Status PserverService::OpenDenseLinks(const std::string& host) {
-  PL_ASSIGN_OR_RETURN(links_, DenseLinkListener::Open(host, &regions_));
+  PL_ASSIGN_OR_RETURN(links_, DenseLinkListener::Open(host, &regions_, rpc::kTrainerIdentity));
+  PL_ASSIGN_OR_RETURN(replica_links_,
+                      DenseLinkListener::Open(host, &regions_, rpc::PserverIdentity(shard_->index())));
   return absl::OkStatus();
 }
 

@@ -83,7 +83,8 @@ class PserverService final : public PserverServiceBase {
   // Changes whenever a Push or Pull starts or ends (the main loop notices when traffic
   // pauses).
   int64_t data_calls() const { return data_calls_.load(); }
-  // Takes dense links from trainers on other hosts, on a port of `host` the OS picks
+  // Takes dense links from trainers on other hosts, and from this shard's primary for
+  // its stream when this process is a backup, on ports of `host` the OS picks
   // (dense_link_listener.h); before serving. Without it, Attach refuses them.
   Status OpenDenseLinks(const std::string& host);
   int dense_link_port() const { return links_ ? links_->port() : 0; }
@@ -104,7 +105,11 @@ class PserverService final : public PserverServiceBase {
 
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
-  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region);
+  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region,
+                                      bool copy = false);
+  // A stream entry whose dense blocks came over the primary's link: `frame` rebuilt with
+  // copies of them (the backup queues entries; the next one reuses the region).
+  Status FrameFromStreamLink(PushFrame* frame, absl::Time deadline);
   // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
   // when the link fails.
   static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);
@@ -117,7 +122,8 @@ class PserverService final : public PserverServiceBase {
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};
   SharedRegionTable regions_;
-  std::unique_ptr<DenseLinkListener> links_;  // after regions_: it hands lanes to them
+  std::unique_ptr<DenseLinkListener> links_;  // after regions_: they hand lanes to them
+  std::unique_ptr<DenseLinkListener> replica_links_;
   HandlerThreads handler_threads_;  // last: joined before the members its tasks use go
 };
 

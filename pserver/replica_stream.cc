@@ -10,6 +10,7 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/dist/dense_link_dial.h"
 #include "pserver/snapshot_lanes.h"
 
 namespace pl::pserver {
@@ -213,6 +214,18 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry) {
+  if (entry.push && !entry.push->dense().empty() && options_.dense_link_lanes > 0 && !link_refused_) {
+    Status linked = SendOverLink(*entry.push);
+    if (!absl::IsAborted(linked)) return linked;
+    // The link failed (or cannot hold this entry): let it go; the entry goes inline and
+    // the next one asks for a new link. A backup that applied it already knows its
+    // position and does not apply it twice.
+    if (link_) {
+      log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ", options_.replica_id, " (",
+                                options_.address, ") failed: ", linked.message(), "; sending inline"));
+    }
+    link_.reset();
+  }
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   if (entry.init) {
     proto::InitResponse resp;
@@ -220,6 +233,70 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
   }
   proto::PushResponse resp;
   return rpc::FromGrpc(frames_->Push(ctx.get(), *entry.push, &resp));
+}
+
+Status ReplicaStream::OpenLink(int64_t payload_bytes) {
+  // Room for twice this entry: a shard's pushes carry its dense blocks, so they are alike.
+  const int64_t region_bytes = 2 * payload_bytes;
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, SharedRegion::CreatePrivate(region_bytes));
+  proto::AttachRequest request;
+  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
+  request.set_shm_bytes(static_cast<int64_t>(region->total_bytes()));
+  request.set_link_lanes(options_.dense_link_lanes);
+  request.set_replica_stream(true);
+  proto::AttachResponse response;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  if (Status s = rpc::FromGrpc(stub_->Attach(ctx.get(), request, &response)); !s.ok()) {
+    if (!rpc::IsRetryable(s)) link_refused_ = true;  // an older build, or --dense_link=false: inline for good
+    return absl::AbortedError(absl::StrCat("no dense link: ", s.message()));
+  }
+  StatusOr<std::unique_ptr<DenseLink>> link = DialDenseLink(options_.address, response, options_.dense_link_lanes,
+                                                            rpc::PserverIdentity(options_.index), region);
+  if (!link.ok()) {
+    link_refused_ = true;
+    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", options_.replica_id, " (",
+                              link.status().message(), "); its stream's dense blocks go inline"));
+    return absl::AbortedError(link.status().message());
+  }
+  link_ = *std::move(link);
+  link_region_ = std::move(region);
+  link_region_id_ = response.region();
+  link_seq_ = 0;
+  return absl::OkStatus();
+}
+
+Status ReplicaStream::SendOverLink(const PushFrame& push) {
+  int64_t payload = 0;
+  for (const DenseFramePayload& d : push.dense()) {
+    if (d.bf16) return absl::AbortedError("a bfloat16 payload goes inline");
+    payload += d.values.num_bytes();
+  }
+  if (!link_) PL_RETURN_IF_ERROR(OpenLink(payload));
+  if (payload > static_cast<int64_t>(link_region_->payload_bytes())) {
+    return absl::AbortedError("the entry is larger than the link's region");
+  }
+  // The blocks back to back from the region's start, each piece sent from where it is.
+  PushFrame header;
+  header.header() = push.header();
+  header.header().set_shm_region(link_region_id_);
+  header.header().set_link_seq(++link_seq_);
+  std::vector<DenseLink::Range> ranges;
+  int64_t at = 0;
+  for (const DenseFramePayload& d : push.dense()) {
+    proto::ShmBlock* b = header.header().add_shm_dense();
+    b->set_param(d.param);
+    b->set_block(d.block);
+    b->set_offset(at);
+    b->set_count(d.values.size());
+    d.values.ForEachPiece([&](const char* data, size_t n) {
+      ranges.push_back({at, static_cast<int64_t>(n), data});
+      at += static_cast<int64_t>(n);
+    });
+  }
+  if (Status sent = link_->Send(link_seq_, ranges); !sent.ok()) return absl::AbortedError(sent.message());
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  proto::PushResponse resp;
+  return rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
 }
 
 }  // namespace pl::pserver

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
+#include "paddle_like/dist/dense_link.h"
 #include "proto/pserver.grpc.pb.h"
 #include "pserver/shard_snapshot.h"
 
@@ -55,6 +56,11 @@ class ReplicaStream {
     bool snapshot_socket = true;
     // on up to this many at once (the joiner may take fewer).
     int snapshot_lanes = 4;
+    // Send the entries' dense blocks over a dense link to the replica of this many
+    // connections each way (paddle_like/dist/dense_link.h; 0: inline in the gRPC calls),
+    // so their copies and, with TLS, the cipher run on several cores. A link that fails
+    // is let go and the entry goes inline.
+    int dense_link_lanes = 0;
     std::function<void()> on_progress;
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
@@ -82,6 +88,10 @@ class ReplicaStream {
   Status SendSnapshot();
   Status SendSnapshotInPieces(int64_t start);
   Status Send(const StreamEntry& entry);
+  // The push's dense blocks over the link, then its header in a gRPC call naming them;
+  // ABORTED when the link cannot take it (the caller sends it inline).
+  Status SendOverLink(const PushFrame& push);
+  Status OpenLink(int64_t payload_bytes);
 
   const Options options_;
   const int64_t epoch_;
@@ -89,6 +99,13 @@ class ReplicaStream {
   ShardSnapshot snapshot_;  // released once sent
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::unique_ptr<PserverFrameStub> frames_;
+  // The stream's dense link (its thread alone uses these): the link, this side's region,
+  // the backup's id for it, the last send's number; `link_refused`: not asked again.
+  std::unique_ptr<DenseLink> link_;
+  std::shared_ptr<SharedRegion> link_region_;
+  uint64_t link_region_id_ = 0;
+  uint64_t link_seq_ = 0;
+  bool link_refused_ = false;
 
   mutable absl::Mutex mu_;
   std::deque<StreamEntry> queue_ ABSL_GUARDED_BY(mu_);

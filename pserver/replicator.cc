@@ -342,6 +342,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.snapshot_piece_bytes = options_.snapshot_piece_bytes;
       so.snapshot_socket = options_.snapshot_socket;
       so.snapshot_lanes = options_.snapshot_lanes;
+      so.dense_link_lanes = options_.stream_link_lanes;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();

@@ -84,6 +84,9 @@ struct ReplicatorOptions {
   // On up to this many connections at once (snapshot_lanes.h); the joiner takes the
   // smaller of its own and the primary's number.
   int snapshot_lanes = 4;
+  // The stream's dense blocks over a dense link to each backup of this many
+  // connections each way (replica_stream.h; 0: inline in the gRPC calls).
+  int stream_link_lanes = 0;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
   std::string listen_host = "127.0.0.1";
 };

@@ -51,6 +51,11 @@ class FloatPieces {
   static constexpr int64_t kChunk = 4096;
   template <typename Fn>
   void ForEachChunk(Fn&& fn) const;
+  // fn(data, n) over the byte pieces in order (a sender that moves them itself).
+  template <typename Fn>
+  void ForEachPiece(Fn&& fn) const {
+    for (const auto& [data, n] : pieces_) fn(data, n);
+  }
   // Index of the first NaN/Inf, or -1.
   int64_t FirstNonFinite() const;
   float At(int64_t i) const;

@@ -87,6 +87,7 @@ const std::vector<Binary>& Binaries() {
         {"snapshot_socket", "bool, default true"},
         {"sparse_disk_dir", "string, default \"\""},
         {"sparse_memory_mb", "int64, default 0"},
+        {"stream_link", "bool, default true, env PL_STREAM_LINK"},
         {"table_report_every_s", "int32, default 60"},
         {"threads", "int32, default 0"},
         {"tls_dir", "string, default \"\", env PL_TLS_DIR"},
