@@ -78,7 +78,7 @@ struct ReplicatorOptions {
   absl::Duration test_slow_joiner = absl::ZeroDuration();
   // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
   int64_t snapshot_piece_bytes = 8 << 20;
-  // Whether a snapshot may come over TCP sockets of its own (snapshot_socket.h, with
+  // Whether a snapshot may come over TCP sockets of its own (paddle_like/rpc/bulk_socket.h, with
   // the job's TLS when gRPC has it), as a joiner and as a primary. Off: gRPC pieces.
   bool snapshot_socket = true;
   // On up to this many connections at once (snapshot_lanes.h); the joiner takes the

@@ -1,5 +1,5 @@
 // Mutual TLS over a plain TCP socket, with the job's certificates (tls.h), for bulk
-// transfers that bypass gRPC (a replica's snapshot: pserver/snapshot_socket.h). Both
+// transfers that bypass gRPC (a replica's snapshot, a dense link: paddle_like/rpc/bulk_socket.h). Both
 // ends present their certificate; each accepts the other only if it chains to the
 // job's CA and names the expected identity (caller.h: "pserver-3"), so a transfer is
 // as private and as authenticated as the job's gRPC calls. TLS 1.3, AES-128-GCM first

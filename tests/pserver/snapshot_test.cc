@@ -1,5 +1,5 @@
 // A joining replica's snapshot (ParameterShard::RequestSnapshot / LoadSnapshot) and the
-// sockets it may travel on (pserver/snapshot_socket.h, snapshot_lanes.h): a loaded
+// sockets it may travel on (paddle_like/rpc/bulk_socket.h, pserver/snapshot_lanes.h): a loaded
 // snapshot is the same shard byte for byte, a bad one leaves the shard fresh, over
 // several lanes each slice lands in its blocks, and over a socket (plain and mutual
 // TLS) only the primary that holds the token and the shard's certificate gets its
