@@ -35,6 +35,7 @@ ReplicaStream::~ReplicaStream() {
   }
   cancel_ = true;
   thread_.join();
+  link_.reset();  // its lanes poll cancel_: gone before it is
 }
 
 int64_t StreamEntryBytes(const StreamEntry& entry) {
@@ -251,7 +252,7 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
     return absl::AbortedError(absl::StrCat("no dense link: ", s.message()));
   }
   StatusOr<std::unique_ptr<DenseLink>> link = DialDenseLink(options_.address, response, options_.dense_link_lanes,
-                                                            rpc::PserverIdentity(options_.index), region);
+                                                            rpc::PserverIdentity(options_.index), region, &cancel_);
   if (!link.ok()) {
     link_refused_ = true;
     log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", options_.replica_id, " (",

@@ -115,7 +115,7 @@ class ReplicaStream {
   absl::Duration snapshot_time_ ABSL_GUARDED_BY(mu_);
   Status failure_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> cancel_{false};  // set with stop_: ends a socket's blocked send
+  std::atomic<bool> cancel_{false};  // set with stop_: ends a socket's or a link's blocked send
   std::thread thread_;  // last: started once the members above exist
 };
 

@@ -16,9 +16,10 @@ constexpr absl::Duration kLaneWithin = absl::Seconds(5);
 // Dials one lane, presents the listener's token and the lane's preamble.
 StatusOr<std::unique_ptr<rpc::BulkConnection>> OpenLane(const std::string& host, const proto::AttachResponse& r,
                                                         bool to_pserver, int lane, int lanes, const std::string& peer,
-                                                        std::shared_ptr<const rpc::TlsContext> tls) {
+                                                        std::shared_ptr<const rpc::TlsContext> tls,
+                                                        const std::atomic<bool>* cancel) {
   PL_ASSIGN_OR_RETURN(std::unique_ptr<rpc::BulkConnection> conn,
-                      rpc::BulkConnection::Dial(host, r.link_port(), kLaneWithin, nullptr, peer, std::move(tls)));
+                      rpc::BulkConnection::Dial(host, r.link_port(), kLaneWithin, cancel, peer, std::move(tls)));
   conn->set_purpose("dense link");
   std::string hello = r.link_token();
   const uint64_t region = r.region();
@@ -34,7 +35,8 @@ StatusOr<std::unique_ptr<rpc::BulkConnection>> OpenLane(const std::string& host,
 
 StatusOr<std::unique_ptr<DenseLink>> DialDenseLink(const std::string& address, const proto::AttachResponse& granted,
                                                    int lanes, const std::string& peer,
-                                                   std::shared_ptr<SharedRegion> region) {
+                                                   std::shared_ptr<SharedRegion> region,
+                                                   const std::atomic<bool>* cancel) {
   if (granted.link_token().size() != rpc::kBulkTokenBytes || granted.region_token().size() != rpc::kBulkTokenBytes) {
     return absl::InvalidArgumentError("the pserver's dense link tokens are malformed");
   }
@@ -50,7 +52,7 @@ StatusOr<std::unique_ptr<DenseLink>> DialDenseLink(const std::string& address, c
   for (int k = 0; k < 2 * lanes; ++k) {
     dials.emplace_back([&, k] {
       const bool to_pserver = k < lanes;
-      StatusOr<std::unique_ptr<rpc::BulkConnection>> c = OpenLane(host, granted, to_pserver, k % lanes, lanes, peer, tls);
+      StatusOr<std::unique_ptr<rpc::BulkConnection>> c = OpenLane(host, granted, to_pserver, k % lanes, lanes, peer, tls, cancel);
       results[k] = c.status();
       if (c.ok()) (to_pserver ? up : down)[k % lanes] = *std::move(c);
     });

@@ -8,6 +8,7 @@
 #ifndef PADDLE_LIKE_DIST_DENSE_LINK_DIAL_H_
 #define PADDLE_LIKE_DIST_DENSE_LINK_DIAL_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -20,9 +21,12 @@ namespace pl {
 
 // `address`: the pserver's gRPC address (its host is dialled); `peer`: the identity its
 // certificate must name under TLS ("pserver-3"); `lanes`: what the request asked for.
+// `cancel` (may be null; must outlive the link): once set, a blocked dial, send or
+// receive of the link's lanes ends within rpc::kBulkCancelCheck.
 StatusOr<std::unique_ptr<DenseLink>> DialDenseLink(const std::string& address, const proto::AttachResponse& granted,
                                                    int lanes, const std::string& peer,
-                                                   std::shared_ptr<SharedRegion> region);
+                                                   std::shared_ptr<SharedRegion> region,
+                                                   const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace pl
 
