@@ -90,6 +90,9 @@ ABSL_FLAG(bool, dense_link, true,
           "accept dense links from trainers on other hosts (and, replicated, from the shard's primary for its "
           "stream; a primary uses them to its backups): dense blocks over TCP connections of their own, on ports "
           "the OS picks, with the job's TLS unless --insecure (--nodense_link: over gRPC)");
+ABSL_FLAG(int64_t, dense_link_max_mb, 0,
+          "the most memory the trainers' dense links may hold here together (each 2x the dense bytes that trainer "
+          "exchanges with this pserver); a trainer past it keeps gRPC (0: a quarter of the machine's memory)");
 ABSL_FLAG(bool, stream_link, true,
           "replicated: a primary sends its stream's dense blocks to each backup over a dense link (when the "
           "backup takes links) instead of inside the gRPC calls");
@@ -252,6 +255,11 @@ int Run(int argc, char** argv) {
   pl::pserver::SharedRegionOptions shm;
   shm.enabled = absl::GetFlag(FLAGS_shm);
   shm.links_enabled = absl::GetFlag(FLAGS_dense_link);
+  if (absl::GetFlag(FLAGS_dense_link_max_mb) < 0) {
+    pl::cli::ExitWithUsageError(program, absl::StrCat("--dense_link_max_mb: ", absl::GetFlag(FLAGS_dense_link_max_mb),
+                                                      " is negative"));
+  }
+  shm.max_link_bytes = absl::GetFlag(FLAGS_dense_link_max_mb) << 20;
   pl::pserver::PserverService service(shard.get(), checkpointer.get(), restored_from, shm);
   if (shm.links_enabled) {
     if (pl::Status opened = service.OpenDenseLinks(host); !opened.ok()) {

@@ -1,13 +1,27 @@
 #include "pserver/shared_regions.h"
 
+#include <unistd.h>
+
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace pl::pserver {
 
-SharedRegionTable::SharedRegionTable(SharedRegionOptions options) : options_(options) {
+namespace {
+
+int64_t QuarterOfMemory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return int64_t{4} << 30;
+  return static_cast<int64_t>(pages) * page / 4;
+}
+
+}  // namespace
+
+SharedRegionTable::SharedRegionTable(SharedRegionOptions options)
+    : options_(options), max_link_bytes_(options.max_link_bytes > 0 ? options.max_link_bytes : QuarterOfMemory()) {
   // Ids of a restarted pserver must not collide with the ones trainers still hold.
   next_id_ = (std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) | 1;
 }
@@ -73,6 +87,19 @@ StatusOr<LinkedRegion> SharedRegionTable::AttachLinked(const proto::AttachReques
   if (request.link_lanes() < 1 || request.link_lanes() > kMaxDenseLinkLanes) {
     return absl::InvalidArgumentError(
         absl::StrCat("a dense link takes 1 to ", kMaxDenseLinkLanes, " lanes, not ", request.link_lanes()));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    int64_t held = 0;  // by the other clients' links (this client's old one goes)
+    for (const auto& [id, e] : regions_) {
+      if (!e.link_token.empty() && e.client_id != request.client_id()) held += static_cast<int64_t>(e.region->total_bytes());
+    }
+    if (held + request.shm_bytes() > max_link_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "a dense link of %.1f MB would bring this pserver's links to %.1f MB, past their cap of %.1f MB; this "
+          "trainer's dense blocks go over gRPC",
+          request.shm_bytes() / 1e6, (held + request.shm_bytes()) / 1e6, max_link_bytes_ / 1e6));
+    }
   }
   PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region,
                       SharedRegion::CreatePrivate(static_cast<size_t>(request.shm_bytes()) - SharedRegion::kHeaderBytes));

@@ -35,6 +35,11 @@ struct SharedRegionOptions {
   int max_regions = 64;
   int64_t max_region_bytes = int64_t{16} << 30;
   bool links_enabled = true;  // false: a dense link is refused (FAILED_PRECONDITION)
+  // The most this process's linked regions may hold together (each is 2x the dense
+  // bytes a trainer exchanges with this pserver): a link beyond it is refused
+  // (RESOURCE_EXHAUSTED) and that trainer keeps gRPC, instead of the pserver running out
+  // of memory as trainers join. 0: a quarter of the machine's memory.
+  int64_t max_link_bytes = 0;
 };
 
 // What a trainer needs to open a linked region's lanes.
@@ -91,6 +96,7 @@ class SharedRegionTable {
   uint64_t InsertLocked(Entry entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SharedRegionOptions options_;
+  const int64_t max_link_bytes_;
   std::atomic<bool> cancel_{false};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> regions_ ABSL_GUARDED_BY(mu_);

@@ -68,6 +68,7 @@ const std::vector<Binary>& Binaries() {
         {"checkpoint_dir", "string, default \"\", env PL_CHECKPOINT_DIR"},
         {"checkpoint_every_s", "int32, default 10"},
         {"dense_link", "bool, default true"},
+        {"dense_link_max_mb", "int64, default 0"},
         {"full_checkpoint_every", "int32, default 10"},
         {"host", "string, default \"127.0.0.1\""},
         {"index", "int32, default -1, env PL_PSERVER_INDEX"},

@@ -113,6 +113,29 @@ TEST(SharedRegionTableTest, AttachChecksTheNonceAndDropsReplacedIdleAndExcessReg
   EXPECT_TRUE(absl::IsAborted(idle.Find(*id).status()));
 }
 
+TEST(SharedRegionTableTest, LinkedRegionsStopAtTheirCapAndAClientsNewOneReplacesItsOld) {
+  SharedRegionOptions o;
+  o.max_link_bytes = 30000;
+  SharedRegionTable table(o);
+  auto linked = [&](uint64_t client) {
+    proto::AttachRequest r;
+    r.set_client_id(client);
+    r.set_shm_bytes(SharedRegion::kHeaderBytes + 8192);  // 12288 bytes
+    r.set_link_lanes(2);
+    return table.AttachLinked(r);
+  };
+  ASSERT_TRUE(linked(1).ok());
+  ASSERT_TRUE(linked(2).ok());
+  const auto third = linked(3);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_NE(third.status().message().find("past their cap of"), std::string::npos) << third.status();
+  // Client 2 again: its new region replaces its old one, so the total stays under the cap.
+  ASSERT_TRUE(linked(2).ok());
+  EXPECT_EQ(table.Count(/*linked=*/true).regions, 2);
+  EXPECT_EQ(table.Count(/*linked=*/true).bytes, 2 * 12288);
+  EXPECT_EQ(table.Count(/*linked=*/false).regions, 0);
+}
+
 // One pserver (async SGD, lr 0.5, w: 2 blocks of 4) behind a real gRPC server; the
 // test talks to it with the generated stub, as a trainer would.
 class SharedMemoryServiceTest : public ::testing::Test {
