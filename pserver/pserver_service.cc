@@ -149,21 +149,19 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
   if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Pull")); !s.ok()) return s;
   DataCall counted(&data_calls_);
   if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
-  StatusOr<std::shared_ptr<SharedRegion>> region = regions_.Find(request.shm_region());
-  if (!region.ok()) return rpc::ToGrpc(region.status());
-  StatusOr<std::shared_ptr<DenseLink>> link = regions_.LinkOf(request.shm_region());
-  if (!link.ok()) return rpc::ToGrpc(link.status());
+  StatusOr<RegionRef> found = regions_.Find(request.shm_region());
+  if (!found.ok()) return rpc::ToGrpc(found.status());
   if (request.shm_offsets_size() != request.dense_size()) {
     return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
         "pull names ", request.dense_size(), " dense blocks but ", request.shm_offsets_size(), " shared-memory offsets")));
   }
-  const SharedRegion& r = **region;
+  const SharedRegion& r = *found->region;
   std::vector<DenseLink::Range> written(request.dense_size());
   Status pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
     written[i] = {request.shm_offsets(i), n * 4};
     return r.Floats(request.shm_offsets(i), n);
   });
-  if (pulled.ok() && *link != nullptr) pulled = SendBack(**link, request.link_seq(), written);
+  if (pulled.ok() && found->link != nullptr) pulled = SendBack(*found->link, request.link_seq(), written);
   return rpc::ToGrpc(pulled);
 }
 
@@ -171,13 +169,12 @@ Status PserverService::FrameFromStreamLink(PushFrame* frame, absl::Time deadline
   if (!frame->dense().empty()) {
     return absl::InvalidArgumentError("a stream entry carries dense blocks both over a link and inline");
   }
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<DenseLink> link, regions_.LinkOf(frame->header().shm_region()));
-  if (link == nullptr) return absl::InvalidArgumentError("a stream entry names a region without a link");
-  if (Status landed = link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
+  PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame->header().shm_region()));
+  if (found.link == nullptr) return absl::InvalidArgumentError("a stream entry names a region without a link");
+  if (Status landed = found.link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
     return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
   }
-  std::shared_ptr<SharedRegion> region;
-  PL_ASSIGN_OR_RETURN(*frame, FrameFromRegion(std::move(frame->header()), &region, /*copy=*/true));
+  PL_ASSIGN_OR_RETURN(*frame, FrameFromRegion(std::move(frame->header()), found.region, /*copy=*/true));
   return absl::OkStatus();
 }
 
@@ -190,9 +187,7 @@ Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector
 }
 
 StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
-                                                    std::shared_ptr<SharedRegion>* found, bool copy) {
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, regions_.Find(header.shm_region()));
-  *found = region;
+                                                    const std::shared_ptr<SharedRegion>& region, bool copy) {
   copy = copy || (header.defer_apply() && !shard_->sync());
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
@@ -229,8 +224,7 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
     response->set_version(*version);
     return grpc::Status::OK;
   }
-  std::shared_ptr<SharedRegion> region;  // the push's shared-memory region, if any
-  std::shared_ptr<DenseLink> link;       // and the link that mirrors it, if any
+  RegionRef found;  // the push's region, if any, and the link that mirrors it, if any
   const uint64_t link_seq = frame.header().link_seq();
   std::vector<int64_t> write_offsets;
   for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
@@ -238,23 +232,23 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
     if (!frame.dense().empty()) {
       return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
     }
-    StatusOr<std::shared_ptr<DenseLink>> found = regions_.LinkOf(frame.header().shm_region());
-    if (!found.ok()) return rpc::ToGrpc(found.status());
-    link = *std::move(found);
-    if (link != nullptr) {
-      if (Status landed = link->WaitFor(link_seq, DeadlineOf(context)); !landed.ok()) {
+    StatusOr<RegionRef> lookup = regions_.Find(frame.header().shm_region());
+    if (!lookup.ok()) return rpc::ToGrpc(lookup.status());
+    found = *std::move(lookup);
+    if (found.link != nullptr) {
+      if (Status landed = found.link->WaitFor(link_seq, DeadlineOf(context)); !landed.ok()) {
         return rpc::ToGrpc(absl::AbortedError(absl::StrCat("the push's gradients did not come over the dense link: ",
                                                            landed.message())));
       }
     }
-    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), &region);
+    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), found.region);
     if (!local.ok()) return rpc::ToGrpc(local.status());
     frame = *std::move(local);
   }
   DenseDestination write_to;
   std::vector<DenseLink::Range> written(write_offsets.size());
   if (write_back) {
-    const SharedRegion& r = *region;  // write_back implies a region (checked above)
+    const SharedRegion& r = *found.region;  // write_back implies a region (checked above)
     write_to = [&r, &write_offsets, &written](int i, int64_t n) {
       written[i] = {write_offsets[i], n * 4};
       return r.Floats(write_offsets[i], n);
@@ -262,8 +256,8 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   }
   StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context), write_to);
   if (!version.ok()) return rpc::ToGrpc(version.status());
-  if (link != nullptr && write_back) {
-    if (Status sent = SendBack(*link, link_seq, written); !sent.ok()) return rpc::ToGrpc(sent);
+  if (found.link != nullptr && write_back) {
+    if (Status sent = SendBack(*found.link, link_seq, written); !sent.ok()) return rpc::ToGrpc(sent);
   }
   response->set_version(*version);
   return grpc::Status::OK;

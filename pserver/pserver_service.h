@@ -105,7 +105,7 @@ class PserverService final : public PserverServiceBase {
 
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
-  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, std::shared_ptr<SharedRegion>* region,
+  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
                                       bool copy = false);
   // A stream entry whose dense blocks came over the primary's link: `frame` rebuilt with
   // copies of them (the backup queues entries; the next one reuses the region).

@@ -146,33 +146,25 @@ Status SharedRegionTable::AddLane(uint64_t id, const std::string& token, bool to
   return absl::OkStatus();
 }
 
-StatusOr<std::shared_ptr<DenseLink>> SharedRegionTable::LinkOf(uint64_t id) {
+StatusOr<RegionRef> SharedRegionTable::Find(uint64_t id) {
   absl::MutexLock l(&mu_);
   auto it = regions_.find(id);
   if (it == regions_.end()) {
     return absl::AbortedError(absl::StrCat("unknown shared-memory region ", id, ": attach again"));
   }
   Entry& e = it->second;
-  if (e.link_token.empty()) return std::shared_ptr<DenseLink>();
-  if (e.link == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("dense link region ", id, " still misses lanes"));
+  if (!e.link_token.empty()) {
+    if (e.link == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("dense link region ", id, " still misses lanes"));
+    }
+    if (Status broken = e.link->status(); !broken.ok()) {
+      std::string why(broken.message());
+      regions_.erase(it);
+      return absl::AbortedError(absl::StrCat("dense link region ", id, " broke (", why, "): attach again"));
+    }
   }
-  if (Status broken = e.link->status(); !broken.ok()) {
-    std::string why(broken.message());
-    regions_.erase(it);
-    return absl::AbortedError(absl::StrCat("dense link region ", id, " broke (", why, "): attach again"));
-  }
-  return e.link;
-}
-
-StatusOr<std::shared_ptr<SharedRegion>> SharedRegionTable::Find(uint64_t id) {
-  absl::MutexLock l(&mu_);
-  auto it = regions_.find(id);
-  if (it == regions_.end()) {
-    return absl::AbortedError(absl::StrCat("unknown shared-memory region ", id, ": attach again"));
-  }
-  it->second.last_used = absl::Now();
-  return it->second.region;
+  e.last_used = absl::Now();
+  return RegionRef{e.region, e.link};
 }
 
 void SharedRegionTable::DropIdle() {

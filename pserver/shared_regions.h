@@ -42,6 +42,12 @@ struct SharedRegionOptions {
   int64_t max_link_bytes = 0;
 };
 
+// A region as a call uses it: its memory, and the link that mirrors it (if any).
+struct RegionRef {
+  std::shared_ptr<SharedRegion> region;
+  std::shared_ptr<DenseLink> link;
+};
+
 // What a trainer needs to open a linked region's lanes.
 struct LinkedRegion {
   uint64_t id = 0;
@@ -62,12 +68,11 @@ class SharedRegionTable {
   // the region's; the last one starts the link after writing one byte on every lane.
   Status AddLane(uint64_t id, const std::string& token, bool to_pserver, int lane, int lanes,
                  std::unique_ptr<rpc::BulkConnection> conn);
-  // Region `id`'s dense link: null for a shared-memory region; FAILED_PRECONDITION
-  // while lanes are missing, ABORTED when unknown or broken (attach again).
-  StatusOr<std::shared_ptr<DenseLink>> LinkOf(uint64_t id);
-  // The region `id`, marked as used now; ABORTED when unknown (the pserver restarted,
-  // or dropped it), which tells the trainer to attach again.
-  StatusOr<std::shared_ptr<SharedRegion>> Find(uint64_t id);
+  // The region `id` and its dense link (null for a shared-memory region), marked as
+  // used now, in one lookup. ABORTED when unknown (the pserver restarted, or dropped
+  // it) or its link broke, which tells the trainer to attach again;
+  // FAILED_PRECONDITION while a link still misses lanes.
+  StatusOr<RegionRef> Find(uint64_t id);
   // Drops the regions unused for longer than the idle timeout.
   void DropIdle();
 
