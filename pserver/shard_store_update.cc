@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "paddle_like/core/flush_denormals.h"
 #include "pserver/parallel_for.h"
 #include "pserver/shard_store.h"
 
@@ -74,6 +75,7 @@ void ShardStore::Apply(const ResolvedPush& push) {
       if (rows.begin[st] == rows.begin[st + 1]) return;
       RowStripe& stripe = t->stripes[st];
       absl::MutexLock sl(&stripe.mu);
+      const ScopedFlushDenormals flush;  // once for the stripe's rows, not once a row
       for (uint32_t k = rows.begin[st]; k < rows.begin[st + 1]; ++k) {
         const uint32_t i = rows.order[k];
         UpdateRow(t, &stripe, s.msg->ids(i), s.grad.data() + i * t->dim, notes);
@@ -130,6 +132,7 @@ void ShardStore::ApplyAccumulated(int contributors) {
     }
   }
   const RowNotes notes = Notes();
+  const ScopedFlushDenormals flush;  // once, not once a row
   for (auto& [name, t] : sparse_) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];

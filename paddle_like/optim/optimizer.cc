@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "paddle_like/core/flush_denormals.h"
 
 namespace pl {
 
@@ -15,6 +16,7 @@ StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(Module* module, const Opt
 }
 
 Status Optimizer::Step() {
+  const ScopedFlushDenormals flush;  // once for every row below, not once a row
   const int slots = rule_.num_slots();
   for (auto& np : module_->NamedParameters()) {
     Parameter* p = np.param;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/optim/optimizer_spec.h"
 
@@ -100,8 +101,13 @@ class UpdateRule {
   int num_slots() const { return static_cast<int>(def_->slots.size()); }
   // Initial state for n elements: NumSlots * n floats, slot-major.
   void InitSlots(float* state, int64_t n) const;
+  // Runs with denormals flushed to zero (core/flush_denormals.h), so the single process,
+  // every replica of a pserver and the Python bindings compute the same bits. A caller
+  // applying many small blocks (sparse rows) keeps its own ScopedFlushDenormals around
+  // the loop, which makes this one free.
   void Apply(float* param, const float* grad, float* state, int64_t n, int64_t step,
              int64_t state_stride) const {
+    ScopedFlushDenormals flush;
     def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride});
   }
 

@@ -24,7 +24,9 @@ class OnePserverTest : public ::testing::Test {
   // `links`: the pserver also takes dense links (OpenDenseLinks), as pl-pserver does.
   void Start(pserver::SharedRegionOptions options, bool links = false) {
     service_ = std::make_unique<pserver::PserverService>(&shard_, nullptr, "", options);
-    if (links) ASSERT_TRUE(service_->OpenDenseLinks("127.0.0.1").ok());
+    if (links) {
+      ASSERT_TRUE(service_->OpenDenseLinks("127.0.0.1").ok());
+    }
     int port = 0;
     auto server = rpc::StartServer(rpc::ServerOptions(), {service_.get()}, &port);
     ASSERT_TRUE(server.ok()) << server.status();

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/nn/linear.h"
 #include "paddle_like/optim/optimizer.h"
 
@@ -67,6 +68,32 @@ TEST(UpdateRulesTest, AdamTwoSteps) {
   const double m = 0.9 * 0.2 + 0.1 * -1.0, v = 0.999 * 0.004 + 0.001 * 1.0;
   const double mhat = m / (1 - 0.81), vhat = v / (1 - 0.999 * 0.999);
   EXPECT_NEAR(p[0], 0.9 - 0.1 * mhat / (std::sqrt(vhat) + 1e-8), 1e-6);
+}
+
+// A parameter whose gradient stays zero (a pixel that is always black) has Adam's first
+// moment decay by beta1 a step into the denormals, where x86 arithmetic is tens of
+// times slower. Updates flush it to zero instead, and leave the caller's mode as it was.
+TEST(UpdateRulesTest, AdamFlushesADecayedMomentToZeroAndRestoresTheThreadsMode) {
+  auto s = Spec(OptimizerKind::kAdam, 0.1f);
+  float p[1] = {1.0f}, st[2];
+  InitSlots(s, st, 1);
+  st[0] = 1.2e-38f;  // m: normal (FLT_MIN is 1.18e-38), but beta1 * m is not
+  st[1] = 1.0f;    // v
+  const float g[1] = {0.0f};
+  ApplyUpdate(s, p, g, st, 1, 1000);
+  EXPECT_EQ(st[0], 0.0f) << "0.9 * 1.2e-38 is a denormal, and should have been flushed";
+  EXPECT_NEAR(p[0], 1.0f, 1e-6);
+  // The calling thread still computes denormals.
+  volatile float tiny = 2e-38f;
+  EXPECT_GT(tiny * 0.5f, 0.0f);
+  {
+    const ScopedFlushDenormals outer;
+    {
+      const ScopedFlushDenormals inner;  // finds the mode set: leaves it on its way out
+    }
+    EXPECT_EQ(tiny * 0.5f, 0.0f);
+  }
+  EXPECT_GT(tiny * 0.5f, 0.0f);
 }
 
 TEST(UpdateRulesTest, ValidationNamesTheField) {
