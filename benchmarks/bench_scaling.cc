@@ -15,7 +15,7 @@
 // each point is also predicted by a bandwidth model of machines with a core each:
 //   c  = compute ms per step: the smallest a 1-trainer point measured (a trainer alone)
 //   u, d = bytes pushed (up) and pulled (down) per step by one trainer (measured)
-//   k  = steps per task (measured: here 4); R = the link's bytes/s
+//   k  = steps per task (measured: 4 at --chunks_per_task 2); R = the link's bytes/s
 //   trainer link   t_t = ((k-1) max(u, d) + u + d) / (k R): the default (overlapped)
 //                  exchange of async training sends a step's push and the next step's
 //                  pull in one PushAndPull, both directions of the link at once, except
@@ -31,11 +31,14 @@
 // The model leaves out the CPU time of the exchange (gRPC serialisation and copies,
 // the pserver's Adam update), and every process here shares the same 2 cores.
 // Each point is reported as measured ÷ predicted, and all of them go to a CSV
-// (benchmarks/plot_scaling.py draws it).
+// (benchmarks/plot_scaling.py draws it). Each 1-trainer point is also reported against
+// one process (issue 12's reference): pl-trainer training the same subset alone, on a
+// host of the bed, run just before each of that point's runs.
 //
 //   pl-bench-scaling [--data DIR] [--quick] [--trainers 1,2,4] [--pservers 1,2,4]
 //                    [--rates_mbit 10000,1000] [--samples N] [--reps N] [--csv FILE] [--bin_dir DIR]
 //                    [--wire_dtype float32|bfloat16] [--dense_link_lanes K] [--pipeline] [--tls]
+//                    [--chunks_per_task N]
 //
 // Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
 #include <stdlib.h>
@@ -77,6 +80,9 @@ ABSL_FLAG(int32_t, dense_link_lanes, -1,
 ABSL_FLAG(bool, tls, false, "every process on mutual TLS (certificates of a CA made for each point)");
 ABSL_FLAG(bool, pipeline, false, "the trainers' --pipeline: push and pull while the next step computes");
 ABSL_FLAG(int, reps, 0, "runs per point, the fastest kept (0: 3; --quick: 1)");
+ABSL_FLAG(int32_t, chunks_per_task, 2,
+          "record chunks of 128 samples per task (2: a task is 4 steps, so task hand-offs weigh; a real "
+          "job's tasks are longer)");
 ABSL_FLAG(std::string, csv, "", "write every point here (empty: <build>/bench-scaling.csv beside bin/)");
 
 namespace pl::bench {
@@ -90,8 +96,7 @@ using netbed::TestBed;
 using std::chrono::seconds;
 
 constexpr int kBatch = 64;
-constexpr int kPerChunk = 128;  // 2 chunks a task: 4 full batches
-constexpr int kChunksPerTask = 2;
+constexpr int kPerChunk = 128;  // --chunks_per_task 2: 4 full batches a task
 
 // One point of the grid: what was measured, then what the model predicts.
 struct Point {
@@ -154,7 +159,7 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
   o.data = train;
   o.num_pservers = p->pservers;
   o.passes = 1;
-  o.chunks_per_task = kChunksPerTask;
+  o.chunks_per_task = absl::GetFlag(FLAGS_chunks_per_task);
   o.lease_ms = 30000;  // no failures here; a slow heartbeat on the busy 2 cores must not cost a task
   o.trainer_args = {"--model",     "mlp",  "--threads", "1",     "--batch_size",  std::to_string(kBatch),
                     "--optimizer", "adam", "--lr",      "0.001", "--log_every_s", "1000",
@@ -212,6 +217,42 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
       name.c_str(), p->samples_per_s, p->compute_ms, p->exchange_ms, p->other_ms, p->bytes_per_sample,
       100 * p->busiest_share);
   std::fflush(stdout);
+}
+
+// The reference of issue 12's "1 trainer + 1 pserver >= 0.7 of one process": the same
+// training (mlp, Adam, batch 64, one thread, one pass over the subset) in one process
+// on `host`, with no pserver. Returns its training loop's samples/s, or 0 (said why).
+// `dir` holds the subset's train.plrec; the final evaluation is cut to 1000 samples.
+double RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const std::string& data_dir,
+                     const std::string& dir, int run) {
+  const std::string log = absl::StrCat(dir, "/one-process-", run, ".log");
+  std::vector<std::string> argv = {bin_dir + "/pl-trainer", "--model", "mlp", "--threads", "1",
+                                   "--batch_size", std::to_string(kBatch), "--optimizer", "adam", "--lr", "0.001",
+                                   "--epochs", "1", "--data", dir, "--test_data", data_dir + "/test.plrec",
+                                   "--test_limit", "1000", "--log_every_s", "1000"};
+  auto child = bed->Start(host, argv, log);
+  if (!child.ok()) {
+    std::printf("  %-28s failed: %s\n", "one process", child.status().ToString().c_str());
+    return 0;
+  }
+  if (!(*child)->WaitFor(std::chrono::minutes(4)) || !(*child)->exit_info().success()) {
+    (*child)->Stop(std::chrono::seconds(1));
+    std::printf("  %-28s failed: see %s\n", "one process", log.c_str());
+    return 0;
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const std::regex trained(R"(trained \d+ steps in [\d.]+s: ([\d.]+) samples/s)");
+  std::smatch m;
+  if (!std::regex_search(text, m, trained)) {
+    std::printf("  %-28s failed: no closing line in %s\n", "one process", log.c_str());
+    return 0;
+  }
+  const double rate = std::stod(m[1]);
+  std::printf("  %-28s %8.0f samples/s   (pl-trainer --epochs 1 --threads 1, no pserver)\n",
+              absl::StrCat("one process run ", run + 1).c_str(), rate);
+  std::fflush(stdout);
+  return rate;
 }
 
 // Fills the model's part of every measured point; `compute_ms` is c of the header.
@@ -279,6 +320,7 @@ int Main(int argc, char** argv) {
   int reps = absl::GetFlag(FLAGS_reps);
   if (reps == 0) reps = quick ? 1 : 3;
   if (reps < 0) cli::ExitWithUsageError(program, "--reps: must be 1 or more (0: the default)");
+  if (absl::GetFlag(FLAGS_chunks_per_task) < 1) cli::ExitWithUsageError(program, "--chunks_per_task: at least 1");
   std::string data = absl::GetFlag(FLAGS_data);
   if (data.empty()) data = DefaultFashionDir();
   std::string csv = absl::GetFlag(FLAGS_csv);
@@ -330,6 +372,8 @@ int Main(int argc, char** argv) {
   for (int r = 0; r < max_t; ++r) placement.trainer_hosts.push_back(1 + max_p + r);
 
   std::vector<Point> points;
+  double one_process = 0;  // samples/s, the fastest reference run
+  int one_process_runs = 0;
   for (int rate : rates) {
     Header(absl::StrCat("mlp, ", samples, " samples, one pass, async, batch ", kBatch,
                         ", every process on its own host, every link ", rate, " Mbit/s"));
@@ -344,6 +388,11 @@ int Main(int argc, char** argv) {
         // The fastest of `reps` runs: on a shared machine the noise only ever slows.
         Point best;
         for (int rep = 0; rep < reps; ++rep) {
+          // Each 1-trainer run follows a reference run: this machine drifts within a minute.
+          if (t == 1) {
+            one_process = std::max(one_process, RunOneProcess(bed->get(), placement.trainer_hosts[0], bin_dir,
+                                                              data, dir.path(), one_process_runs++));
+          }
           Point point;
           point.rate_mbit = rate;
           point.trainers = t;
@@ -379,6 +428,10 @@ int Main(int argc, char** argv) {
   for (const Point& p : points) {
     if (!p.ok) continue;
     const std::string name = absl::StrCat(p.trainers, "x", p.pservers, " @", p.rate_mbit, " Mbit");
+    if (p.trainers == 1 && one_process > 0) {
+      ReportLine(name + " samples/s", p.samples_per_s, "samples/s", one_process, "samples/s",
+                 "one process (target: 1x1 >= 0.7)", p.samples_per_s / one_process);
+    }
     ReportLine(name + " samples/s", p.samples_per_s, "samples/s", p.pred_samples_per_s, "samples/s", "model",
                p.samples_per_s / p.pred_samples_per_s);
     // The trainer logs a task's first pull (and the task hand-offs) as "other".

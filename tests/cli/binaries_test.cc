@@ -184,6 +184,7 @@ const std::vector<Binary>& Binaries() {
       {"pl-bench-gpu", true, {"--tf32=perhaps"}, "--tf32", {{"tf32", "bool, default false"}}},
       {"pl-bench-scaling", true, {"--reps", "several"}, "--reps",
        {{"bin_dir", "string, default \"\""},
+        {"chunks_per_task", "int32, default 2"},
         {"csv", "string, default \"\""},
         {"data", "string, default \"\""},
         {"dense_link_lanes", "int32, default -1"},
