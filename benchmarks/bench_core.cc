@@ -10,16 +10,21 @@
 //            number of steps; threads as pl-trainer sets them: OpenMP loops on T,
 //            Eigen's GEMM on 1 unless --eigen_threads), / the samples/s the GEMM
 //            peak would allow for the model's FLOPs per sample; 2 threads also / 1.
+//   Optim    one update of each built-in optimizer over as many elements as the mlp
+//            has parameters (what a pserver applies per push, and one process per
+//            step), / the memory floor: one pass reading and writing the same arrays
+//            (value, gradient, slots) with no math.
 //   Memory   peak resident set of a pl-trainer run (wait4's ru_maxrss of the child)
 //            / the floor: parameters + gradients + Adam's 2 slots + one batch's
 //            activations (and their gradients) + the datasets held in memory.
 //
-//   pl-bench-core [--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,memory]
+//   pl-bench-core [--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,optim,memory]
 //                 [--eigen_threads N]   (Eigen's GEMM on N threads, OpenMP ops on T; see --help)
 //
 // Dimension legend: B batch, M/K/N GEMM dims (C[M,N] = A[M,K] B[K,N]), C/O channels.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -32,8 +37,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/nn/nn.h"
+#include "paddle_like/optim/optimizer_registry.h"
+#include "paddle_like/optim/update_rules.h"
 #include "trainer/example_data.h"
 #include "trainer/local_trainer.h"
 #include "trainer/models.h"
@@ -50,7 +59,7 @@ ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>
 ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "2"}),
           "thread counts to measure, e.g. 1,2");
 ABSL_FLAG(bool, quick, false, "fewer repetitions and shorter timings");
-ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: gemm, conv, train, memory (empty: all)");
+ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: gemm, conv, train, optim, memory (empty: all)");
 ABSL_FLAG(int, eigen_threads, 0, "Eigen's GEMM on this many threads whatever --threads is (0: as pl-trainer)");
 
 namespace pl::bench {
@@ -321,6 +330,60 @@ void RunMemory(const Options& o) {
   }
 }
 
+// Reads and writes what an update with `kSlots` slots does, in one vectorised pass.
+template <int kSlots>
+void PassWithNoMath(float* __restrict p, const float* __restrict g, float* __restrict s0, float* __restrict s1,
+                    int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] += g[i];
+    if (kSlots > 0) s0[i] += g[i];
+    if (kSlots > 1) s1[i] += g[i];
+  }
+}
+
+// One update of each built-in optimizer over the mlp's parameter count, against the
+// time a pass with no math takes to move the same bytes in this run.
+void RunOptim(const Options& o) {
+  auto cost = CostOf("mlp", 64, 64);
+  if (!cost.ok()) {
+    std::printf("  failed: %s\n", cost.status().ToString().c_str());
+    return;
+  }
+  const int64_t n = cost->param_elements;
+  for (const char* name : {"sgd", "momentum", "adagrad", "adam"}) {
+    OptimizerSpec spec;
+    spec.kind = *ParseOptimizerKind(name);
+    spec.learning_rate = 1e-3f;
+    auto rule = UpdateRule::Create(spec);
+    if (!rule.ok()) {
+      std::printf("  %s: %s\n", name, rule.status().ToString().c_str());
+      continue;
+    }
+    const int slots = rule->num_slots();
+    std::vector<float> param(n, 0.01f), grad(n), state(std::max<int64_t>(slots * n, 1));
+    for (int64_t i = 0; i < n; ++i) grad[i] = i % 7 == 0 ? 0.0f : 1e-3f * static_cast<float>(i % 13 - 6);
+    rule->InitSlots(state.data(), n);
+    int64_t step = 0;
+    const double update_s = BestSecondsPerCall(
+        [&] { rule->Apply(param.data(), grad.data(), state.data(), n, ++step, n); }, o.reps, o.min_seconds);
+    // The floor: the same streams read and written in one pass with no math
+    // (value += gradient, each slot += gradient). In this machine's cache a memcpy of
+    // as many bytes is no floor: it came out slower than the updates.
+    float* slot0 = state.data();
+    float* slot1 = state.data() + (slots > 1 ? n : 0);
+    const double floor_s = BestSecondsPerCall(
+        [&] {
+          if (slots == 0) PassWithNoMath<0>(param.data(), grad.data(), slot0, slot1, n);
+          if (slots == 1) PassWithNoMath<1>(param.data(), grad.data(), slot0, slot1, n);
+          if (slots == 2) PassWithNoMath<2>(param.data(), grad.data(), slot0, slot1, n);
+        },
+        o.reps, o.min_seconds);
+    const int64_t bytes = (2 + 1 + 2 * slots) * n * static_cast<int64_t>(sizeof(float));
+    ReportLine(absl::StrCat(name, " update, ", n, " elements"), update_s * 1e3, "ms", floor_s * 1e3, "ms",
+               absl::StrFormat("its %.1f MB moved with no math", bytes / 1e6), floor_s / update_s);
+  }
+}
+
 int Main(int argc, char** argv) {
   const cli::Program program = {
       "pl-bench-core", "[--data DIR] [--threads 1,2] [--quick] [--only gemm,conv,train,memory] [--eigen_threads N]",
@@ -337,7 +400,7 @@ int Main(int argc, char** argv) {
     }
     o.threads.push_back(n);
   }
-  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"gemm", "conv", "train", "memory"});
+  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"gemm", "conv", "train", "optim", "memory"});
   o.eigen_threads = absl::GetFlag(FLAGS_eigen_threads);
   cli::CheckOrExit(program, {cli::CheckAtLeast("eigen_threads", o.eigen_threads, 0)});
   g_eigen_threads = o.eigen_threads;
@@ -375,6 +438,10 @@ int Main(int argc, char** argv) {
       RunConv(o, peaks[t], t, 1, 32, 28, /*input_grad=*/false, "1->32 5x5 28x28");
       RunConv(o, peaks[t], t, 32, 64, 14, /*input_grad=*/true, "32->64 5x5 14x14");
     }
+  }
+  if (o.Want("optim")) {
+    Header("Optimizer updates (one thread, denormals flushed as in every update) vs the memory floor");
+    RunOptim(o);
   }
   if (o.Want("train")) {
     Header("Training throughput (TrainLocally, Adam, batch 64; Eigen GEMM on " +

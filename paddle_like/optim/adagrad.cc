@@ -1,6 +1,6 @@
 // Adagrad: a += g'^2;  p -= lr g' / (sqrt(a) + eps)   (g' = g + wd p). One slot: a,
 // from initial_accumulator.
-#include <Eigen/Core>
+#include <cmath>
 
 #include "paddle_like/optim/builtin_optimizers.h"
 
@@ -9,17 +9,18 @@ namespace {
 
 enum { kEpsilon, kInitialAccumulator };
 
+// One vectorised pass (as adam.cc's, and for the same reasons), bit for bit the Eigen
+// form a += g^2; p -= lr g / (sqrt(a) + eps).
 void ApplyAdagrad(const OptimizerParams& o, const UpdateBlock& b) {
-  Eigen::Map<Eigen::ArrayXf> p(b.param, b.n), a(b.state, b.n);
-  Eigen::Map<const Eigen::ArrayXf> g(b.grad, b.n);
+  float* p = b.param;
+  float* a = b.state;
+  const float* g = b.grad;
   const float lr = o.learning_rate, wd = o.weight_decay, eps = o.hyper[kEpsilon];
-  if (wd == 0.0f) {
-    a += g.square();
-    p -= lr * g / (a.sqrt() + eps);
-  } else {
-    const Eigen::ArrayXf gi = g + wd * p;
-    a += gi.square();
-    p -= lr * gi / (a.sqrt() + eps);
+  for (int64_t i = 0; i < b.n; ++i) {
+    const float gi = wd == 0.0f ? g[i] : g[i] + wd * p[i];
+    const float ai = a[i] + gi * gi;
+    a[i] = ai;
+    p[i] -= lr * gi / (std::sqrt(ai) + eps);
   }
 }
 

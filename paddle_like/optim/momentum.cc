@@ -1,6 +1,4 @@
 // Momentum: v = mu v + g';  p -= lr v   (g' = g + wd p). One slot: v, from 0.
-#include <Eigen/Core>
-
 #include "paddle_like/optim/builtin_optimizers.h"
 
 namespace pl {
@@ -8,16 +6,17 @@ namespace {
 
 enum { kMomentum };
 
+// One pass (Eigen's form took two, reading v twice), bit for bit the same.
 void ApplyMomentum(const OptimizerParams& o, const UpdateBlock& b) {
-  Eigen::Map<Eigen::ArrayXf> p(b.param, b.n), v(b.state, b.n);
-  Eigen::Map<const Eigen::ArrayXf> g(b.grad, b.n);
+  float* p = b.param;
+  float* v = b.state;
+  const float* g = b.grad;
   const float lr = o.learning_rate, wd = o.weight_decay, mu = o.hyper[kMomentum];
-  if (wd == 0.0f) {
-    v = mu * v + g;
-  } else {
-    v = mu * v + (g + wd * p);
+  for (int64_t i = 0; i < b.n; ++i) {
+    const float vi = mu * v[i] + (wd == 0.0f ? g[i] : g[i] + wd * p[i]);
+    v[i] = vi;
+    p[i] -= lr * vi;
   }
-  p -= lr * v;
 }
 
 }  // namespace
