@@ -92,7 +92,8 @@ ABSL_FLAG(bool, dense_link, true,
           "the OS picks, with the job's TLS unless --insecure (--nodense_link: over gRPC)");
 ABSL_FLAG(int64_t, dense_link_max_mb, 0,
           "the most memory the trainers' dense links may hold here together (each 2x the dense bytes that trainer "
-          "exchanges with this pserver); a trainer past it keeps gRPC (0: a quarter of the machine's memory)");
+          "exchanges with this pserver); a trainer past it keeps gRPC and asks again 30 s later (0: a quarter of the "
+          "machine's memory)");
 ABSL_FLAG(bool, stream_link, true,
           "replicated: a primary sends its stream's dense blocks to each backup over a dense link (when the "
           "backup takes links) instead of inside the gRPC calls");

@@ -66,6 +66,7 @@ Status ParameterClient::Resolve(int only) {
       s.region.reset();  // another pserver (maybe on another host): offer it afresh
       s.shm_refusal.clear();
       s.link_refusal.clear();
+      s.link_retry_at = absl::InfiniteFuture();
       std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(s.address);
       s.stub = proto::ParameterServer::NewStub(channel);
       s.frames = std::make_unique<PserverFrameStub>(channel);

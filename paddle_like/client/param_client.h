@@ -86,6 +86,10 @@ struct ParameterClientOptions {
   // with the job's TLS. -1: DefaultDenseLinkLanes; 0: everything over gRPC. A link
   // carries float32, so wire_dtype bfloat16 keeps gRPC.
   int dense_link_lanes = -1;
+  // A pserver that refused a link for want of room (its links' memory cap, pl-pserver
+  // --dense_link_max_mb) is asked again this long after, since trainers that leave free
+  // their share; any other refusal stands until the pserver's address changes.
+  absl::Duration link_retry_after = absl::Seconds(30);
 };
 
 struct TrafficCounters {

@@ -31,8 +31,10 @@ void ParameterClient::AttachLink(Shard& s) {
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   const Status attached = rpc::FromGrpc(s.stub->Attach(ctx.get(), request, &response));
   if (!attached.ok()) {
-    // Unreachable now: asked again with the next call. Anything else is an answer.
+    // Unreachable now: asked again with the next call. Anything else is an answer, but
+    // a full pserver may have room later.
     if (!rpc::IsRetryable(attached)) s.link_refusal = std::string(attached.message());
+    if (absl::IsResourceExhausted(attached)) s.link_retry_at = absl::Now() + options_.link_retry_after;
     return;
   }
   StatusOr<std::unique_ptr<DenseLink>> link =

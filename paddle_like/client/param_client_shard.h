@@ -42,7 +42,8 @@ struct ParameterClient::Shard {
   std::string shm_refusal;
   // A pserver on another host: the region is this process's own memory, mirrored over
   // a dense link (paddle_like/dist/dense_link.h) whose sends are numbered link_seq; or
-  // why the link could not be had (not tried again until the address changes).
+  // why the link could not be had (not tried again until the address changes, or until
+  // link_retry_at when the pserver had no room).
   std::unique_ptr<DenseLink> link;
   std::atomic<uint64_t> link_seq{0};  // a push and a pull may run at once
   // This exchange's gradients as the link sends them: from the region, or straight
@@ -50,6 +51,7 @@ struct ParameterClient::Shard {
   std::vector<DenseLink::Range> link_spans;
   bool link_grads_in_region = true;
   std::string link_refusal;
+  absl::Time link_retry_at = absl::InfiniteFuture();
   // This exchange: its gradients were copied into the region and shm_push names them;
   // one_call: the push also brings the new values back (no separate pull).
   bool shm_ready = false;

@@ -21,6 +21,10 @@ void ParameterClient::TryAttach(Shard& s) {
     if (s.region || s.shm_refusal.empty()) return;  // attached, or offered again next call
   }
   const bool float32 = options_.wire_dtype == WireDtype::kFloat32;
+  if (!s.link_refusal.empty() && absl::Now() >= s.link_retry_at) {
+    s.link_refusal.clear();
+    s.link_retry_at = absl::InfiniteFuture();
+  }
   if (options_.dense_link_lanes != 0 && float32 && s.link_refusal.empty()) AttachLink(s);
 }
 

@@ -204,6 +204,39 @@ TEST_F(LinkedPserver, DeferredPushesGoThroughTheLink) {
   EXPECT_EQ(shard_.Counters().pushes_applied, 3);
 }
 
+// A pserver whose links are at their memory cap refuses another trainer, which trains
+// on over gRPC and asks again later: once room is free, it gets a link.
+TEST_F(LinkedPserver, ATrainerRefusedForWantOfRoomAsksAgainOnceThereIsRoom) {
+  pserver::SharedRegionOptions capped;
+  capped.max_link_bytes = 300000;               // one TwoLayers link (~204 KB), not two
+  capped.idle_timeout = absl::ZeroDuration();  // DropIdleRegions forgets every region
+  Start(capped);
+  TwoLayers first_model, second_model;
+  auto first = Client(&first_model, 2);
+  ASSERT_TRUE(first->Connect().ok());
+  ASSERT_TRUE(absl::StartsWith(first->Transports()[0], "dense link")) << first->Transports()[0];
+
+  ParameterClientOptions o;
+  o.shared_memory = false;
+  o.dense_link_lanes = 2;
+  o.link_retry_after = absl::Milliseconds(100);
+  auto second = SgdClient(&second_model, o);
+  ASSERT_TRUE(second->Connect().ok());
+  EXPECT_TRUE(absl::StrContains(second->Transports()[0], "past their cap of")) << second->Transports()[0];
+  ASSERT_TRUE(Step(*second, second_model, 1.0f).ok());  // over gRPC meanwhile
+
+  first.reset();  // that trainer leaves; its region goes with the idle ones
+  absl::SleepFor(absl::Milliseconds(2));
+  service_->DropIdleRegions();
+  ASSERT_EQ(service_->StatsNow().dense_links(), 0);
+  absl::SleepFor(absl::Milliseconds(150));  // past link_retry_after
+  ASSERT_TRUE(second->Pull({}).ok());
+  EXPECT_TRUE(absl::StartsWith(second->Transports()[0], "dense link")) << second->Transports()[0];
+  EXPECT_EQ(service_->StatsNow().dense_links(), 1);
+  ASSERT_TRUE(Step(*second, second_model, 1.0f).ok());
+  EXPECT_EQ(shard_.Counters().pushes_applied, 2);
+}
+
 TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
   Start({}, /*links=*/false);
   TwoLayers m, reference;
