@@ -27,7 +27,9 @@ void Connect(int count, const std::string& peer, rpc::BulkListener& listener, De
     StatusOr<std::unique_ptr<rpc::BulkConnection>> d;
     std::thread dial([&] {
       d = rpc::BulkConnection::Dial("127.0.0.1", listener.port(), absl::Seconds(5), nullptr, peer);
-      if (d.ok()) ASSERT_TRUE((*d)->Write(listener.token().data(), listener.token().size(), absl::Seconds(5)).ok());
+      if (d.ok()) {
+        ASSERT_TRUE((*d)->Write(listener.token().data(), listener.token().size(), absl::Seconds(5)).ok());
+      }
     });
     StatusOr<std::unique_ptr<rpc::BulkConnection>> a = listener.Accept(absl::Now() + absl::Seconds(5));
     dial.join();

@@ -34,12 +34,16 @@ TEST(SummaryHistogramTest, CountsEveryFiniteValueInItsBucket) {
   double total = 0;
   for (int i = 0; i < h.bucket_size(); ++i) {
     total += h.bucket(i);
-    if (i > 0) EXPECT_LT(h.bucket_limit(i - 1), h.bucket_limit(i));
+    if (i > 0) {
+      EXPECT_LT(h.bucket_limit(i - 1), h.bucket_limit(i));
+    }
   }
   EXPECT_EQ(total, 8);
   // The bucket holding 0.5 three times: (lower, upper] around it.
   for (int i = 1; i < h.bucket_size(); ++i) {
-    if (h.bucket_limit(i - 1) < 0.5 && 0.5 <= h.bucket_limit(i)) EXPECT_EQ(h.bucket(i), 3);
+    if (h.bucket_limit(i - 1) < 0.5 && 0.5 <= h.bucket_limit(i)) {
+      EXPECT_EQ(h.bucket(i), 3);
+    }
   }
   // Empty runs collapse: far fewer buckets than limits.
   EXPECT_LT(h.bucket_size(), 20);

@@ -93,7 +93,9 @@ TEST(SpscRingTest, KeepsOrderAcrossThreads) {
   int64_t expected = 0;
   while (expected < kItems && absl::Now() < deadline) {
     int64_t v;
-    if (ring.Pop(&v)) ASSERT_EQ(v, expected++);
+    if (ring.Pop(&v)) {
+      ASSERT_EQ(v, expected++);
+    }
   }
   producer.join();
   EXPECT_EQ(expected, kItems);
