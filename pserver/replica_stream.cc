@@ -294,10 +294,18 @@ Status ReplicaStream::SendOverLink(const PushFrame& push) {
       at += static_cast<int64_t>(n);
     });
   }
-  if (Status sent = link_->Send(link_seq_, ranges); !sent.ok()) return absl::AbortedError(sent.message());
+  // The call goes while the bytes travel: the backup waits for them to land.
+  if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
+    return absl::AbortedError(started.message());
+  }
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   proto::PushResponse resp;
-  return rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
+  const Status called = rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
+  // An answered call means the bytes landed; a link that broke after stays broken, and
+  // the next entry finds it so.
+  const Status sent = link_->FinishSend();
+  if (called.ok() || sent.ok()) return called;
+  return absl::AbortedError(sent.message());
 }
 
 }  // namespace pl::pserver

@@ -64,10 +64,18 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(prot
       s.shm_push.header().set_shm_write_back(s.one_call);
       const uint64_t seq = s.link ? ++s.link_seq : 0;
       if (s.link) {
+        // The call goes while the gradients travel: the pserver waits for them to land.
         s.shm_push.header().set_link_seq(seq);
-        st = LinkLanded(s.link->Send(seq, s.link_spans));
+        st = LinkLanded(s.link->StartSend(seq, s.link_spans));
       }
-      if (st.ok()) st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
+      if (st.ok()) {
+        st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.shm_push, response));
+        if (s.link) {
+          // An answered push had its gradients; a link that broke after is found so next.
+          const Status sent = s.link->FinishSend();
+          if (!st.ok() && !sent.ok()) st = LinkLanded(sent);
+        }
+      }
       if (st.ok() && s.link && s.one_call) st = LinkLanded(s.link->WaitFor(seq, absl::Now() + options_.call_timeout));
       if (absl::IsAborted(st) && fall_back) PushOverGrpcFromNowOn(s, st);
     }

@@ -92,6 +92,12 @@ Status DenseLink::status() const {
 }
 
 Status DenseLink::Send(uint64_t seq, const std::vector<Range>& ranges) {
+  PL_RETURN_IF_ERROR(StartSend(seq, ranges));
+  return FinishSend();
+}
+
+// send_mu_ is held from an OK StartSend to its FinishSend.
+Status DenseLink::StartSend(uint64_t seq, const std::vector<Range>& ranges) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const int64_t size = static_cast<int64_t>(region_->payload_bytes());
   int64_t total = 0;
   for (const Range& r : ranges) {
@@ -101,17 +107,31 @@ Status DenseLink::Send(uint64_t seq, const std::vector<Range>& ranges) {
     }
     total += r.bytes;
   }
-  absl::MutexLock send(&send_mu_);
+  send_mu_.Lock();
   absl::MutexLock l(&mu_);
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) {
+    send_mu_.Unlock();
+    return error_;
+  }
   const int k = lanes();
   for (int i = 0; i < k; ++i) job_ranges_[i] = ShareOf(ranges, total, i, k);
   job_seq_ = seq;
   job_done_ = 0;
   ++job_;
-  auto finished = [this, k]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job_done_ == k || !error_.ok(); };
-  mu_.Await(absl::Condition(&finished));
-  return error_;
+  return absl::OkStatus();
+}
+
+Status DenseLink::FinishSend() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  Status result;
+  {
+    absl::MutexLock l(&mu_);
+    const int k = lanes();
+    auto finished = [this, k]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job_done_ == k || !error_.ok(); };
+    mu_.Await(absl::Condition(&finished));
+    result = error_;
+  }
+  send_mu_.Unlock();
+  return result;
 }
 
 void DenseLink::WriteLane(int k) {

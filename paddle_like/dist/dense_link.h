@@ -68,6 +68,13 @@ class DenseLink {
   // Copies `ranges` of this end's payload to the peer under number `seq`; returns once
   // every byte is handed to the kernel. INVALID_ARGUMENT for a range outside the payload.
   Status Send(uint64_t seq, const std::vector<Range>& ranges);
+  // Send in two halves, so the caller can make the call that names the bytes while they
+  // travel (the receiver waits for them anyway): StartSend hands `ranges` to the lanes
+  // and returns; FinishSend waits for them as Send does. An OK StartSend must be
+  // followed by FinishSend on the same thread before any other send; the ranges'
+  // sources must stay unchanged until it returns.
+  Status StartSend(uint64_t seq, const std::vector<Range>& ranges);
+  Status FinishSend();
   // Until the peer's send `seq` (or a later one) has landed in this end's payload:
   // the link's error once broken, DEADLINE_EXCEEDED at `deadline`.
   Status WaitFor(uint64_t seq, absl::Time deadline);

@@ -105,6 +105,23 @@ TEST(DenseLinkTest, RangesLandInPlaceOverEveryLaneBothWays) {
   SendBothWays(3, "");
 }
 
+// A send in two halves: the peer has the bytes while the sender is between them (a
+// caller makes its gRPC call there), and the link takes the next send after FinishSend.
+TEST(DenseLinkTest, AStartedSendLandsBeforeItIsFinishedAndTheNextSendFollows) {
+  Ends e;
+  ASSERT_NO_FATAL_FAILURE(MakeEnds(2, "", &e));
+  Fill(*e.ra, 3);
+  ASSERT_TRUE(e.a->StartSend(1, kRanges).ok());
+  ASSERT_TRUE(e.b->WaitFor(1, absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectCopied(*e.ra, *e.rb, kRanges));
+  ASSERT_TRUE(e.a->FinishSend().ok());
+  ASSERT_TRUE(e.a->Send(2, {{0, 64}}).ok());
+  ASSERT_TRUE(e.b->WaitFor(2, absl::Now() + absl::Seconds(10)).ok());
+  // A bad range is refused by StartSend, with nothing to finish.
+  EXPECT_TRUE(absl::IsInvalidArgument(e.a->StartSend(3, {{kPayload, 1}})));
+  ASSERT_TRUE(e.a->Send(3, {{0, 64}}).ok());
+}
+
 TEST(DenseLinkTest, WaitingForASendNeverMadeTimesOutAndABadRangeIsRefused) {
   Ends e;
   ASSERT_NO_FATAL_FAILURE(MakeEnds(2, "", &e));
