@@ -26,7 +26,9 @@
 //   step           S = max(c + t_t, t_p): a trainer's own compute and exchange add up
 //                  (one after the other: no --pipeline), while the shared pserver link
 //                  serves the other trainers during that compute, so it bounds only as
-//                  a rate
+//                  a rate. With --pipeline a step's exchange runs under the next step's
+//                  compute, its push and pull at once: S = max(c, max(u, d) / R, t_p)
+//   --rates_mbit 0 leaves the links unshaped (veth at memory speed): no link term
 //   predicted samples/s = T batch / S; predicted exchange ms = S - c
 // The model leaves out the CPU time of the exchange (gRPC serialisation and copies,
 // the pserver's Adam update), and every process here shares the same 2 cores.
@@ -70,7 +72,7 @@ ABSL_FLAG(bool, quick, false, "a few points only: 1 and 4 trainers x 1 pserver a
 ABSL_FLAG(std::vector<std::string>, trainers, {}, "trainer counts (empty: 1,2,4; --quick: 1,4)");
 ABSL_FLAG(std::vector<std::string>, pservers, {}, "pserver counts (empty: 1,2,4; --quick: 1)");
 ABSL_FLAG(std::vector<std::string>, rates_mbit, (std::vector<std::string>{"10000", "1000"}),
-          "link rates in Mbit/s, every host's link");
+          "link rates in Mbit/s, every host's link (0: unshaped)");
 ABSL_FLAG(int64_t, samples, 0, "training samples per point, one pass (0: 8192; --quick: 4096)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "the trainers' --wire_dtype: how dense values cross the links (float32 or bfloat16)");
@@ -99,6 +101,9 @@ constexpr int kBatch = 64;
 constexpr int kPerChunk = 128;  // --chunks_per_task 2: 4 full batches a task
 
 // One point of the grid: what was measured, then what the model predicts.
+// "10000 Mbit", or "unshaped" for 0.
+std::string RateName(int rate_mbit) { return rate_mbit > 0 ? absl::StrCat(rate_mbit, " Mbit") : "unshaped"; }
+
 struct Point {
   int rate_mbit = 0, trainers = 0, pservers = 0;
   int run = 0;  // of the point's repetitions
@@ -148,7 +153,7 @@ TrainerEnd ParseTrainerLog(const std::string& log) {
 // Runs the job once at the bed's current shape and fills the measured part of `p`.
 // `parent`: a directory of this run, where the point's state and logs go.
 void RunPoint(BedPlacement* placement, const std::string& train, const std::string& parent, Point* p) {
-  const std::string name = absl::StrCat(p->trainers, "x", p->pservers, " @", p->rate_mbit, " Mbit run ", p->run + 1);
+  const std::string name = absl::StrCat(p->trainers, "x", p->pservers, " @", RateName(p->rate_mbit), " run ", p->run + 1);
   const std::string dir = absl::StrCat(parent, "/", p->trainers, "x", p->pservers, "-", p->rate_mbit);
   std::error_code ec;
   if (!std::filesystem::create_directory(dir, ec)) {
@@ -256,15 +261,17 @@ double RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const s
 }
 
 // Fills the model's part of every measured point; `compute_ms` is c of the header.
-void Predict(double compute_ms, std::vector<Point>* points) {
+void Predict(double compute_ms, bool pipeline, std::vector<Point>* points) {
   for (Point& p : *points) {
     if (!p.ok) continue;
-    const double bytes_per_ms = p.rate_mbit * 1e6 / 8 / 1e3;
+    // Unshaped (0): the link takes no time the model can name.
+    const double ms_per_byte = p.rate_mbit > 0 ? 1 / (p.rate_mbit * 1e6 / 8 / 1e3) : 0;
     const double k = static_cast<double>(p.steps) / std::max<int64_t>(p.tasks, 1);
     const double u = p.pushed_per_step, d = p.pulled_per_step;
-    p.trainer_link_ms = ((k - 1) * std::max(u, d) + u + d) / k / bytes_per_ms;
-    p.pserver_link_ms = p.trainers * p.busiest_share * std::max(u, d) / bytes_per_ms;
-    const double step_ms = std::max(compute_ms + p.trainer_link_ms, p.pserver_link_ms);
+    p.trainer_link_ms = (pipeline ? std::max(u, d) : ((k - 1) * std::max(u, d) + u + d) / k) * ms_per_byte;
+    p.pserver_link_ms = p.trainers * p.busiest_share * std::max(u, d) * ms_per_byte;
+    const double step_ms = pipeline ? std::max({compute_ms, p.trainer_link_ms, p.pserver_link_ms})
+                                    : std::max(compute_ms + p.trainer_link_ms, p.pserver_link_ms);
     p.pred_exchange_ms = step_ms - compute_ms;
     p.pred_samples_per_s = p.trainers * kBatch / (step_ms / 1e3);
   }
@@ -287,12 +294,14 @@ bool WriteCsv(const std::string& path, double compute_ms, const std::vector<Poin
   return static_cast<bool>(out);
 }
 
-std::vector<int> IntList(const cli::Program& program, const char* flag, const std::vector<std::string>& values) {
+std::vector<int> IntList(const cli::Program& program, const char* flag, const std::vector<std::string>& values,
+                         int least = 1) {
   std::vector<int> out;
   for (const std::string& v : values) {
     int n = 0;
-    if (!absl::SimpleAtoi(v, &n) || n < 1) {
-      cli::ExitWithUsageError(program, absl::StrCat("--", flag, ": '", v, "' is not a positive integer"));
+    if (!absl::SimpleAtoi(v, &n) || n < least) {
+      cli::ExitWithUsageError(program, absl::StrCat("--", flag, ": '", v, "' is not ",
+                                                    least == 0 ? "a whole number" : "a positive integer"));
     }
     out.push_back(n);
   }
@@ -313,7 +322,7 @@ int Main(int argc, char** argv) {
   if (p_flag.empty()) p_flag = quick ? std::vector<std::string>{"1"} : std::vector<std::string>{"1", "2", "4"};
   const std::vector<int> trainers = IntList(program, "trainers", t_flag);
   const std::vector<int> pservers = IntList(program, "pservers", p_flag);
-  const std::vector<int> rates = IntList(program, "rates_mbit", absl::GetFlag(FLAGS_rates_mbit));
+  const std::vector<int> rates = IntList(program, "rates_mbit", absl::GetFlag(FLAGS_rates_mbit), /*least=*/0);
   int64_t samples = absl::GetFlag(FLAGS_samples);
   if (samples == 0) samples = quick ? 4096 : 8192;
   if (samples < kPerChunk) cli::ExitWithUsageError(program, absl::StrCat("--samples: at least ", kPerChunk));
@@ -376,7 +385,8 @@ int Main(int argc, char** argv) {
   int one_process_runs = 0;
   for (int rate : rates) {
     Header(absl::StrCat("mlp, ", samples, " samples, one pass, async, batch ", kBatch,
-                        ", every process on its own host, every link ", rate, " Mbit/s"));
+                        ", every process on its own host, every link ",
+                        RateName(rate)));
     for (int h = 0; h < (*bed)->num_hosts(); ++h) {
       if (Status s = (*bed)->Shape(h, LinkShape{0, 0, rate}); !s.ok()) {
         std::cout << "  failed to shape host " << h << ": " << s << std::endl;
@@ -420,14 +430,14 @@ int Main(int argc, char** argv) {
     std::cout << "  no point finished" << std::endl;
     return 1;
   }
-  Predict(compute_ms, &points);
+  Predict(compute_ms, absl::GetFlag(FLAGS_pipeline), &points);
   Header(
       absl::StrFormat("measured vs the bandwidth model (compute %.2f ms per step; see the header of "
                       "benchmarks/bench_scaling.cc)",
                       compute_ms));
   for (const Point& p : points) {
     if (!p.ok) continue;
-    const std::string name = absl::StrCat(p.trainers, "x", p.pservers, " @", p.rate_mbit, " Mbit");
+    const std::string name = absl::StrCat(p.trainers, "x", p.pservers, " @", RateName(p.rate_mbit));
     if (p.trainers == 1 && one_process > 0) {
       ReportLine(name + " samples/s", p.samples_per_s, "samples/s", one_process, "samples/s",
                  "one process (target: 1x1 >= 0.7)", p.samples_per_s / one_process);
@@ -435,6 +445,7 @@ int Main(int argc, char** argv) {
     ReportLine(name + " samples/s", p.samples_per_s, "samples/s", p.pred_samples_per_s, "samples/s", "model",
                p.samples_per_s / p.pred_samples_per_s);
     // The trainer logs a task's first pull (and the task hand-offs) as "other".
+    if (p.pred_exchange_ms <= 0) continue;  // unshaped: the model names no exchange time
     ReportLine(name + " exchange+other per step", p.exchange_ms + p.other_ms, "ms", p.pred_exchange_ms, "ms",
                absl::StrFormat("model: link %.2f, pserver link %.2f", p.trainer_link_ms, p.pserver_link_ms),
                (p.exchange_ms + p.other_ms) / std::max(p.pred_exchange_ms, 1e-9));

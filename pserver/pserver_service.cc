@@ -115,9 +115,10 @@ grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* con
     reactor->Finish(s);
   };
   // A sync shard's Pull waits for the other trainers' pushes (and a push may wait at the
-  // barrier): on gRPC's threads that could starve the calls it waits for. An async
-  // shard's calls wait on nothing but locks (a deferred push on its bounded queue).
-  if (shard_->sync() || replicator_ != nullptr) {
+  // barrier, or for a backup): on gRPC's threads that could starve the calls it waits
+  // for. Any other shard's calls wait on nothing but locks (a deferred push on its
+  // bounded queue).
+  if (shard_->calls_may_wait()) {
     handler_threads_.Run(std::move(run));
   } else {
     run();
@@ -272,6 +273,7 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_sparse_rows(c.sparse_rows);
   r.set_pushes_applied(c.pushes_applied);
   r.set_pushes_rejected(c.pushes_rejected);
+  r.set_pulls(c.pulls);
   r.set_sparse_rows_pulled(c.sparse_rows_pulled);
   r.set_sparse_rows_pushed(c.sparse_rows_pushed);
   r.set_checkpoints_written(checkpoints_written_.load());

@@ -47,6 +47,7 @@ ShardCounters ParameterShard::Counters() const {
   c.sparse_rows = store_.sparse_rows();
   c.pushes_applied = pushes_applied_.load();
   c.pushes_rejected = pushes_rejected_.load();
+  c.pulls = pulls_.load();
   c.sparse_rows_pulled = sparse_rows_pulled_.load();
   c.sparse_rows_pushed = sparse_rows_pushed_.load();
   return c;
@@ -64,6 +65,7 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
   int64_t rows = 0;
   for (const proto::SparseRowsMsg& msg : request.sparse()) rows += msg.ids_size();
   sparse_rows_pulled_ += rows;
+  ++pulls_;
   frame->header().set_version(clock_.version());
   return absl::OkStatus();
 }

@@ -63,6 +63,7 @@ struct ShardCounters {
   int64_t sparse_rows = 0;
   int64_t pushes_applied = 0;   // sync: pushes accepted into a step
   int64_t pushes_rejected = 0;  // invalid, plus sync pushes for a finished step
+  int64_t pulls = 0;  // Pull calls served
   int64_t sparse_rows_pulled = 0;
   int64_t sparse_rows_pushed = 0;
 };
@@ -171,6 +172,9 @@ class ParameterShard {
 
   bool initialized() const { return store_.initialized(); }
   bool sync() const { return store_.sync(); }
+  // Whether a Push or Pull may wait on others: a sync step's barrier, a backup's
+  // acknowledgement. Such calls must not hold the RPC layer's own threads.
+  bool calls_may_wait() const { return store_.sync() || hook_ != nullptr; }
   // ShardStore::largest_request_bytes: the limit on a Push or Pull once initialised.
   int64_t largest_request_bytes() const { return store_.largest_request_bytes(); }
   int64_t version() const { return clock_.version(); }
@@ -219,6 +223,7 @@ class ParameterShard {
   // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};
+  std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};
 

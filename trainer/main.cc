@@ -60,7 +60,8 @@ ABSL_FLAG(int64_t, evict_after_s, 0,
           "is evicted (0: kept until the pserver's --sparse_memory_mb needs its room)");
 ABSL_FLAG(bool, pipeline, false,
           "distributed async mlp/cnn: push and pull in the background while the next step computes "
-          "(a step misses the previous step's update); pays off when the trainer has a core to spare");
+          "(a step misses the previous step's update, between hosts the one before too); pays off when the "
+          "trainer has a core to spare or the link is slow");
 ABSL_FLAG(bool, defer_apply, false,
           "distributed async: pservers acknowledge a push once validated and queued, before applying it "
           "(less waiting, one more step of staleness)");

@@ -298,14 +298,16 @@ Status ParameterClient::StartExchange(int64_t num_samples) {
   PL_RETURN_IF_ERROR(BuildPull({}));
   // The gradients leave the tensors now (into the regions or the frames' own buffers),
   // so the next step may accumulate into them while this exchange runs.
-  PreparePush(num_samples, /*own_copies=*/true, /*then_pull=*/true);
+  // Both directions at once, as PushAndPull: a link or connection between hosts then
+  // carries the push and the pull in the time of one, which the trainer's step hides.
+  PreparePush(num_samples, /*own_copies=*/true, /*then_pull=*/true, /*overlap=*/true);
   ZeroSentGradients();
   in_flight_pulled_.clear();
   in_flight_pulled_.resize(options_.num_pservers);
   in_flight_pushed_.assign(options_.num_pservers, proto::PushResponse());
   in_flight_ = exchange_thread_.Run([this] {
     return ForEachShard(
-        [this](int i) { return ExchangeShard(i, /*overlap=*/false, &in_flight_pushed_[i], &in_flight_pulled_[i]); },
+        [this](int i) { return ExchangeShard(i, /*overlap=*/true, &in_flight_pushed_[i], &in_flight_pulled_[i]); },
         "push+pull");
   });
   return absl::OkStatus();

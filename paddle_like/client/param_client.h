@@ -132,11 +132,12 @@ class ParameterClient {
   // Push, then Pull parameters that include it (async; sync mode is always so). With
   // a shared-memory region this is one call per pserver.
   Status PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids);
-  // PushThenPull of the dense parameters in two halves, for a trainer that computes
+  // PushAndPull of the dense parameters in two halves, for a trainer that computes
   // meanwhile (async only): StartExchange copies the gradients out (into the regions,
   // or buffers of its own), zeroes them and returns while a background thread pushes
-  // and pulls; FinishExchange waits for that and installs the pulled values. Any
-  // other call first finishes an exchange in flight.
+  // and pulls, both directions at once between hosts (the pulled values may lack this
+  // push, as PushAndPull's); FinishExchange waits for that and installs the pulled
+  // values. Any other call first finishes an exchange in flight.
   Status StartExchange(int64_t num_samples);
   Status FinishExchange();
   bool exchange_in_flight() const { return in_flight_.valid(); }

@@ -7,9 +7,13 @@
 // It uses ParameterClient's StartExchange/FinishExchange: the gradients leave the
 // model's tensors (into shared memory or buffers of their own) before Submit returns,
 // and the parameters change only inside Submit, PullNow and Drain, never under a
-// running forward or backward pass. It pushes and then pulls, so step k+1 runs on
-// parameters that hold this trainer's updates up to step k-1: a staleness of one step,
-// and async mode tolerates the updates of other trainers arriving at any time. Sync
+// running forward or backward pass. Through shared memory it pushes and then pulls,
+// so step k+1 runs on parameters that hold this trainer's updates up to step k-1.
+// Between hosts (a dense link or gRPC) the push and the pull travel at once, the two
+// directions of the connection, as the overlapped strategy's do: the pulled values may
+// lack the push beside them, so step k+1 holds the updates up to step k-2 at least.
+// That halves the exchange a step must hide (at 1 Gbit/s, 34 -> 17 ms for the mlp), and
+// async mode tolerates the updates of other trainers arriving at any time. Sync
 // mode and sparse tables do not use it: a sync step must see the finished previous
 // step, and a sparse step needs the rows of its own batch.
 //

@@ -1,7 +1,7 @@
 // PserverSampler: turns a pserver's own counters (proto::StatsResponse, what its Stats
 // RPC answers) into its telemetry, sampled from the pserver's main-loop timer so the
 // Push/Pull paths carry no instrumentation at all:
-//   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total,
+//   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total, pl_pserver_pulls_total,
 //   pl_pserver_sparse_rows_pulled_total, pl_pserver_sparse_rows_pushed_total  counters
 //   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
 //   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes,
@@ -55,7 +55,7 @@ class PserverSampler {
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
   proto::StatsResponse previous_;
-  prometheus::Counter *pushes_, *rejected_, *rows_pulled_, *rows_pushed_;
+  prometheus::Counter *pushes_, *rejected_, *pulls_, *rows_pulled_, *rows_pushed_;
   prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_, *dense_links_;
   prometheus::Family<prometheus::Gauge> *table_rows_, *table_bytes_, *hot_rate_;
   prometheus::Family<prometheus::Counter> *table_evicted_, *table_admitted_;

@@ -134,11 +134,13 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   stats.set_dense_elements(1000);
   sampler.Record(stats, absl::Now());
   stats.set_pushes_applied(25);
+  stats.set_pulls(7);
   sampler.Record(stats, absl::Now());
   stats.set_pushes_applied(3);  // a restarted shard: the counter must not go down
   sampler.Record(stats, absl::Now());
   const std::string ps_text = Scrape(*ps);
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_pushes_total{index=\"1\",role=\"pserver\"} 25"));
+  EXPECT_THAT(ps_text, HasSubstr("pl_pserver_pulls_total{index=\"1\",role=\"pserver\"} 7"));
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_dense_bytes{index=\"1\",role=\"pserver\"} 4000"));
 }
 
