@@ -105,7 +105,8 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
   }
   // One attempt of each at the same time (TCP carries both directions at once); a
   // failed one is then retried on its own, so retries never race on a shard.
-  auto push = std::async(std::launch::async, PushAttempt(pushed, !link_overlap), std::ref(s));
+  if (!s.push_thread) s.push_thread = std::make_unique<TaskThread>();
+  std::future<Status> push = s.push_thread->Run([&] { return PushAttempt(pushed, !link_overlap)(s); });
   Status pull_status = PullAttempt(pulled, !link_overlap)(s);
   Status push_status = push.get();
   if (link_overlap && (absl::IsAborted(push_status) || absl::IsAborted(pull_status))) {

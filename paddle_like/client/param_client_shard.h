@@ -10,6 +10,7 @@
 #include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/shared_region.h"
 #include "paddle_like/client/param_client.h"
+#include "paddle_like/client/task_thread.h"
 
 namespace pl {
 
@@ -61,6 +62,9 @@ struct ParameterClient::Shard {
   std::shared_ptr<SharedRegion> exchange_region;
   PushFrame shm_push;
   proto::PullRequest shm_pull;
+  // Runs the push of a push and pull that go at once (made at the first): a thread
+  // started for every step costs more than a woken one.
+  std::unique_ptr<TaskThread> push_thread;
 };
 
 }  // namespace pl
