@@ -27,6 +27,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", help="the CSV pl-bench-scaling wrote (--csv)")
     parser.add_argument("png", help="where to write the plot")
+    parser.add_argument("--machine", default="2 shared cores", help="what ran it, for the title")
     args = parser.parse_args()
     try:
         import matplotlib
@@ -71,7 +72,7 @@ def main():
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"mlp on the multi-host test bed: solid = measured (2 shared cores), dashed = bandwidth model\n"
+    fig.suptitle(f"mlp on the multi-host test bed: solid = measured ({args.machine}), dashed = bandwidth model\n"
                  f"(compute {compute_ms:.2f} ms/step, {bytes_per_sample / 1e3:.0f} kB/sample pushed + pulled)",
                  fontsize=10)
     fig.tight_layout()
