@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
@@ -14,6 +15,20 @@
 #include "pserver/snapshot_lanes.h"
 
 namespace pl::pserver {
+
+namespace {
+
+// A link carries float32 blocks; a bfloat16 push (a trainer's --wire_dtype) goes inline
+// and leaves the link as it is for the entries around it.
+bool LinkCarries(const PushFrame& push) {
+  if (push.dense().empty()) return false;
+  for (const DenseFramePayload& d : push.dense()) {
+    if (d.bf16) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 ReplicaStream::ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch)
     : options_(std::move(options)),
@@ -215,14 +230,14 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry) {
-  if (entry.push && !entry.push->dense().empty() && options_.dense_link_lanes > 0 && !link_refused_) {
+  if (entry.push && options_.dense_link_lanes > 0 && !link_refused_ && LinkCarries(*entry.push)) {
     Status linked = SendOverLink(*entry.push);
     if (!absl::IsAborted(linked)) return linked;
-    // The link failed (or cannot hold this entry): let it go; the entry goes inline and
-    // the next one asks for a new link. A backup that applied it already knows its
-    // position and does not apply it twice.
+    // The link failed: let it go; the entry goes inline and the next one asks for a new
+    // link. A backup that applied it already knows its position and does not apply it
+    // twice.
     if (link_) {
-      log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ", options_.replica_id, " (",
+      log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ", absl::Hex(options_.replica_id), " (",
                                 options_.address, ") failed: ", linked.message(), "; sending inline"));
     }
     link_.reset();
@@ -255,7 +270,7 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
                                                             rpc::PserverIdentity(options_.index), region, &cancel_);
   if (!link.ok()) {
     link_refused_ = true;
-    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", options_.replica_id, " (",
+    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", absl::Hex(options_.replica_id), " (",
                               link.status().message(), "); its stream's dense blocks go inline"));
     return absl::AbortedError(link.status().message());
   }
@@ -268,14 +283,17 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
 
 Status ReplicaStream::SendOverLink(const PushFrame& push) {
   int64_t payload = 0;
-  for (const DenseFramePayload& d : push.dense()) {
-    if (d.bf16) return absl::AbortedError("a bfloat16 payload goes inline");
-    payload += d.values.num_bytes();
+  for (const DenseFramePayload& d : push.dense()) payload += d.values.num_bytes();
+  if (link_ && payload > static_cast<int64_t>(link_region_->payload_bytes())) {
+    // The region was sized from an earlier, smaller entry (a client pushing some of its
+    // keys): a larger one replaces it, and the replica lets the old one go.
+    log::Info(absl::StrCat("shard ", options_.index, ": the dense link to replica ", absl::Hex(options_.replica_id),
+                           absl::StrFormat(" grows from %.2f to %.2f MB for a larger entry",
+                                           link_region_->payload_bytes() / 1e6, 2 * payload / 1e6)));
+    link_.reset();
+    link_region_.reset();
   }
   if (!link_) PL_RETURN_IF_ERROR(OpenLink(payload));
-  if (payload > static_cast<int64_t>(link_region_->payload_bytes())) {
-    return absl::AbortedError("the entry is larger than the link's region");
-  }
   // The blocks back to back from the region's start, each piece sent from where it is.
   PushFrame header;
   header.header() = push.header();

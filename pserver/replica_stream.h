@@ -59,7 +59,8 @@ class ReplicaStream {
     // Send the entries' dense blocks over a dense link to the replica of this many
     // connections each way (paddle_like/dist/dense_link.h; 0: inline in the gRPC calls),
     // so their copies and, with TLS, the cipher run on several cores. A link that fails
-    // is let go and the entry goes inline.
+    // is let go and the entry goes inline. bfloat16 pushes go inline beside the link; an
+    // entry larger than the link's region (sized from the first) brings a larger one.
     int dense_link_lanes = 0;
     std::function<void()> on_progress;
   };

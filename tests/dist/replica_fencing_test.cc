@@ -19,6 +19,7 @@
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
 #include "tests/dist/cluster.h"
+#include "tests/dist/one_replicated_shard.h"
 #include "tests/testing/process.h"
 #include "tests/testing/tcp_relay.h"
 
@@ -29,38 +30,8 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kLeaseMs = 1000;
 
-class ReplicaFencingTest : public ::testing::Test {
+class ReplicaFencingTest : public OneReplicatedShardTest {
  protected:
-  void SetUp() override {
-    for (const char* name : {"pl-master", "pl-pserver"}) {
-      auto path = testing::BinaryPath(name);
-      if (!path.ok()) GTEST_SKIP() << "needs the real binaries: " << path.status().message();
-      bin_[name] = *path;
-    }
-    data_ = FashionMnistFile("test.plrec");
-    if (data_.empty()) GTEST_SKIP() << "needs $PL_DATA_DIR/fashion-mnist (make data)";
-  }
-
-  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
-
-  StatusOr<std::unique_ptr<ChildProcess>> StartPserver(const std::string& name, const std::string& master) {
-    PL_ASSIGN_OR_RETURN(auto child, testing::Spawn({bin_["pl-pserver"], "--index", "0", "--num_pservers", "1",
-                                                    "--replicas", "2", "--master", master, "--host",
-                                                    "127.0.0.1", "--port_file", Path(name + ".port")},
-                                                   Path(name + ".log")));
-    PL_RETURN_IF_ERROR(testing::WaitForPortFile(Path(name + ".port"), std::chrono::seconds(20), child.get()).status());
-    return child;
-  }
-
-  // The primary's address, as the master names it to trainers.
-  std::string PrimaryAddress() {
-    auto stub = proto::Master::NewStub(rpc::MakeChannel(master_address_));
-    proto::MembershipResponse resp;
-    auto ctx = rpc::MakeContext(std::chrono::seconds(3));
-    if (!stub->Membership(ctx.get(), proto::MembershipRequest(), &resp).ok() || resp.pservers_size() != 1) return "";
-    return resp.pservers(0).address();
-  }
-
   static proto::InitRequest Init() {
     proto::InitRequest req;
     proto::ParamSpec* w = req.add_params();
@@ -99,40 +70,16 @@ class ReplicaFencingTest : public ::testing::Test {
     std::memcpy(w.data(), resp.dense(0).values().data(), 32);
     return w;
   }
-
-  std::map<std::string, std::string> bin_;
-  std::string data_;
-  std::string master_address_;
-  testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> master_;
 };
 
 TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTakesOverWithThem) {
-  auto master = testing::Spawn({bin_["pl-master"], "--state_dir", Path("state"), "--data", data_, "--num_pservers",
-                                "1", "--host", "127.0.0.1", "--port_file", Path("master.port"), "--pserver_lease_ms",
-                                std::to_string(kLeaseMs)},
-                               Path("master.log"));
-  ASSERT_TRUE(master.ok()) << master.status();
-  master_ = std::move(*master);
-  auto port = testing::WaitForPortFile(Path("master.port"), std::chrono::seconds(20), master_.get());
-  ASSERT_TRUE(port.ok()) << port.status();
-  master_address_ = absl::StrCat("127.0.0.1:", *port);
+  ASSERT_TRUE(StartMaster(kLeaseMs).ok());
   // The primary (the first to register) reaches the master only through the relay.
-  auto relay = testing::TcpRelay::Start(*port);
+  auto relay = testing::TcpRelay::Start(master_port_);
   ASSERT_TRUE(relay.ok()) << relay.status();
-  auto first = StartPserver("ps-a", absl::StrCat("127.0.0.1:", (*relay)->port()));
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return testing::ReadFileOrEmpty(Path("master.log")).find("is the primary") != std::string::npos; },
-      std::chrono::seconds(20)));
-  auto second = StartPserver("ps-b", master_address_);
-  ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return testing::ReadFileOrEmpty(Path("master.log")).find("now a backup in sync") != std::string::npos; },
-      std::chrono::seconds(20)))
-      << testing::ReadFileOrEmpty(Path("master.log"));
-  const std::string primary = PrimaryAddress();
-  ASSERT_FALSE(primary.empty());
+  auto started = StartPrimaryAndBackup(absl::StrCat("127.0.0.1:", (*relay)->port()));
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
   auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
 
   proto::InitResponse init;
@@ -163,7 +110,7 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
   auto taken_over = PullW(new_stub.get());
   ASSERT_TRUE(taken_over.ok()) << taken_over.status();
   EXPECT_EQ(*taken_over, *acknowledged);
-  auto exit = testing::WaitForExit(**first, std::chrono::seconds(20));
+  auto exit = testing::WaitForExit(*primary_, std::chrono::seconds(20));
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_FALSE(exit->success());
   EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-a.log")), HasSubstr("the master took this replica out of shard 0"));

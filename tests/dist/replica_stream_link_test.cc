@@ -1,0 +1,168 @@
+// A primary sends its stream's dense blocks to the backup over a dense link
+// (pserver/replica_stream.h). Entries of every size and dtype share that link: an entry
+// larger than the link's region (sized from the first entry) brings a larger link, a
+// bfloat16 push goes inline beside it, and neither is reported as a failure or drops
+// the link. Every entry reaches the backup: promoted after the primary's SIGKILL, it
+// holds the primary's values bit for bit, and they are the hand-computed SGD steps.
+// Real pl-master and pl-pserver processes on 127.0.0.1; the trainer is a plain client
+// of the ParameterServer service.
+#include <signal.h>
+
+#include <cstring>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "paddle_like/dist/bf16.h"
+#include "tests/dist/one_replicated_shard.h"
+
+namespace pl::dist_testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kA = 4096;  // one block each
+constexpr int64_t kB = 8192;
+constexpr float kLr = 0.5f;
+
+struct Values {
+  std::vector<float> a, b;
+};
+
+class ReplicaStreamLinkTest : public OneReplicatedShardTest {
+ protected:
+  static void AddDense(proto::InitRequest* req, const std::string& name, int64_t n) {
+    proto::ParamSpec* p = req->add_params();
+    p->set_name(name);
+    p->set_kind(proto::ParamSpec::DENSE);
+    p->add_shape(n);
+    p->set_block_size(n);
+  }
+
+  static proto::InitRequest Init() {
+    proto::InitRequest req;
+    AddDense(&req, "a", kA);
+    AddDense(&req, "b", kB);
+    req.mutable_optimizer()->set_name("sgd");
+    req.mutable_optimizer()->set_learning_rate(kLr);
+    req.set_seed(3);
+    return req;
+  }
+
+  // Push `id`'s gradients, exact in bfloat16 too: a[i] = id (1 + i % 4) / 4, b[i] = id / 2.
+  static std::vector<float> GradA(int64_t id) {
+    std::vector<float> g(kA);
+    for (int64_t i = 0; i < kA; ++i) g[i] = 0.25f * id * (1 + i % 4);
+    return g;
+  }
+  static std::vector<float> GradB(int64_t id) { return std::vector<float>(kB, 0.5f * id); }
+
+  static proto::PushRequest Push(int64_t id, bool with_b, bool bf16) {
+    proto::PushRequest req;
+    req.set_trainer_id(1);
+    req.set_client_id(78);
+    req.set_push_id(id);
+    req.set_num_samples(1);
+    proto::DenseBlock* a = req.add_dense();
+    a->set_param("a");
+    a->set_block(0);
+    const std::vector<float> ga = GradA(id);
+    if (bf16) {
+      std::vector<uint16_t> half(kA);
+      EncodeBf16(ga.data(), kA, half.data());
+      a->set_bf16_values(half.data(), half.size() * 2);
+    } else {
+      a->set_values(ga.data(), ga.size() * 4);
+    }
+    if (with_b) {
+      proto::DenseBlock* b = req.add_dense();
+      b->set_param("b");
+      b->set_block(0);
+      const std::vector<float> gb = GradB(id);
+      b->set_values(gb.data(), gb.size() * 4);
+    }
+    return req;
+  }
+
+  static StatusOr<Values> Pull(proto::ParameterServer::Stub* stub) {
+    proto::PullRequest req;
+    req.add_dense()->set_param("a");
+    req.add_dense()->set_param("b");
+    proto::PullResponse resp;
+    auto ctx = rpc::MakeContext(std::chrono::seconds(3));
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub->Pull(ctx.get(), req, &resp)));
+    Values v;
+    for (const proto::DenseBlock& blk : resp.dense()) {
+      std::vector<float>& to = blk.param() == "a" ? v.a : v.b;
+      to.resize(blk.values().size() / 4);
+      std::memcpy(to.data(), blk.values().data(), blk.values().size());
+    }
+    if (static_cast<int64_t>(v.a.size()) != kA || static_cast<int64_t>(v.b.size()) != kB) {
+      return absl::DataLossError("the pull lacks a parameter");
+    }
+    return v;
+  }
+};
+
+TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDroppingTheLink) {
+  ASSERT_TRUE(StartMaster(/*pserver_lease_ms=*/1000).ok());
+  auto started = StartPrimaryAndBackup(master_address_);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  proto::InitResponse init;
+  ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init).ok());
+  auto start = Pull(stub.get());
+  ASSERT_TRUE(start.ok()) << start.status();
+
+  // 16 KB (the link's region is sized from it), 48 KB (larger), bfloat16, 48 KB again.
+  struct Step {
+    bool with_b, bf16;
+  };
+  const std::vector<Step> steps = {{false, false}, {true, false}, {false, true}, {true, false}};
+  Values expected = *start;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int64_t id = static_cast<int64_t>(k) + 1;
+    proto::PushResponse resp;
+    grpc::Status st =
+        stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(id, steps[k].with_b, steps[k].bf16), &resp);
+    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
+    const std::vector<float> ga = GradA(id), gb = GradB(id);
+    for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
+    if (steps[k].with_b) {
+      for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
+    }
+  }
+  auto acknowledged = Pull(stub.get());
+  ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+  for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(acknowledged->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
+  for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(acknowledged->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
+
+  const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
+  EXPECT_THAT(primary_log, HasSubstr("the dense link to replica"));
+  EXPECT_EQ(CountOf(primary_log, "grows from"), 1) << primary_log;
+  EXPECT_THAT(primary_log, Not(HasSubstr("failed"))) << primary_log;
+
+  // Promoted, the backup holds exactly what the primary acknowledged.
+  ASSERT_TRUE(primary_->Signal(SIGKILL).ok());
+  ASSERT_TRUE(primary_->WaitFor(std::chrono::seconds(10)));
+  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
+                                 std::chrono::seconds(20)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+  auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  StatusOr<Values> taken_over = absl::UnavailableError("not pulled");
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        taken_over = Pull(promoted.get());
+        return taken_over.ok();
+      },
+      std::chrono::seconds(10)))
+      << taken_over.status();
+  EXPECT_EQ(taken_over->a, acknowledged->a);
+  EXPECT_EQ(taken_over->b, acknowledged->b);
+}
+
+}  // namespace
+}  // namespace pl::dist_testing
