@@ -31,7 +31,13 @@
 //   --rates_mbit 0 leaves the links unshaped (veth at memory speed): no link term
 //   predicted samples/s = T batch / S; predicted exchange ms = S - c
 // The model leaves out the CPU time of the exchange (gRPC serialisation and copies,
-// the pserver's Adam update), and every process here shares the same 2 cores.
+// the pserver's Adam update), and every process here shares the same 2 cores. That
+// CPU time is measured instead: each trainer's closing "cpu per step" line (user and
+// kernel time of its loop, every thread) and each pserver's /proc times over the job,
+// per step of all trainers. Their sum bounds the job on this machine's cores (the
+// "CPU ceiling": cores x batch / CPU per step, an upper bound since the bed's own
+// kernel work outside the processes is not counted); a 1-trainer point's ceiling over
+// one process says whether "1x1 >= 0.7" is within this machine's reach at all.
 // Each point is reported as measured ÷ predicted, and all of them go to a CSV
 // (benchmarks/plot_scaling.py draws it). Each 1-trainer point is also reported against
 // one process (issue 12's reference): pl-trainer training the same subset alone, on a
@@ -44,6 +50,7 @@
 //
 // Needs root (the bed's namespaces); without it the benchmark says so and exits 0.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -60,6 +67,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmarks/bench_util.h"
+#include "paddle_like/process/cpu_times.h"
 #include "tests/dist/cluster.h"
 #include "tests/netbed/bed_placement.h"
 #include "tests/netbed/test_bed.h"
@@ -114,6 +122,10 @@ struct Point {
   double pulled_per_step = 0, pushed_per_step = 0;       // bytes, one trainer
   double bytes_per_sample = 0;
   double busiest_share = 0;  // of the dense elements
+  // CPU per step (of all trainers' steps), user and kernel: the trainers' own figures
+  // for their loops, the pservers' from /proc between the job's start and end.
+  double trainer_user_ms = 0, trainer_sys_ms = 0, pserver_user_ms = 0, pserver_sys_ms = 0;
+  double cpu_ms() const { return trainer_user_ms + trainer_sys_ms + pserver_user_ms + pserver_sys_ms; }
   // The model.
   double trainer_link_ms = 0, pserver_link_ms = 0, pred_exchange_ms = 0, pred_samples_per_s = 0;
 };
@@ -123,7 +135,18 @@ struct TrainerEnd {
   bool ok = false;
   int64_t tasks = 0, steps = 0, samples = 0, pulled = 0, pushed = 0;
   double rate = 0, compute_ms = 0, exchange_ms = 0, other_ms = 0;
+  double cpu_user_ms = 0, cpu_sys_ms = 0;  // per step, every thread of the trainer
 };
+
+// "cpu per step: U ms user, K ms kernel" (process::CpuPerStepLine) in `log`, if there.
+bool ParseCpuPerStep(const std::string& log, double* user_ms, double* sys_ms) {
+  static const std::regex cpu(R"(cpu per step: ([\d.]+) ms user, ([\d.]+) ms kernel)");
+  std::smatch m;
+  if (!std::regex_search(log, m, cpu)) return false;
+  *user_ms = std::stod(m[1]);
+  *sys_ms = std::stod(m[2]);
+  return true;
+}
 
 TrainerEnd ParseTrainerLog(const std::string& log) {
   static const std::regex done(R"(job done after (\d+) tasks, (\d+) steps, (\d+) samples \(([\d.]+) samples/s\))");
@@ -145,6 +168,7 @@ TrainerEnd ParseTrainerLog(const std::string& log) {
     t.compute_ms = std::stod(m[1]);
     t.exchange_ms = std::stod(m[2]);
     t.other_ms = std::stod(m[3]);
+    if (!ParseCpuPerStep(log, &t.cpu_user_ms, &t.cpu_sys_ms)) return t;
   }
   t.ok = true;
   return t;
@@ -183,8 +207,21 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
     std::printf("  %-28s logs: %s\n", "", keep.c_str());
   };
   if (Status s = cluster.Start(p->trainers); !s.ok()) return fail(s.ToString());
+  std::vector<process::CpuTimes> pserver_cpu(p->pservers);
+  for (int i = 0; i < p->pservers; ++i) {
+    auto cpu = process::ProcessCpuTimes(cluster.pserver(i).pid());
+    if (!cpu.ok()) return fail(cpu.status().ToString());
+    pserver_cpu[i] = *cpu;
+  }
   if (auto done = cluster.WaitForJobDone(seconds(240)); !done.ok()) return fail(done.status().ToString());
   if (Status s = cluster.WaitForTrainers(seconds(60)); !s.ok()) return fail(s.ToString());
+  process::CpuTimes pservers_used;
+  for (int i = 0; i < p->pservers; ++i) {
+    auto cpu = process::ProcessCpuTimes(cluster.pserver(i).pid());
+    if (!cpu.ok()) return fail(cpu.status().ToString());
+    pservers_used.user_s += cpu->user_s - pserver_cpu[i].user_s;
+    pservers_used.sys_s += cpu->sys_s - pserver_cpu[i].sys_s;
+  }
   int64_t total_dense = 0, max_dense = 0;
   for (int i = 0; i < p->pservers; ++i) {
     auto stats = cluster.PserverStats(i);
@@ -192,7 +229,7 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
     total_dense += stats->dense_elements();
     max_dense = std::max(max_dense, stats->dense_elements());
   }
-  double longest_s = 0, compute = 0, exchange = 0, other = 0, pulled = 0, pushed = 0;
+  double longest_s = 0, compute = 0, exchange = 0, other = 0, pulled = 0, pushed = 0, user = 0, sys = 0;
   for (int r = 0; r < p->trainers; ++r) {
     const TrainerEnd t = ParseTrainerLog(cluster.TrainerLog(r));
     if (!t.ok) return fail(absl::StrCat("trainer ", r, " logged no closing lines"));
@@ -203,6 +240,8 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
     compute += t.compute_ms * t.steps;
     exchange += t.exchange_ms * t.steps;
     other += t.other_ms * t.steps;
+    user += t.cpu_user_ms * t.steps;
+    sys += t.cpu_sys_ms * t.steps;
     pulled += t.pulled;
     pushed += t.pushed;
   }
@@ -215,20 +254,31 @@ void RunPoint(BedPlacement* placement, const std::string& train, const std::stri
   p->pushed_per_step = pushed / p->steps;
   p->bytes_per_sample = (pulled + pushed) / p->samples;
   p->busiest_share = static_cast<double>(max_dense) / total_dense;
+  p->trainer_user_ms = user / p->steps;
+  p->trainer_sys_ms = sys / p->steps;
+  p->pserver_user_ms = pservers_used.user_s * 1e3 / p->steps;
+  p->pserver_sys_ms = pservers_used.sys_s * 1e3 / p->steps;
   p->ok = true;
   std::printf(
       "  %-28s %8.0f samples/s   per step %6.2f ms computing %7.2f ms exchanging %6.2f ms other   "
       "%7.0f bytes/sample   busiest pserver %.0f%%\n",
       name.c_str(), p->samples_per_s, p->compute_ms, p->exchange_ms, p->other_ms, p->bytes_per_sample,
       100 * p->busiest_share);
+  std::printf("  %-28s cpu per step %6.2f ms: trainers %.2f user + %.2f kernel, pservers %.2f user + %.2f kernel\n", "",
+              p->cpu_ms(), p->trainer_user_ms, p->trainer_sys_ms, p->pserver_user_ms, p->pserver_sys_ms);
   std::fflush(stdout);
 }
 
 // The reference of issue 12's "1 trainer + 1 pserver >= 0.7 of one process": the same
 // training (mlp, Adam, batch 64, one thread, one pass over the subset) in one process
-// on `host`, with no pserver. Returns its training loop's samples/s, or 0 (said why).
-// `dir` holds the subset's train.plrec; the final evaluation is cut to 1000 samples.
-double RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const std::string& data_dir,
+// on `host`, with no pserver. Returns its training loop's samples/s and CPU per step,
+// or 0 samples/s (said why). `dir` holds the subset's train.plrec; the final
+// evaluation is cut to 1000 samples.
+struct OneProcess {
+  double samples_per_s = 0;
+  double cpu_ms = 0;  // per step, user + kernel
+};
+OneProcess RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const std::string& data_dir,
                      const std::string& dir, int run) {
   const std::string log = absl::StrCat(dir, "/one-process-", run, ".log");
   std::vector<std::string> argv = {bin_dir + "/pl-trainer", "--model", "mlp", "--threads", "1",
@@ -238,12 +288,12 @@ double RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const s
   auto child = bed->Start(host, argv, log);
   if (!child.ok()) {
     std::printf("  %-28s failed: %s\n", "one process", child.status().ToString().c_str());
-    return 0;
+    return {};
   }
   if (!(*child)->WaitFor(std::chrono::minutes(4)) || !(*child)->exit_info().success()) {
     (*child)->Stop(std::chrono::seconds(1));
     std::printf("  %-28s failed: see %s\n", "one process", log.c_str());
-    return 0;
+    return {};
   }
   std::ifstream in(log);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -251,13 +301,16 @@ double RunOneProcess(TestBed* bed, int host, const std::string& bin_dir, const s
   std::smatch m;
   if (!std::regex_search(text, m, trained)) {
     std::printf("  %-28s failed: no closing line in %s\n", "one process", log.c_str());
-    return 0;
+    return {};
   }
-  const double rate = std::stod(m[1]);
-  std::printf("  %-28s %8.0f samples/s   (pl-trainer --epochs 1 --threads 1, no pserver)\n",
-              absl::StrCat("one process run ", run + 1).c_str(), rate);
+  OneProcess out;
+  out.samples_per_s = std::stod(m[1]);
+  double user_ms = 0, sys_ms = 0;
+  if (ParseCpuPerStep(text, &user_ms, &sys_ms)) out.cpu_ms = user_ms + sys_ms;
+  std::printf("  %-28s %8.0f samples/s   (pl-trainer --epochs 1 --threads 1, no pserver; cpu per step %.2f ms)\n",
+              absl::StrCat("one process run ", run + 1).c_str(), out.samples_per_s, out.cpu_ms);
   std::fflush(stdout);
-  return rate;
+  return out;
 }
 
 // Fills the model's part of every measured point; `compute_ms` is c of the header.
@@ -281,14 +334,17 @@ bool WriteCsv(const std::string& path, double compute_ms, const std::vector<Poin
   std::ofstream out(path);
   out << "rate_mbit,trainers,pservers,samples,steps,tasks,samples_per_s,compute_ms,exchange_ms,other_ms,"
          "bytes_pulled_per_step,bytes_pushed_per_step,bytes_per_sample,busiest_pserver_share,"
-         "model_compute_ms,model_trainer_link_ms,model_pserver_link_ms,model_exchange_ms,model_samples_per_s\n";
+         "model_compute_ms,model_trainer_link_ms,model_pserver_link_ms,model_exchange_ms,model_samples_per_s,"
+         "trainer_user_ms,trainer_kernel_ms,pserver_user_ms,pserver_kernel_ms\n";
   for (const Point& p : points) {
     if (!p.ok) continue;
     out << absl::StrCat(p.rate_mbit, ",", p.trainers, ",", p.pservers, ",", p.samples, ",", p.steps, ",", p.tasks, ",",
                         absl::StrFormat("%.1f,%.3f,%.3f,%.3f,%.0f,%.0f,%.1f,%.4f,%.3f,%.3f,%.3f,%.3f,%.1f",
                                         p.samples_per_s, p.compute_ms, p.exchange_ms, p.other_ms, p.pulled_per_step,
                                         p.pushed_per_step, p.bytes_per_sample, p.busiest_share, compute_ms,
-                                        p.trainer_link_ms, p.pserver_link_ms, p.pred_exchange_ms, p.pred_samples_per_s))
+                                        p.trainer_link_ms, p.pserver_link_ms, p.pred_exchange_ms, p.pred_samples_per_s),
+                        absl::StrFormat(",%.3f,%.3f,%.3f,%.3f", p.trainer_user_ms, p.trainer_sys_ms,
+                                        p.pserver_user_ms, p.pserver_sys_ms))
         << "\n";
   }
   return static_cast<bool>(out);
@@ -381,7 +437,7 @@ int Main(int argc, char** argv) {
   for (int r = 0; r < max_t; ++r) placement.trainer_hosts.push_back(1 + max_p + r);
 
   std::vector<Point> points;
-  double one_process = 0;  // samples/s, the fastest reference run
+  OneProcess one_process;  // the fastest reference run
   int one_process_runs = 0;
   for (int rate : rates) {
     Header(absl::StrCat("mlp, ", samples, " samples, one pass, async, batch ", kBatch,
@@ -400,8 +456,9 @@ int Main(int argc, char** argv) {
         for (int rep = 0; rep < reps; ++rep) {
           // Each 1-trainer run follows a reference run: this machine drifts within a minute.
           if (t == 1) {
-            one_process = std::max(one_process, RunOneProcess(bed->get(), placement.trainer_hosts[0], bin_dir,
-                                                              data, dir.path(), one_process_runs++));
+            const OneProcess run = RunOneProcess(bed->get(), placement.trainer_hosts[0], bin_dir, data, dir.path(),
+                                                 one_process_runs++);
+            if (run.samples_per_s > one_process.samples_per_s) one_process = run;
           }
           Point point;
           point.rate_mbit = rate;
@@ -431,6 +488,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   Predict(compute_ms, absl::GetFlag(FLAGS_pipeline), &points);
+  const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   Header(
       absl::StrFormat("measured vs the bandwidth model (compute %.2f ms per step; see the header of "
                       "benchmarks/bench_scaling.cc)",
@@ -438,9 +496,19 @@ int Main(int argc, char** argv) {
   for (const Point& p : points) {
     if (!p.ok) continue;
     const std::string name = absl::StrCat(p.trainers, "x", p.pservers, " @", RateName(p.rate_mbit));
-    if (p.trainers == 1 && one_process > 0) {
-      ReportLine(name + " samples/s", p.samples_per_s, "samples/s", one_process, "samples/s",
-                 "one process (target: 1x1 >= 0.7)", p.samples_per_s / one_process);
+    if (p.trainers == 1 && one_process.samples_per_s > 0) {
+      ReportLine(name + " samples/s", p.samples_per_s, "samples/s", one_process.samples_per_s, "samples/s",
+                 "one process (target: 1x1 >= 0.7)", p.samples_per_s / one_process.samples_per_s);
+    }
+    // The most this machine's cores allow at the CPU the job spent per step (every
+    // process of it; the bed's own kernel work outside them not counted, so a ceiling).
+    const double ceiling = cores * kBatch * 1e3 / std::max(p.cpu_ms(), 1e-9);
+    ReportLine(name + " samples/s", p.samples_per_s, "samples/s", ceiling, "samples/s",
+               absl::StrFormat("CPU ceiling: %d cores / %.2f ms a step", cores, p.cpu_ms()), p.samples_per_s / ceiling);
+    if (p.trainers == 1 && one_process.samples_per_s > 0) {
+      ReportLine(name + " CPU ceiling", ceiling, "samples/s", one_process.samples_per_s, "samples/s",
+                 absl::StrFormat("one process (%.2f ms CPU a step)", one_process.cpu_ms),
+                 ceiling / one_process.samples_per_s);
     }
     ReportLine(name + " samples/s", p.samples_per_s, "samples/s", p.pred_samples_per_s, "samples/s", "model",
                p.samples_per_s / p.pred_samples_per_s);

@@ -12,6 +12,7 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/data/chunk_index.h"
 #include "paddle_like/nn/module_file.h"
+#include "paddle_like/process/cpu_times.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"
 #include "paddle_like/client/exchange_strategy.h"
@@ -98,6 +99,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   double last_log = Now(), window_loss = 0;
   int64_t window_steps = 0, window_correct = 0, window_samples = 0;
   const double start = Now();
+  const process::CpuTimes cpu_at_start = process::SelfCpuTimes();
   double compute_s = 0, exchange_s = 0;  // per step: forward/backward, then push and pull
 
   // One leased task, step by step; RunTaskLoop reports it to the master.
@@ -195,6 +197,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
                            (elapsed - compute_s - exchange_s) * 1e3 / result.steps)
         << std::endl;
+    log << process::CpuPerStepLine(process::SelfCpuTimes() - cpu_at_start, result.steps, elapsed) << std::endl;
   }
   if (job_done && !o.test_path.empty()) {
     auto test = LoadExampleSet(o.test_path, model.task(), o.test_limit);

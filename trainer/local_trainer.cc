@@ -38,6 +38,7 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), rng);
     double epoch_start = Now(), last_log = epoch_start, window_loss = 0;
+    const process::CpuTimes epoch_cpu = process::SelfCpuTimes();
     int64_t window_steps = 0, window_correct = 0, window_samples = 0, epoch_samples = 0;
     for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
       const size_t end = std::min(order.size(), begin + o.batch_size);
@@ -69,6 +70,9 @@ StatusOr<TrainReport> TrainLocally(ExampleModel& model, const ExampleSet& train,
       }
     }
     const double epoch_time = Now() - epoch_start;
+    const process::CpuTimes used = process::SelfCpuTimes() - epoch_cpu;
+    report.cpu.user_s += used.user_s;
+    report.cpu.sys_s += used.sys_s;
     train_time += epoch_time;
     samples += epoch_samples;
     log << absl::StrFormat("epoch %d/%d done in %.1fs (%.0f samples/s)", epoch, o.epochs, epoch_time,

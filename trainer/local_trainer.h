@@ -9,6 +9,7 @@
 
 #include "paddle_like/metrics/training_observer.h"
 #include "paddle_like/optim/update_rules.h"
+#include "paddle_like/process/cpu_times.h"
 #include "trainer/batching.h"
 #include "trainer/step_backend.h"
 
@@ -31,6 +32,7 @@ struct TrainReport {
   double samples_per_s = 0;      // training throughput (excludes evaluation)
   double train_seconds = 0;
   int64_t steps = 0;
+  process::CpuTimes cpu;          // this process's, over the training (not evaluation)
 };
 
 // `backend` null: the CPU.

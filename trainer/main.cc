@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
   log << absl::StrFormat("trained %lld steps in %.1fs: %.0f samples/s", static_cast<long long>(report->steps),
                                report->train_seconds, report->samples_per_s)
             << std::endl;
+  log << pl::process::CpuPerStepLine(report->cpu, report->steps, report->train_seconds) << std::endl;
   if (!absl::GetFlag(FLAGS_save).empty()) {
     if (auto s = pl::SaveModule(absl::GetFlag(FLAGS_save), (*model)->module()); !s.ok()) {
       return Fail(std::string(s.message()));
