@@ -11,6 +11,7 @@
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/dist/bf16.h"
 
 namespace pl::pserver {
 
@@ -158,12 +159,40 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
   }
   const SharedRegion& r = *found->region;
   std::vector<DenseLink::Range> written(request.dense_size());
-  Status pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
-    written[i] = {request.shm_offsets(i), n * 4};
-    return r.Floats(request.shm_offsets(i), n);
-  });
+  Status pulled;
+  if (request.bf16() && found->link != nullptr) {
+    pulled = PullIntoLinkAsBf16(request, r, DeadlineOf(context), response, &written);
+  } else {
+    // Shared memory on one host always takes float32 (a bfloat16 pull's flag aside).
+    pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
+      written[i] = {request.shm_offsets(i), n * 4};
+      return r.Floats(request.shm_offsets(i), n);
+    });
+  }
   if (pulled.ok() && found->link != nullptr) pulled = SendBack(*found->link, request.link_seq(), written);
   return rpc::ToGrpc(pulled);
+}
+
+Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region,
+                                          absl::Time deadline, PullFrame* response,
+                                          std::vector<DenseLink::Range>* written) {
+  // The values come out of the shard as float32 into this thread's buffers (kept from
+  // call to call: no allocation per pull), then go into the region rounded.
+  thread_local std::vector<std::vector<float>> scratch;
+  if (scratch.size() < static_cast<size_t>(request.dense_size())) scratch.resize(request.dense_size());
+  std::vector<int64_t> counts(request.dense_size(), 0);
+  PL_RETURN_IF_ERROR(shard_->Pull(request, deadline, response, [&](int i, int64_t n) -> StatusOr<float*> {
+    PL_RETURN_IF_ERROR(region.Halves(request.shm_offsets(i), n).status());
+    if (static_cast<int64_t>(scratch[i].size()) < n) scratch[i].resize(n);
+    counts[i] = n;
+    return scratch[i].data();
+  }));
+  for (int i = 0; i < request.dense_size(); ++i) {
+    PL_ASSIGN_OR_RETURN(uint16_t* out, region.Halves(request.shm_offsets(i), counts[i]));
+    EncodeBf16(scratch[i].data(), counts[i], out);
+    (*written)[i] = {request.shm_offsets(i), counts[i] * 2};
+  }
+  return absl::OkStatus();
 }
 
 Status PserverService::FrameFromStreamLink(PushFrame* frame, absl::Time deadline) {
@@ -192,6 +221,13 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
   copy = copy || (header.defer_apply() && !shard_->sync());
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
+    if (b.bf16()) {
+      // A trainer's --wire_dtype bfloat16 over a link: decoded here, as a gRPC push's are.
+      if (header.shm_write_back()) return absl::InvalidArgumentError("a bfloat16 block cannot be written back");
+      PL_ASSIGN_OR_RETURN(const uint16_t* half, region->Halves(b.offset(), b.count()));
+      DecodeBf16(half, b.count(), frame.AddDenseBuffer(b.param(), b.block(), b.count()));
+      continue;
+    }
     PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
     if (copy) {
       frame.AddDenseCopy(b.param(), b.block(), values, b.count());
@@ -329,6 +365,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
                               request->link_lanes(), request->shm_bytes() / 1e6, linked->id));
     response->set_region(linked->id);
     response->set_link_port(listener->port());
+    response->set_link_bf16(true);
     response->set_link_token(listener->token());
     response->set_region_token(linked->token);
     return grpc::Status::OK;

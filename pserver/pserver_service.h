@@ -107,6 +107,10 @@ class PserverService final : public PserverServiceBase {
   // the push is deferred: the trainer reuses the region once it has the reply).
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
                                       bool copy = false);
+  // A pull with bf16 set into a linked region: the values rounded to bfloat16 at the
+  // pull's shm_offsets (2 bytes each); `written` gets the spans to send back.
+  Status PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region, absl::Time deadline,
+                            PullFrame* response, std::vector<DenseLink::Range>* written);
   // A stream entry whose dense blocks came over the primary's link: `frame` rebuilt with
   // copies of them (the backup queues entries; the next one reuses the region).
   Status FrameFromStreamLink(PushFrame* frame, absl::Time deadline);

@@ -72,8 +72,9 @@ ABSL_FLAG(int32_t, dense_link_lanes, -1,
           "dense blocks to and from pservers on other hosts over this many TCP connections each way beside gRPC, "
           "with the job's TLS (-1: 4 with TLS, 2 without; 0: over gRPC)");
 ABSL_FLAG(std::string, wire_dtype, "float32",
-          "distributed: how dense gradients and parameters cross gRPC: float32, or bfloat16 (half the bytes; "
-          "gradients with error feedback, so rounding loses nothing over time). Shared memory stays float32");
+          "distributed: how dense gradients and parameters cross gRPC and dense links: float32, or bfloat16 (half "
+          "the bytes; gradients with error feedback, so rounding loses nothing over time). Shared memory stays "
+          "float32");
 
 namespace {
 

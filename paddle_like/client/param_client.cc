@@ -216,7 +216,9 @@ void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool the
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
       if (own_copies) s.push = CopyOfFrame(s.push);
     }
-    s.one_call = s.shm_ready && then_pull && !(overlap && s.link) && !options_.sync && !options_.defer_apply &&
+    // (A bfloat16 link pushes and pulls in two calls: the pserver writes back float32 only.)
+    s.one_call = s.shm_ready && then_pull && !(overlap && s.link) && !s.link_bf16 && !options_.sync &&
+                 !options_.defer_apply &&
                  s.pull.sparse_size() == 0 &&
                  s.pull.dense_size() == static_cast<int>(s.slots.size());
   }
@@ -387,7 +389,8 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       }
       // A parameter bound to its shared-memory region already holds the values there.
       if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
-      counters_.bytes_pulled += shards_[i]->pull.bf16() && !shards_[i]->region ? n * 2 : n * 4;
+      const bool bf16 = shards_[i]->pull.bf16() && (!shards_[i]->region || shards_[i]->link_bf16);
+      counters_.bytes_pulled += bf16 ? n * 2 : n * 4;
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
       PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
@@ -466,7 +469,7 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
         } else {
           std::memset(frame.AddDenseBuffer(np.name, static_cast<int32_t>(b), n), 0, n * 4);
         }
-        counters_.bytes_pushed += n * 4;
+        counters_.bytes_pushed += shard.link_bf16 ? n * 2 : n * 4;  // rounded into the region when linked
       }
     } else {
       SparseTable& t = *p->table;

@@ -75,16 +75,17 @@ struct ParameterClientOptions {
   // storage, e.g. a NumPy array, goes stale), and StartExchange is refused: the next
   // step's gradients would land in the region the exchange is sending.
   bool bind_parameters_to_shared_memory = false;
-  // How dense values cross gRPC (a shared-memory region always carries float32):
-  // bfloat16 halves the bytes; pushed gradients keep what rounding dropped and add it
-  // to the next push (error feedback, paddle_like/dist/bf16.h), pulled parameters are
-  // the pserver's float32 values rounded.
+  // How dense values cross gRPC and dense links (a shared-memory region on one host
+  // always carries float32): bfloat16 halves the bytes; pushed gradients keep what
+  // rounding dropped and add it to the next push (error feedback,
+  // paddle_like/dist/bf16.h), pulled parameters are the pserver's float32 values rounded.
   WireDtype wire_dtype = WireDtype::kFloat32;
   // A pserver that cannot share memory with this trainer (another host, or
   // shared_memory off) is asked for a dense link (paddle_like/dist/dense_link.h): the
   // dense blocks then travel over this many TCP connections each way, beside gRPC,
-  // with the job's TLS. -1: DefaultDenseLinkLanes; 0: everything over gRPC. A link
-  // carries float32, so wire_dtype bfloat16 keeps gRPC.
+  // with the job's TLS. -1: DefaultDenseLinkLanes; 0: everything over gRPC. With
+  // wire_dtype bfloat16 the link carries bfloat16 (a pserver of an older build, which
+  // reads only float32 there, gets bfloat16 over gRPC instead).
   int dense_link_lanes = -1;
   // A pserver that refused a link for want of room (its links' memory cap, pl-pserver
   // --dense_link_max_mb) is asked again this long after, since trainers that leave free
@@ -207,8 +208,13 @@ class ParameterClient {
   // After ABORTED (the pserver forgot the region): the push over gRPC, from the region.
   void PushFromRegion(Shard& shard);
   // The region's values of every slot as the payloads of `frame` (a pull's result).
-  static void AddRegionValues(const Shard& shard, const std::shared_ptr<SharedRegion>& region, PullFrame* frame);
+  // The pulled values in `region` (bfloat16 there when `bf16`) as `frame`'s payloads.
+  static void AddRegionValues(const Shard& shard, const std::shared_ptr<SharedRegion>& region, bool bf16,
+                              PullFrame* frame);
   static PushFrame CopyOfFrame(const PushFrame& frame);
+  // A block's gradients rounded to bfloat16 into `out`, with the error feedback of
+  // bf16_residuals_ (--wire_dtype bfloat16 over a dense link).
+  void EncodeGradientsBf16(const std::string& param, int32_t block, const FloatPieces& grads, uint16_t* out);
   Status ResolveWithRetry();
   // `created`: whether this call created the shard's parameters (it had none).
   Status InitShard(Shard& shard, bool* created = nullptr);

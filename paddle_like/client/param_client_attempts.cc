@@ -21,14 +21,16 @@ std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(Pull
     const std::shared_ptr<SharedRegion> region = s.region;
     s.shm_pull = s.pull;
     s.shm_pull.set_shm_region(s.region_id);
+    s.shm_pull.set_bf16(s.link_bf16);  // shared memory on one host takes float32
     for (const Shard::Slot& slot : s.slots) s.shm_pull.add_shm_offsets(slot.value_offset);
     const uint64_t seq = s.link ? ++s.link_seq : 0;
+    const bool bf16 = s.link_bf16;  // DropLink clears it
     s.shm_pull.set_link_seq(seq);
     Status st = rpc::FromGrpc(s.frames->Pull(ctx.get(), s.shm_pull, response));
     if (st.ok() && s.link) st = LinkLanded(s.link->WaitFor(seq, absl::Now() + options_.call_timeout));
     // The pserver forgot the region, or the link failed: gRPC until offered again.
     if (absl::IsAborted(st) && fall_back) DropLink(s, st);
-    if (st.ok()) AddRegionValues(s, region, response);
+    if (st.ok()) AddRegionValues(s, region, bf16, response);
     return st;
   };
 }
@@ -98,7 +100,7 @@ Status ParameterClient::ExchangeShard(int i, bool overlap, proto::PushResponse* 
     PL_RETURN_IF_ERROR(CallWithRetry(i, PushAttempt(pushed), "push"));
     if (s.one_call && s.shm_ready) {
       pulled->header().set_version(pushed->version());
-      AddRegionValues(s, s.exchange_region, pulled);
+      AddRegionValues(s, s.exchange_region, /*bf16=*/false, pulled);
       return absl::OkStatus();
     }
     return CallWithRetry(i, PullAttempt(pulled), "pull");

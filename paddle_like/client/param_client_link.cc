@@ -37,6 +37,11 @@ void ParameterClient::AttachLink(Shard& s) {
     if (absl::IsResourceExhausted(attached)) s.link_retry_at = absl::Now() + options_.link_retry_after;
     return;
   }
+  if (options_.wire_dtype == WireDtype::kBfloat16 && !response.link_bf16()) {
+    // An older pserver reads only float32 from a link: bfloat16 goes over gRPC, as before.
+    s.link_refusal = "the pserver takes no bfloat16 over a dense link (an older build)";
+    return;
+  }
   StatusOr<std::unique_ptr<DenseLink>> link =
       DialDenseLink(s.address, response, lanes, rpc::PserverIdentity(s.index), *region);
   if (!link.ok()) {
@@ -47,10 +52,12 @@ void ParameterClient::AttachLink(Shard& s) {
   }
   s.link = *std::move(link);
   s.link_seq = 0;
+  s.link_bf16 = options_.wire_dtype == WireDtype::kBfloat16;
   s.region = *std::move(region);
   s.region_id = response.region();
   ++shm_attaches_;
-  if (options_.bind_parameters_to_shared_memory) BindParameters(s);
+  // A bfloat16 region cannot hold the tensors: they stay where they are.
+  if (options_.bind_parameters_to_shared_memory && !s.link_bf16) BindParameters(s);
 }
 
 void ParameterClient::DropLink(Shard& s, const Status& why) {
@@ -59,6 +66,7 @@ void ParameterClient::DropLink(Shard& s, const Status& why) {
                               "); this step goes over gRPC, a new link is asked for with the next"));
   }
   s.link.reset();
+  s.link_bf16 = false;
   s.region.reset();
 }
 

@@ -46,11 +46,15 @@ struct ParameterClient::Shard {
   // why the link could not be had (not tried again until the address changes, or until
   // link_retry_at when the pserver had no room).
   std::unique_ptr<DenseLink> link;
+  // --wire_dtype bfloat16 over the link (its pserver said link_bf16): the region's
+  // slots hold bfloat16 values, 2 bytes each, and no parameter is bound to them.
+  bool link_bf16 = false;
   std::atomic<uint64_t> link_seq{0};  // a push and a pull may run at once
   // This exchange's gradients as the link sends them: from the region, or straight
   // from the tensors the push frame references (then not in the region at all).
   std::vector<DenseLink::Range> link_spans;
   bool link_grads_in_region = true;
+  bool link_grads_bf16 = false;  // and they are bfloat16 there (link_bf16 when built)
   std::string link_refusal;
   absl::Time link_retry_at = absl::InfiniteFuture();
   // This exchange: its gradients were copied into the region and shm_push names them;

@@ -7,6 +7,7 @@
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/client/param_client_shard.h"
+#include "paddle_like/dist/sharding.h"
 
 namespace pl {
 
@@ -20,12 +21,11 @@ void ParameterClient::TryAttach(Shard& s) {
     AttachSharedMemory(s);
     if (s.region || s.shm_refusal.empty()) return;  // attached, or offered again next call
   }
-  const bool float32 = options_.wire_dtype == WireDtype::kFloat32;
   if (!s.link_refusal.empty() && absl::Now() >= s.link_retry_at) {
     s.link_refusal.clear();
     s.link_retry_at = absl::InfiniteFuture();
   }
-  if (options_.dense_link_lanes != 0 && float32 && s.link_refusal.empty()) AttachLink(s);
+  if (options_.dense_link_lanes != 0 && s.link_refusal.empty()) AttachLink(s);
 }
 
 void ParameterClient::AttachSharedMemory(Shard& s) {
@@ -98,8 +98,8 @@ std::vector<std::string> ParameterClient::Transports() const {
   std::vector<std::string> out;
   for (const auto& sh : shards_) {
     if (sh->link) {
-      out.push_back(absl::StrFormat("dense link (%d lanes each way, %.1f MB)", sh->link->lanes(),
-                                    sh->region->total_bytes() / 1e6));
+      out.push_back(absl::StrFormat("dense link (%d lanes each way, %.1f MB%s)", sh->link->lanes(),
+                                    sh->region->total_bytes() / 1e6, sh->link_bf16 ? ", bfloat16" : ""));
     } else if (sh->region) {
       out.push_back(absl::StrFormat("shared memory (%.1f MB)", sh->region->total_bytes() / 1e6));
     } else {
@@ -117,9 +117,10 @@ bool ParameterClient::BuildShmPush(Shard& s, bool own_copies) {
   if (dense.size() != s.slots.size()) return false;
   // A link sends from the tensors themselves when they stay put until the push is done
   // (not StartExchange's copies): one copy of the gradients fewer.
-  const bool from_tensors = s.link != nullptr && !own_copies;
+  const bool from_tensors = s.link != nullptr && !own_copies && !s.link_bf16;
   s.link_spans.clear();
   s.link_grads_in_region = true;
+  s.link_grads_bf16 = s.link_bf16;
   s.shm_push.Clear();
   s.shm_push.header() = s.push.header();
   s.shm_push.header().set_shm_region(s.region_id);
@@ -129,7 +130,10 @@ bool ParameterClient::BuildShmPush(Shard& s, bool own_copies) {
     if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
     float* dst = reinterpret_cast<float*>(s.region->payload() + slot.grad_offset);
     const float* in_place = dense[i].values.contiguous();
-    if (from_tensors && in_place != nullptr && in_place != dst) {
+    if (s.link_bf16) {
+      EncodeGradientsBf16(slot.param, slot.block, dense[i].values, reinterpret_cast<uint16_t*>(dst));
+      s.link_spans.push_back({slot.grad_offset, slot.n * 2});
+    } else if (from_tensors && in_place != nullptr && in_place != dst) {
       s.link_spans.push_back({slot.grad_offset, slot.n * 4, reinterpret_cast<const char*>(in_place)});
       s.link_grads_in_region = false;
     } else {
@@ -142,8 +146,25 @@ bool ParameterClient::BuildShmPush(Shard& s, bool own_copies) {
     b->set_offset(slot.grad_offset);
     b->set_count(slot.n);
     b->set_write_offset(slot.value_offset);
+    b->set_bf16(s.link_bf16);
   }
   return true;
+}
+
+void ParameterClient::EncodeGradientsBf16(const std::string& param, int32_t block, const FloatPieces& grads,
+                                          uint16_t* out) {
+  // The same residuals as a bfloat16 push over gRPC: a link that comes or goes keeps them.
+  std::vector<float>& residual = bf16_residuals_[param];
+  const int64_t n = grads.size();
+  const int64_t offset = static_cast<int64_t>(block) * kDefaultBlockSize;
+  if (static_cast<int64_t>(residual.size()) < offset + n) residual.resize(offset + n, 0.0f);
+  if (const float* in_place = grads.contiguous()) {
+    EncodeBf16(in_place, n, out, residual.data() + offset);
+    return;
+  }
+  std::vector<float> gathered(n);
+  grads.CopyTo(gathered.data());
+  EncodeBf16(gathered.data(), n, out, residual.data() + offset);
 }
 
 void ParameterClient::PushFromRegion(Shard& s) {
@@ -151,6 +172,11 @@ void ParameterClient::PushFromRegion(Shard& s) {
   frame.header() = s.push.header();
   const std::shared_ptr<SharedRegion>& region = s.exchange_region;
   for (const Shard::Slot& slot : s.slots) {
+    if (s.link_grads_bf16) {
+      // Widened back to float32 exactly (the rounding is in the residual already).
+      DecodeBf16(region->payload() + slot.grad_offset, slot.n, frame.AddDenseBuffer(slot.param, slot.block, slot.n));
+      continue;
+    }
     frame.AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(region->payload() + slot.grad_offset),
                       slot.n, region);
   }
@@ -160,9 +186,13 @@ void ParameterClient::PushFromRegion(Shard& s) {
   s.region.reset();  // offered again on the next call (the frame keeps the memory)
 }
 
-void ParameterClient::AddRegionValues(const Shard& s, const std::shared_ptr<SharedRegion>& region,
+void ParameterClient::AddRegionValues(const Shard& s, const std::shared_ptr<SharedRegion>& region, bool bf16,
                                       PullFrame* frame) {
   for (const Shard::Slot& slot : s.slots) {
+    if (bf16) {
+      DecodeBf16(region->payload() + slot.value_offset, slot.n, frame->AddDenseBuffer(slot.param, slot.block, slot.n));
+      continue;
+    }
     frame->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(region->payload() + slot.value_offset),
                        slot.n, region);
   }

@@ -156,4 +156,13 @@ StatusOr<float*> SharedRegion::Floats(int64_t offset, int64_t count) const {
   return reinterpret_cast<float*>(payload() + offset);
 }
 
+StatusOr<uint16_t*> SharedRegion::Halves(int64_t offset, int64_t count) const {
+  const int64_t size = static_cast<int64_t>(payload_bytes());
+  if (offset < 0 || count < 0 || offset % 2 != 0 || offset > size || count > (size - offset) / 2) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory span [", offset, ", +", count,
+                                                   " bfloat16 values) is outside the region's ", size, " bytes"));
+  }
+  return reinterpret_cast<uint16_t*>(payload() + offset);
+}
+
 }  // namespace pl

@@ -61,6 +61,8 @@ class SharedRegion {
   // payload() + offset when [offset, offset + count floats) lies inside the payload and
   // offset is 4-byte aligned; else INVALID_ARGUMENT naming the span.
   StatusOr<float*> Floats(int64_t offset, int64_t count) const;
+  // The same for `count` 2-byte values (bfloat16), offset 2-byte aligned.
+  StatusOr<uint16_t*> Halves(int64_t offset, int64_t count) const;
 
  private:
   SharedRegion(std::string name, char* base, size_t bytes, bool linked);

@@ -115,12 +115,12 @@ class DistributedTrainer:
       pl-launch --logdir sets): per step loss, train/accuracy (image), train/samples_per_sec,
       time/compute_ms, time/exchange_ms; test/<metric> after the final evaluation, as
       pl-trainer writes them. Checked writable at construction.
-    wire_dtype: "float32" or "bfloat16": how dense values cross gRPC (half the bytes;
+    wire_dtype: "float32" or "bfloat16": how dense values cross gRPC and dense links (half the bytes;
       gradients keep what rounding dropped for the next push, so nothing is lost over
       time). Shared memory with a pserver on this host always carries float32.
     dense_link_lanes: a pserver on another host gets the dense blocks over a dense link of
       this many TCP connections each way beside gRPC (-1: 4 with TLS, 2 without; 0: gRPC
-      only). A link carries float32: with wire_dtype bfloat16 the blocks stay on gRPC.
+      only). With wire_dtype bfloat16 the link carries bfloat16 too.
     """
 
     def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",

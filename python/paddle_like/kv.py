@@ -22,7 +22,7 @@ rule (the job's otherwise). Names are
 the pservers' parameter names: a ``Module`` trained through ``paddle_like.distributed``
 shares keys of the same names (declared alike). Pushes and pulls retry across pserver
 restarts and failovers like the trainers' (C++: paddle_like/client/kv_worker.h).
-``wire_dtype="bfloat16"`` sends dense keys over gRPC in half the bytes (with error
+``wire_dtype="bfloat16"`` sends dense keys over gRPC or dense links in half the bytes (with error
 feedback on gradients), as ``pl-trainer --wire_dtype`` does; ``dense_link_lanes`` sets the
 connections of the dense links to pservers on other hosts (-1: default, 0: gRPC only).
 """

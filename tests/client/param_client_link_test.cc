@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "paddle_like/client/param_client.h"
+#include "paddle_like/dist/bf16.h"
 #include "paddle_like/nn/nn.h"
 #include "paddle_like/rpc/bulk_socket.h"
 #include "paddle_like/rpc/rpc.h"
@@ -37,6 +38,14 @@ class LinkedPserver : public OnePserverTest {
     ParameterClientOptions o;
     o.shared_memory = false;
     o.dense_link_lanes = lanes;
+    return SgdClient(model, o);
+  }
+  // The same with --wire_dtype bfloat16.
+  std::unique_ptr<ParameterClient> Bf16Client(TwoLayers* model, int lanes) {
+    ParameterClientOptions o;
+    o.shared_memory = false;
+    o.dense_link_lanes = lanes;
+    o.wire_dtype = WireDtype::kBfloat16;
     return SgdClient(model, o);
   }
   // Every gradient of `m` set to g, then a push and a pull of values that include it.
@@ -235,6 +244,81 @@ TEST_F(LinkedPserver, ATrainerRefusedForWantOfRoomAsksAgainOnceThereIsRoom) {
   EXPECT_EQ(service_->StatsNow().dense_links(), 1);
   ASSERT_TRUE(Step(*second, second_model, 1.0f).ok());
   EXPECT_EQ(shard_.Counters().pushes_applied, 2);
+}
+
+// --wire_dtype bfloat16 over a link: pulls are the pserver's values rounded, pushes
+// lose nothing over time (error feedback), both in half the bytes; a pipelined exchange
+// goes through it too, and when the link breaks a push goes over gRPC once, with the
+// gradients the region held.
+TEST_F(LinkedPserver, BfloatOverTheLinkHalvesTheBytesAndLosesNothing) {
+  pserver::SharedRegionOptions quick;
+  quick.idle_timeout = absl::ZeroDuration();  // DropIdleRegions forgets every region
+  Start(quick);
+  TwoLayers exact, rounded, reference;
+  reference.InitParameters(9);
+  auto c32 = Client(&exact, 0), c16 = Bf16Client(&rounded, 2);
+  ASSERT_TRUE(c32->Connect().ok());
+  ASSERT_TRUE(c16->Connect().ok());
+  EXPECT_TRUE(absl::StartsWith(c16->Transports()[0], "dense link (2 lanes each way")) << c16->Transports()[0];
+  EXPECT_TRUE(absl::EndsWith(c16->Transports()[0], ", bfloat16)")) << c16->Transports()[0];
+  EXPECT_EQ(service_->StatsNow().dense_links(), 1);
+
+  ASSERT_TRUE(c32->Pull({}).ok());
+  ASSERT_TRUE(c16->Pull({}).ok());
+  const std::vector<const Variable*> got = rounded.params(), want = exact.params();
+  int64_t values = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    for (int64_t i = 0; i < got[k]->value().numel(); ++i) {
+      uint16_t h;
+      float expect;
+      EncodeBf16(want[k]->value().f32() + i, 1, &h);
+      DecodeBf16(&h, 1, &expect);
+      ASSERT_EQ(got[k]->value().f32()[i], expect) << "parameter " << k << " value " << i;
+    }
+    values += got[k]->value().numel();
+  }
+  EXPECT_EQ(c16->counters().bytes_pulled * 2, c32->counters().bytes_pulled);
+
+  // 1 + 2^-9 is 1 in bfloat16; over 100 pushes the residuals carry what rounding dropped.
+  const float w0 = exact.fc1->weight().value().f32()[0];
+  const float g = 1.0f + 1.0f / 512;
+  for (int k = 0; k < 100; ++k) {
+    rounded.fc1->weight().MutableGrad().f32()[0] = g;
+    ASSERT_TRUE(c16->Push(1).ok());
+  }
+  EXPECT_EQ(c16->counters().bytes_pushed, 100 * values * 2);
+  EXPECT_EQ(c16->counters().retries, 0);
+  EXPECT_EQ(service_->StatsNow().dense_links(), 1);
+  ASSERT_TRUE(c32->Pull({}).ok());
+  // Without feedback the pserver would have applied 100 x 1.0: off by 0.5 x 100 x 2^-9.
+  EXPECT_NEAR(exact.fc1->weight().value().f32()[0], w0 - 0.5f * 100 * g, 0.5f / 128);
+
+  // A pipelined exchange (gradients of 1, exact in bfloat16) through the link.
+  const float b0 = exact.fc2->bias().value().f32()[0];
+  ASSERT_EQ(b0, 0.0f);
+  for (const Variable* p : rounded.params()) p->MutableGrad().Fill(1.0f);
+  ASSERT_TRUE(c16->StartExchange(1).ok());
+  ASSERT_TRUE(c16->FinishExchange().ok());
+  ASSERT_TRUE(c32->Pull({}).ok());
+  EXPECT_EQ(exact.fc2->bias().value().f32()[0], b0 - 0.5f);
+  // A push and then a pull that includes it (two calls over a bfloat16 link).
+  for (const Variable* p : rounded.params()) p->MutableGrad().Fill(1.0f);
+  ASSERT_TRUE(c16->PushThenPull(1, {}).ok());
+  // Biases start at 0 and move by whole halves: exact in bfloat16 too.
+  EXPECT_EQ(rounded.fc2->bias().value().f32()[0], b0 - 1.0f);
+
+  // The link breaks: the next push cannot land, goes over gRPC once, and is applied once.
+  absl::SleepFor(absl::Milliseconds(2));
+  service_->DropIdleRegions();
+  const int64_t applied = shard_.Counters().pushes_applied;
+  for (const Variable* p : rounded.params()) p->MutableGrad().Fill(2.0f);
+  ASSERT_TRUE(c16->Push(1).ok());
+  EXPECT_EQ(shard_.Counters().pushes_applied, applied + 1);
+  ASSERT_TRUE(c32->Pull({}).ok());
+  EXPECT_EQ(exact.fc2->bias().value().f32()[0], b0 - 2.0f);
+  // And the next call has a link again.
+  ASSERT_TRUE(c16->Pull({}).ok());
+  EXPECT_TRUE(absl::EndsWith(c16->Transports()[0], ", bfloat16)")) << c16->Transports()[0];
 }
 
 TEST_F(LinkedPserver, APserverThatTakesNoLinksGetsEverythingOverGrpc) {
