@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
+  (*master)->BeginStopping();
   pl::log::Info(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ", stopping (", (*master)->Summary(), ")"));
   // gRPC's sync server waits out the whole deadline while any client keeps a connection
   // open, so the grace is short: every reply is already stored, and a cut call is retried.

@@ -111,7 +111,13 @@ Status Master::ExpireNow() {
   return CommitLocked();
 }
 
+void Master::BeginStopping() {
+  std::lock_guard<std::mutex> l(mu_);
+  stopping_ = true;
+}
+
 void Master::ExpireLocked() {
+  if (stopping_) return;
   // Leases are judged every expire_interval_ms. A much longer gap means the master
   // itself did not run (stopped, starved, its VM paused): nobody could renew a lease
   // with it meanwhile, so each gets a full term from now instead of every pserver and

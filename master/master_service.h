@@ -105,6 +105,10 @@ class Master {
 
   // Expires due leases now and stores the result (what the background thread does).
   Status ExpireNow();
+  // The process is stopping (SIGTERM): from now on no lease expires, so the master drops
+  // no trainer and promotes no replica on the way down (pl-launch stops the pservers
+  // just before it; a master started again judges every lease afresh).
+  void BeginStopping();
   // The state as it would be stored (for tests and diagnostics).
   proto::MasterState Snapshot() const;
   // A one-line summary: "pass 2 of 3, todo/pending/done/failed 4/1/5/0, 2 trainers".
@@ -131,6 +135,7 @@ class Master {
   std::string stored_bytes_;   // guarded by mu_: the state last written to the store
   // guarded by mu_: when leases were last judged (real time, whatever now_ms says)
   std::chrono::steady_clock::time_point last_expiry_ = std::chrono::steady_clock::now();
+  bool stopping_ = false;      // guarded by mu_
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -136,6 +136,37 @@ TEST(MasterTest, EveryChangeIsStoredAndARestartResumesExactly) {
   EXPECT_EQ(mem->num_pservers(), 2);
 }
 
+// A master on its way down (SIGTERM; pl-launch stops the pservers just before it) drops
+// no one and stores no such change: leases run out only for a master that stays.
+TEST(MasterTest, AStoppingMasterLetsNoLeaseRunOut) {
+  ScratchDir dir;
+  FakeClock clock;
+  auto store = LocalDirStore::Open(dir.path());
+  auto m = Master::Open(Options(clock), store->get(), Chunks(2));
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ((*m)->RegisterTrainer(Named("a"))->trainer_id(), 1);
+  ASSERT_TRUE((*m)->GetTask(Get(1)).ok());
+  (*m)->BeginStopping();
+  clock.now += 5000;  // well past the trainer's and the task's leases
+  ASSERT_TRUE((*m)->ExpireNow().ok());
+  // The trainer's task stays leased to it (a dropped trainer's goes back to todo).
+  auto status = (*m)->JobStatus({});
+  EXPECT_EQ(status->pending(), 1);
+  EXPECT_EQ(status->todo(), 1);
+  ExpectStored(**store, **m);
+  // The same master, not stopping, would have dropped both.
+  ScratchDir other_dir;
+  auto other_store = LocalDirStore::Open(other_dir.path());
+  auto other = Master::Open(Options(clock), other_store->get(), Chunks(2));
+  ASSERT_TRUE(other.ok());
+  ASSERT_EQ((*other)->RegisterTrainer(Named("a"))->trainer_id(), 1);
+  ASSERT_TRUE((*other)->GetTask(Get(1)).ok());
+  clock.now += 5000;
+  ASSERT_TRUE((*other)->ExpireNow().ok());
+  EXPECT_EQ((*other)->JobStatus({})->pending(), 0);
+  EXPECT_EQ((*other)->JobStatus({})->todo(), 2);
+}
+
 TEST(MasterTest, LeasesGetAFullTermAfterARestartThenRunOut) {
   ScratchDir dir;
   FakeClock clock;
