@@ -56,8 +56,12 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       << std::endl;
   HeartbeatThread heartbeat(&master, [](const Status& s) { pl::log::Warning(absl::StrCat("heartbeat failed: ", s.message())); });
 
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   ParameterClientOptions pco;
   pco.num_pservers = num_pservers;
+  // The GPU backend keeps the host gradients page-locked by address; on the CPU the
+  // pipeline may hand the tensors themselves to the exchange.
+  pco.swap_gradients_in_exchange = backend->name() == "cpu";
   pco.optimizer = o.optimizer;
   pco.seed = o.model_options.seed;
   pco.sync = o.sync;
@@ -93,7 +97,6 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   }
   if (!why_not_pipelined.empty()) log << "--pipeline ignored: " << why_not_pipelined << std::endl;
 
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
   DistResult result;
   model.module().Train(true);
   double last_log = Now(), window_loss = 0;

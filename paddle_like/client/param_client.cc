@@ -299,25 +299,54 @@ Status ParameterClient::StartExchange(int64_t num_samples) {
   }
   PL_RETURN_IF_ERROR(BuildPull({}));
   // The gradients leave the tensors now (into the regions or the frames' own buffers),
-  // so the next step may accumulate into them while this exchange runs.
+  // so the next step may accumulate into them while this exchange runs; or the tensors
+  // themselves go, and zeroed ones take their place.
   // Both directions at once, as PushAndPull: a link or connection between hosts then
   // carries the push and the pull in the time of one, which the trainer's step hides.
-  PreparePush(num_samples, /*own_copies=*/true, /*then_pull=*/true, /*overlap=*/true);
-  ZeroSentGradients();
+  const bool swap = options_.swap_gradients_in_exchange && options_.zero_gradients_after_push;
+  PreparePush(num_samples, /*own_copies=*/!swap, /*then_pull=*/true, /*overlap=*/true);
+  if (swap) {
+    SwapOutGradients();
+  } else {
+    ZeroSentGradients();
+  }
   in_flight_pulled_.clear();
   in_flight_pulled_.resize(options_.num_pservers);
   in_flight_pushed_.assign(options_.num_pservers, proto::PushResponse());
   in_flight_ = exchange_thread_.Run([this] {
-    return ForEachShard(
+    Status s = ForEachShard(
         [this](int i) { return ExchangeShard(i, /*overlap=*/true, &in_flight_pushed_[i], &in_flight_pulled_[i]); },
         "push+pull");
+    // Sent (or given up): zeroed here, beside the trainer's next step, for the one after.
+    for (auto& [name, grad] : in_flight_grads_) grad.SetZero();
+    return s;
   });
   return absl::OkStatus();
+}
+
+void ParameterClient::SwapOutGradients() {
+  for (const NamedParameter& np : keys_->keys()) {
+    if (np.param->kind != ParamKind::kDense || !Selected(np.name)) continue;
+    VariableNode* node = np.param->var.node();
+    if (!node->grad.defined()) continue;
+    auto spare = spare_grads_.find(np.name);
+    Tensor fresh;
+    if (spare != spare_grads_.end() && spare->second.shape() == node->grad.shape()) {
+      fresh = std::move(spare->second);
+      spare_grads_.erase(spare);
+    } else {
+      fresh = Tensor::Zeros(node->grad.shape());
+    }
+    in_flight_grads_.emplace_back(np.name, std::move(node->grad));
+    node->grad = std::move(fresh);
+  }
 }
 
 Status ParameterClient::FinishExchange() {
   if (!in_flight_.valid()) return absl::FailedPreconditionError("no exchange in flight");
   Status s = in_flight_.get();
+  for (auto& [name, grad] : in_flight_grads_) spare_grads_[name] = std::move(grad);
+  in_flight_grads_.clear();
   if (!s.ok()) return s;
   PushDone();
   return InstallPull(in_flight_pulled_);

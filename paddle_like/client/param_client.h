@@ -67,6 +67,12 @@ struct ParameterClientOptions {
   bool defer_apply = false;
   // Push zeroes the dense gradients it sent (false: the caller overwrites them anyway).
   bool zero_gradients_after_push = true;
+  // StartExchange hands the dense gradient tensors themselves to the exchange and gives
+  // the model zeroed ones in their place (two sets that alternate, the sent one zeroed
+  // on the exchange's thread), instead of copying the gradients out and zeroing them on
+  // the caller's thread. For a model whose gradients nothing else holds by address (a
+  // GPU backend's page-locked host buffers do: it leaves this off).
+  bool swap_gradients_in_exchange = false;
   // Offer co-located pservers a shared-memory region for dense traffic.
   bool shared_memory = true;
   // Move each dense parameter whose blocks all live on one pserver, with its gradient,
@@ -135,7 +141,9 @@ class ParameterClient {
   Status PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids);
   // PushAndPull of the dense parameters in two halves, for a trainer that computes
   // meanwhile (async only): StartExchange copies the gradients out (into the regions,
-  // or buffers of its own), zeroes them and returns while a background thread pushes
+  // or buffers of its own) and zeroes them, or with swap_gradients_in_exchange hands
+  // the tensors over and puts zeroed ones in their place; it returns while a
+  // background thread pushes
   // and pulls, both directions at once between hosts (the pulled values may lack this
   // push, as PushAndPull's); FinishExchange waits for that and installs the pulled
   // values. Any other call first finishes an exchange in flight.
@@ -194,6 +202,9 @@ class ParameterClient {
   void PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap = false);
   void PushDone();
   void ZeroSentGradients();
+  // swap_gradients_in_exchange: the dense gradients into in_flight_grads_, spares (or
+  // new zeroed tensors) in their place.
+  void SwapOutGradients();
   // One attempt of a pull or a push. `fall_back`: an ABORTED region or link is let go
   // at once and the push frame set up for gRPC (false: the caller does it, once the
   // other direction's attempt running beside this one is back).
@@ -262,6 +273,10 @@ class ParameterClient {
   // Run fn(i) for shards 1..P-1 (shard 0 on the calling thread), and StartExchange.
   std::vector<std::unique_ptr<TaskThread>> shard_threads_;
   TaskThread exchange_thread_;
+  // swap_gradients_in_exchange: the gradients the exchange in flight sends (zeroed on
+  // its thread once sent), and the zeroed tensors the next StartExchange puts in place.
+  std::vector<std::pair<std::string, Tensor>> in_flight_grads_;
+  absl::flat_hash_map<std::string, Tensor> spare_grads_;
   // StartExchange's results; the future last, so it is waited for first on destruction.
   std::vector<PullFrame> in_flight_pulled_;
   std::vector<proto::PushResponse> in_flight_pushed_;

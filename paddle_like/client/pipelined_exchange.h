@@ -2,7 +2,9 @@
 // for async training. While the trainer computes step k, the gradients of step k-1
 // are pushed and fresh parameters pulled in the background; they are installed when
 // step k hands over its own gradients. The traffic of a step then costs the trainer
-// two memory copies of the model instead of a round trip to every pserver.
+// two memory copies of the model instead of a round trip to every pserver; one where
+// the client swaps gradient tensors (swap_gradients_in_exchange, pl-trainer on the
+// CPU): the gradients go as they are and the model gets zeroed ones in their place.
 //
 // It uses ParameterClient's StartExchange/FinishExchange: the gradients leave the
 // model's tensors (into shared memory or buffers of their own) before Submit returns,

@@ -103,6 +103,67 @@ TEST_P(PipelinedBetweenHosts, ThePullTravelsBesideThePushAndEachPushIsAppliedOnc
   EXPECT_EQ(client->counters().retries, 0);
 }
 
+// swap_gradients_in_exchange (pl-trainer on the CPU): Submit hands the gradient tensors
+// to the exchange and gives the model zeroed ones, so the next step's backward pass
+// accumulates while the push is in flight without touching what it sends; the two
+// sets alternate, each zeroed before it comes back.
+TEST_P(PipelinedBetweenHosts, SwappedGradientsTravelWhileTheNextStepAccumulatesIntoZeroedOnes) {
+  AckGate& gate = gate_;
+  shard_.SetReplicationHook(&gate);
+  ASSERT_NO_FATAL_FAILURE(Start({}, /*links=*/true));
+  Linear model(256, 96), reference(256, 96);
+  reference.InitParameters(9);
+  ParameterClientOptions o;
+  o.shared_memory = false;
+  o.dense_link_lanes = GetParam();
+  o.swap_gradients_in_exchange = true;
+  auto client = SgdClient(&model, o);
+  ASSERT_TRUE(client->Connect().ok());
+  PipelinedExchange exchange(client.get());
+  ASSERT_TRUE(exchange.PullNow().ok());
+  auto expect_values = [&](float shift) {
+    for (const auto& [got, want] :
+         {std::pair{&model.weight(), &reference.weight()}, {&model.bias(), &reference.bias()}}) {
+      for (int64_t i = 0; i < got->value().numel(); ++i) {
+        ASSERT_FLOAT_EQ(got->value().f32()[i], want->value().f32()[i] - shift) << i;
+      }
+    }
+  };
+  auto expect_zero_grads = [&] {
+    for (const Variable* v : {&model.weight(), &model.bias()}) {
+      for (int64_t i = 0; i < v->grad().numel(); ++i) ASSERT_EQ(v->grad().f32()[i], 0.0f) << i;
+    }
+  };
+
+  gate.Hold(true);  // the push stays in flight until released
+  model.weight().MutableGrad().Fill(1.0f);
+  model.bias().MutableGrad().Fill(1.0f);
+  const float* first = model.weight().grad().f32();
+  ASSERT_TRUE(exchange.Submit(1).ok());
+  const float* second = model.weight().grad().f32();
+  EXPECT_NE(second, first);
+  ASSERT_NO_FATAL_FAILURE(expect_zero_grads());
+  // The next step's backward pass, while the push of 1 travels.
+  model.weight().MutableGrad().Fill(3.0f);
+  model.bias().MutableGrad().Fill(3.0f);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (gate.held_acks() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(gate.held_acks(), 1) << "the push never reached the shard";
+  gate.Hold(false);
+  ASSERT_TRUE(exchange.Drain().ok());
+  ASSERT_TRUE(exchange.PullNow().ok());
+  ASSERT_NO_FATAL_FAILURE(expect_values(0.5f));  // SGD at 0.5 of the gradient 1 only
+
+  // The first set comes back, zeroed, while the 3s go.
+  ASSERT_TRUE(exchange.Submit(1).ok());
+  EXPECT_EQ(model.weight().grad().f32(), first);
+  ASSERT_NO_FATAL_FAILURE(expect_zero_grads());
+  ASSERT_TRUE(exchange.Drain().ok());
+  ASSERT_TRUE(exchange.PullNow().ok());
+  ASSERT_NO_FATAL_FAILURE(expect_values(2.0f));
+  EXPECT_EQ(shard_.Counters().pushes_applied, 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PipelinedBetweenHosts, ::testing::Values(2, 0),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return info.param > 0 ? absl::StrCat("DenseLink", info.param, "Lanes") : std::string("Grpc");
