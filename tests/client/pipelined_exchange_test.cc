@@ -57,6 +57,20 @@ class AckGate : public pserver::ReplicationHook {
 
 class PipelinedBetweenHosts : public OnePserverTest, public ::testing::WithParamInterface<int> {
  protected:
+  // The pserver, with gate_ holding its acknowledgements when told, and a client for
+  // `model` as from another host: a dense link of GetParam() lanes each way, or gRPC (0).
+  std::unique_ptr<ParameterClient> StartAndConnect(Linear* model, bool swap_gradients) {
+    shard_.SetReplicationHook(&gate_);
+    Start({}, /*links=*/true);
+    ParameterClientOptions o;
+    o.shared_memory = false;
+    o.dense_link_lanes = GetParam();
+    o.swap_gradients_in_exchange = swap_gradients;
+    auto client = SgdClient(model, o);
+    EXPECT_TRUE(client->Connect().ok());
+    return client;
+  }
+
   AckGate gate_;  // outlives the server, which TearDown stops
 };
 
@@ -64,15 +78,10 @@ class PipelinedBetweenHosts : public OnePserverTest, public ::testing::WithParam
 TEST_P(PipelinedBetweenHosts, ThePullTravelsBesideThePushAndEachPushIsAppliedOnce) {
   const int lanes = GetParam();
   AckGate& gate = gate_;
-  shard_.SetReplicationHook(&gate);
-  ASSERT_NO_FATAL_FAILURE(Start({}, /*links=*/true));
   Linear model(256, 96), reference(256, 96);
   reference.InitParameters(9);
-  ParameterClientOptions o;
-  o.shared_memory = false;  // as from another host
-  o.dense_link_lanes = lanes;
-  auto client = SgdClient(&model, o);
-  ASSERT_TRUE(client->Connect().ok());
+  std::unique_ptr<ParameterClient> client;
+  ASSERT_NO_FATAL_FAILURE(client = StartAndConnect(&model, /*swap_gradients=*/false));
   EXPECT_TRUE(absl::StartsWith(client->Transports()[0], lanes > 0 ? "dense link" : "gRPC"))
       << client->Transports()[0];
   PipelinedExchange exchange(client.get());
@@ -109,16 +118,10 @@ TEST_P(PipelinedBetweenHosts, ThePullTravelsBesideThePushAndEachPushIsAppliedOnc
 // sets alternate, each zeroed before it comes back.
 TEST_P(PipelinedBetweenHosts, SwappedGradientsTravelWhileTheNextStepAccumulatesIntoZeroedOnes) {
   AckGate& gate = gate_;
-  shard_.SetReplicationHook(&gate);
-  ASSERT_NO_FATAL_FAILURE(Start({}, /*links=*/true));
   Linear model(256, 96), reference(256, 96);
   reference.InitParameters(9);
-  ParameterClientOptions o;
-  o.shared_memory = false;
-  o.dense_link_lanes = GetParam();
-  o.swap_gradients_in_exchange = true;
-  auto client = SgdClient(&model, o);
-  ASSERT_TRUE(client->Connect().ok());
+  std::unique_ptr<ParameterClient> client;
+  ASSERT_NO_FATAL_FAILURE(client = StartAndConnect(&model, /*swap_gradients=*/true));
   PipelinedExchange exchange(client.get());
   ASSERT_TRUE(exchange.PullNow().ok());
   auto expect_values = [&](float shift) {
