@@ -226,6 +226,7 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
       if (header.shm_write_back()) return absl::InvalidArgumentError("a bfloat16 block cannot be written back");
       PL_ASSIGN_OR_RETURN(const uint16_t* half, region->Halves(b.offset(), b.count()));
       DecodeBf16(half, b.count(), frame.AddDenseBuffer(b.param(), b.block(), b.count()));
+      frame.MarkLastExactBf16();
       continue;
     }
     PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
@@ -323,6 +324,9 @@ proto::StatsResponse PserverService::StatsNow() const {
   if (replicator_ != nullptr) {
     r.set_replica_role(proto::ReplicaInfo::Role_Name(replicator_->role()));
     r.set_replica_epoch(replicator_->epoch());
+    r.set_stream_entries_linked(replicator_->stream_entries_linked());
+    r.set_stream_entries_inline(replicator_->stream_entries_inline());
+    r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
   }
   r.set_push_clients(shard_->ledger_clients());
   r.set_largest_request_bytes(shard_->largest_request_bytes());

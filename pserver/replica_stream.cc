@@ -18,15 +18,15 @@ namespace pl::pserver {
 
 namespace {
 
-// A link carries float32 blocks; a bfloat16 push (a trainer's --wire_dtype) goes inline
-// and leaves the link as it is for the entries around it.
-bool LinkCarries(const PushFrame& push) {
-  if (push.dense().empty()) return false;
+bool HasBf16(const PushFrame& push) {
   for (const DenseFramePayload& d : push.dense()) {
-    if (d.bf16) return false;
+    if (d.bf16) return true;
   }
-  return true;
+  return false;
 }
+
+// Where a block starts in the link's region: float32 blocks 4-byte aligned.
+int64_t AlignedTo4(int64_t at) { return (at + 3) & ~int64_t{3}; }
 
 }  // namespace
 
@@ -230,18 +230,31 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry) {
-  if (entry.push && options_.dense_link_lanes > 0 && !link_refused_ && LinkCarries(*entry.push)) {
-    Status linked = SendOverLink(*entry.push);
-    if (!absl::IsAborted(linked)) return linked;
-    // The link failed: let it go; the entry goes inline and the next one asks for a new
-    // link. A backup that applied it already knows its position and does not apply it
-    // twice.
-    if (link_) {
-      log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ", absl::Hex(options_.replica_id), " (",
-                                options_.address, ") failed: ", linked.message(), "; sending inline"));
-    }
-    link_.reset();
+  if (options_.dense_bytes != nullptr && entry.push) {
+    for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
   }
+  // A replica of an older build reads only float32 from a link: a bfloat16 entry goes
+  // inline beside it (UNIMPLEMENTED), and the link stays for the entries around it.
+  const bool linkable = entry.push && !entry.push->dense().empty() && (!link_ || link_bf16_ || !HasBf16(*entry.push));
+  if (linkable && options_.dense_link_lanes > 0 && !link_refused_) {
+    Status linked = SendOverLink(*entry.push);
+    if (!absl::IsAborted(linked) && !absl::IsUnimplemented(linked)) {
+      if (linked.ok() && options_.linked_entries != nullptr) ++*options_.linked_entries;
+      return linked;
+    }
+    if (absl::IsAborted(linked)) {
+      // The link failed: let it go; the entry goes inline and the next one asks for a
+      // new link. A backup that applied it already knows its position and does not
+      // apply it twice.
+      if (link_) {
+        log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ",
+                                  absl::Hex(options_.replica_id), " (", options_.address, ") failed: ",
+                                  linked.message(), "; sending inline"));
+      }
+      link_.reset();
+    }
+  }
+  if (options_.inline_entries != nullptr) ++*options_.inline_entries;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   if (entry.init) {
     proto::InitResponse resp;
@@ -278,12 +291,14 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
   link_region_ = std::move(region);
   link_region_id_ = response.region();
   link_seq_ = 0;
+  link_bf16_ = response.link_bf16();
   return absl::OkStatus();
 }
 
 Status ReplicaStream::SendOverLink(const PushFrame& push) {
+  // The region's layout: the blocks back to back, float32 ones 4-byte aligned.
   int64_t payload = 0;
-  for (const DenseFramePayload& d : push.dense()) payload += d.values.num_bytes();
+  for (const DenseFramePayload& d : push.dense()) payload = AlignedTo4(payload) + d.values.num_bytes();
   if (link_ && payload > static_cast<int64_t>(link_region_->payload_bytes())) {
     // The region was sized from an earlier, smaller entry (a client pushing some of its
     // keys): a larger one replaces it, and the replica lets the old one go.
@@ -294,7 +309,8 @@ Status ReplicaStream::SendOverLink(const PushFrame& push) {
     link_region_.reset();
   }
   if (!link_) PL_RETURN_IF_ERROR(OpenLink(payload));
-  // The blocks back to back from the region's start, each piece sent from where it is.
+  if (!link_bf16_ && HasBf16(push)) return absl::UnimplementedError("the replica reads only float32 from a link");
+  // Each piece is sent from where it is.
   PushFrame header;
   header.header() = push.header();
   header.header().set_shm_region(link_region_id_);
@@ -302,11 +318,13 @@ Status ReplicaStream::SendOverLink(const PushFrame& push) {
   std::vector<DenseLink::Range> ranges;
   int64_t at = 0;
   for (const DenseFramePayload& d : push.dense()) {
+    at = AlignedTo4(at);
     proto::ShmBlock* b = header.header().add_shm_dense();
     b->set_param(d.param);
     b->set_block(d.block);
     b->set_offset(at);
-    b->set_count(d.values.size());
+    b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
+    b->set_bf16(d.bf16);
     d.values.ForEachPiece([&](const char* data, size_t n) {
       ranges.push_back({at, static_cast<int64_t>(n), data});
       at += static_cast<int64_t>(n);

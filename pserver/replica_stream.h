@@ -59,10 +59,16 @@ class ReplicaStream {
     // Send the entries' dense blocks over a dense link to the replica of this many
     // connections each way (paddle_like/dist/dense_link.h; 0: inline in the gRPC calls),
     // so their copies and, with TLS, the cipher run on several cores. A link that fails
-    // is let go and the entry goes inline. bfloat16 pushes go inline beside the link; an
-    // entry larger than the link's region (sized from the first) brings a larger one.
+    // is let go and the entry goes inline. bfloat16 pushes (a bfloat16 trainer's,
+    // forwarded as they came) go over it too where the replica reads them, else inline
+    // beside it; an entry larger than the link's region (sized from the first) brings a
+    // larger one.
     int dense_link_lanes = 0;
     std::function<void()> on_progress;
+    // Counted per entry sent (not owned; may be null): over the link, or inline.
+    std::atomic<int64_t>* linked_entries = nullptr;
+    std::atomic<int64_t>* inline_entries = nullptr;
+    std::atomic<int64_t>* dense_bytes = nullptr;  // of the entries sent, either way
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
   // position `start`, then every appended entry after it.
@@ -107,6 +113,7 @@ class ReplicaStream {
   uint64_t link_region_id_ = 0;
   uint64_t link_seq_ = 0;
   bool link_refused_ = false;
+  bool link_bf16_ = false;  // the replica reads bfloat16 blocks from the link (ShmBlock.bf16)
 
   mutable absl::Mutex mu_;
   std::deque<StreamEntry> queue_ ABSL_GUARDED_BY(mu_);

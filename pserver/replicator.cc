@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,18 @@ std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch
   h.set_replica_epoch(epoch);
   h.set_replica_seq(position);
   for (const DenseFramePayload& d : push.dense()) {
+    if (d.exact_bf16) {
+      // A trainer's bfloat16 push: forwarded as bfloat16, half the bytes; rounding its
+      // decoded values gives back its own bytes, so the backups decode the same floats.
+      if (const float* in_place = d.values.contiguous()) {
+        copy->AddDenseBf16(d.param, d.block, in_place, d.values.size());
+      } else {
+        std::vector<float> gathered(d.values.size());
+        d.values.CopyTo(gathered.data());
+        copy->AddDenseBf16(d.param, d.block, gathered.data(), d.values.size());
+      }
+      continue;
+    }
     float* values = copy->AddDenseBuffer(d.param, d.block, d.values.size());
     d.values.CopyTo(values);
   }
@@ -343,6 +356,9 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.snapshot_socket = options_.snapshot_socket;
       so.snapshot_lanes = options_.snapshot_lanes;
       so.dense_link_lanes = options_.stream_link_lanes;
+      so.linked_entries = &stream_entries_linked_;
+      so.inline_entries = &stream_entries_inline_;
+      so.dense_bytes = &stream_dense_bytes_;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();

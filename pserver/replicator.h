@@ -111,6 +111,11 @@ class Replicator : public ReplicationHook {
 
   Role role() const;
   int64_t epoch() const;
+  // Entries this process's streams sent with their dense blocks over a dense link, and
+  // inline (StatsResponse.stream_entries_*).
+  int64_t stream_entries_linked() const { return stream_entries_linked_.load(); }
+  int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
+  int64_t stream_dense_bytes() const { return stream_dense_bytes_.load(); }
   // The highest version a primary of this shard reported to the master (what a
   // restore from a checkpoint falls short of).
   int64_t last_known_version() const;
@@ -178,6 +183,10 @@ class Replicator : public ReplicationHook {
   int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last held (applied or queued)
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // promoted, still applying what it held as a backup
   // Primary: the streams, by replica id; `required_` are waited for before an ack.
+  // Declared before the streams, which count into them until they are destroyed.
+  std::atomic<int64_t> stream_entries_linked_{0};
+  std::atomic<int64_t> stream_entries_inline_{0};
+  std::atomic<int64_t> stream_dense_bytes_{0};
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);
   // Joiners waited for since the position given, not yet reported in sync.

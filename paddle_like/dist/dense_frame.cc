@@ -226,6 +226,7 @@ grpc::Status ReadDenseBlock(SliceCursor& in, uint64_t len, DenseFramePayload* ou
       decoded->emplace_back(new float[std::max<int64_t>(count, 1)]);
       DecodeBf16(half.data(), count, decoded->back().get());
       out->values.Append(reinterpret_cast<const char*>(decoded->back().get()), static_cast<size_t>(count) * 4);
+      out->exact_bf16 = true;
     } else {
       std::string ignored;  // an unknown field (a newer peer): skip it
       if (!CopyField(in, tag, &ignored)) return Malformed("truncated field in a dense block");
@@ -395,6 +396,7 @@ DenseFrame<Header> DenseFrame<Header>::FromProtoRef(const Header& message) {
       frame.decoded_.emplace_back(new float[std::max<int64_t>(count, 1)]);
       DecodeBf16(b.bf16_values().data(), count, frame.decoded_.back().get());
       d.values.Append(reinterpret_cast<const char*>(frame.decoded_.back().get()), static_cast<size_t>(count) * 4);
+      d.exact_bf16 = true;
       continue;
     }
     d.values.Append(b.values().data(), b.values().size());

@@ -75,6 +75,10 @@ struct DenseFramePayload {
   // is 2 bytes per value and only the wire reads it.
   FloatPieces values;
   bool bf16 = false;
+  // Received as bfloat16 and decoded: every value is exactly a bfloat16's, so rounding
+  // them to bfloat16 again gives back the bytes that came (a primary forwards such a
+  // push to its backups in half the bytes, and they decode the same floats).
+  bool exact_bf16 = false;
 };
 
 template <typename Header>
@@ -105,6 +109,8 @@ class DenseFrame {
   // Rounds `n` floats to bfloat16 into a fresh payload (bf16.h), with error feedback
   // through `residual` (n floats) when given.
   void AddDenseBf16(std::string param, int32_t block, const float* values, int64_t n, float* residual = nullptr);
+  // The last payload holds values decoded from bfloat16 (DenseFramePayload::exact_bf16).
+  void MarkLastExactBf16() { dense_.back().exact_bf16 = true; }
   void Clear();
 
   // gRPC's codec (grpc::SerializationTraits below).

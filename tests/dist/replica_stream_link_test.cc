@@ -1,7 +1,7 @@
 // A primary sends its stream's dense blocks to the backup over a dense link
 // (pserver/replica_stream.h). Entries of every size and dtype share that link: an entry
 // larger than the link's region (sized from the first entry) brings a larger link, a
-// bfloat16 push goes inline beside it, and neither is reported as a failure or drops
+// bfloat16 push goes over it as bfloat16, and neither is reported as a failure or drops
 // the link. Every entry reaches the backup: promoted after the primary's SIGKILL, it
 // holds the primary's values bit for bit, and they are the hand-computed SGD steps.
 // Real pl-master and pl-pserver processes on 127.0.0.1; the trainer is a plain client
@@ -139,6 +139,15 @@ TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
   for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(acknowledged->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
   for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(acknowledged->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
+
+  // Every push went over the link, the bfloat16 one too (forwarded as it came, half the
+  // bytes); only the Init went inline.
+  auto stats = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  proto::StatsResponse primary_stats;
+  ASSERT_TRUE(stats->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &primary_stats).ok());
+  EXPECT_EQ(primary_stats.stream_entries_linked(), 4);
+  EXPECT_EQ(primary_stats.stream_entries_inline(), 1);
+  EXPECT_EQ(primary_stats.stream_dense_bytes(), (kA * 4) + (kA + kB) * 4 + (kA * 2) + (kA + kB) * 4);
 
   const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
   EXPECT_THAT(primary_log, HasSubstr("the dense link to replica"));
