@@ -224,7 +224,7 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
   EXPECT_EQ(last.chunks_trained(), kPasses * kChunks) << last.ShortDebugString();
   EXPECT_EQ(last.samples_done(), kPasses * kSamples) << last.ShortDebugString();
   EXPECT_EQ(last.done(), kChunks / kPerTask);
-  EXPECT_EQ(last.failed(), 0);
+  EXPECT_EQ(last.failed(), 0) << nodes_->AllOutput();
   // Node 0's closing line says the same.
   EXPECT_THAT(nodes_->Output(0), HasSubstr(absl::StrCat("pass ", kPasses, "/", kPasses,
                                                         " | tasks todo 0 pending 0 done ", kChunks / kPerTask,
@@ -235,15 +235,18 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
   for (int r = 0; r < kNodes; ++r) {
     const std::string out = nodes_->Output(r);
     // Node r runs pserver r, advertised at its own address, and trainer r.
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver-", r, " serving on ", nodes_->bed().host(r).address(), ":")));
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("started trainer-", r, " ")));
+    // Every failure below prints the node's output: a run that failed once under load
+    // (`ctest -j2` beside the replication tests) left nothing to tell why.
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver-", r, " serving on ", nodes_->bed().host(r).address(), ":")))
+        << out;
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("started trainer-", r, " "))) << out;
     // Shared memory with the pserver of its own machine, dense links (on the job's TLS)
     // with the others.
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", r, ": dense traffic over shared memory")));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", r, ": dense traffic over shared memory"))) << out;
     for (int other = 0; other < kNodes; ++other) {
       if (other == r) continue;
       EXPECT_THAT(out, HasSubstr(absl::StrCat("pserver ", other, ": dense traffic over dense link (4 lanes each way")))
-          << "trainer " << r;
+          << "trainer " << r << "\n" << out;
     }
     const int64_t node_tasks = static_cast<int64_t>(LastNumberAfter(out, "job done after ").value_or(0));
     EXPECT_GT(node_tasks, 0) << "node " << r << "'s trainer trained no task\n" << out;
