@@ -19,6 +19,13 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       pulls_(NewCounter(t, "pl_pserver_pulls_total", "pulls served (parameters sent to trainers)")),
       rows_pulled_(NewCounter(t, "pl_pserver_sparse_rows_pulled_total", "sparse rows sent to trainers")),
       rows_pushed_(NewCounter(t, "pl_pserver_sparse_rows_pushed_total", "sparse row gradients applied")),
+      stream_entries_(&NewCounterFamily(t, "pl_pserver_stream_entries_total",
+                                        "updates a replicated primary sent to its replicas, by way: with their "
+                                        "dense blocks over a dense link, or inline in the gRPC call")),
+      stream_linked_(&stream_entries_->Add({{"via", "link"}})),
+      stream_inline_(&stream_entries_->Add({{"via", "inline"}})),
+      stream_bytes_(NewCounter(t, "pl_pserver_stream_dense_bytes_total",
+                               "dense values a replicated primary sent to its replicas (bfloat16: 2 bytes each)")),
       version_(NewGauge(t, "pl_pserver_version", "updates applied to this shard (its version)")),
       dense_bytes_(NewGauge(t, "pl_pserver_dense_bytes", "bytes of dense parameters this shard holds")),
       sparse_rows_(NewGauge(t, "pl_pserver_sparse_rows", "sparse rows this shard holds")),
@@ -53,6 +60,9 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   AdvanceCounter(pulls_, s.pulls());
   AdvanceCounter(rows_pulled_, s.sparse_rows_pulled());
   AdvanceCounter(rows_pushed_, s.sparse_rows_pushed());
+  AdvanceCounter(stream_linked_, s.stream_entries_linked());
+  AdvanceCounter(stream_inline_, s.stream_entries_inline());
+  AdvanceCounter(stream_bytes_, s.stream_dense_bytes());
   version_->Set(s.version());
   dense_bytes_->Set(s.dense_elements() * 4.0);  // float32
   sparse_rows_->Set(s.sparse_rows());
