@@ -180,18 +180,14 @@ Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, con
   // call to call: no allocation per pull), then go into the region rounded.
   thread_local std::vector<std::vector<float>> scratch;
   if (scratch.size() < static_cast<size_t>(request.dense_size())) scratch.resize(request.dense_size());
-  std::vector<int64_t> counts(request.dense_size(), 0);
+  std::vector<uint16_t*> out(request.dense_size(), nullptr);
   PL_RETURN_IF_ERROR(shard_->Pull(request, deadline, response, [&](int i, int64_t n) -> StatusOr<float*> {
-    PL_RETURN_IF_ERROR(region.Halves(request.shm_offsets(i), n).status());
+    PL_ASSIGN_OR_RETURN(out[i], region.Halves(request.shm_offsets(i), n));
     if (static_cast<int64_t>(scratch[i].size()) < n) scratch[i].resize(n);
-    counts[i] = n;
+    (*written)[i] = {request.shm_offsets(i), n * 2};
     return scratch[i].data();
   }));
-  for (int i = 0; i < request.dense_size(); ++i) {
-    PL_ASSIGN_OR_RETURN(uint16_t* out, region.Halves(request.shm_offsets(i), counts[i]));
-    EncodeBf16(scratch[i].data(), counts[i], out);
-    (*written)[i] = {request.shm_offsets(i), counts[i] * 2};
-  }
+  for (int i = 0; i < request.dense_size(); ++i) EncodeBf16(scratch[i].data(), (*written)[i].bytes / 2, out[i]);
   return absl::OkStatus();
 }
 

@@ -234,9 +234,9 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
     for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
   }
   // A replica of an older build reads only float32 from a link: a bfloat16 entry goes
-  // inline beside it (UNIMPLEMENTED), and the link stays for the entries around it.
-  const bool linkable = entry.push && !entry.push->dense().empty() && (!link_ || link_bf16_ || !HasBf16(*entry.push));
-  if (linkable && options_.dense_link_lanes > 0 && !link_refused_) {
+  // inline beside it (SendOverLink says UNIMPLEMENTED), and the link stays for the
+  // entries around it.
+  if (entry.push && !entry.push->dense().empty() && options_.dense_link_lanes > 0 && !link_refused_) {
     Status linked = SendOverLink(*entry.push);
     if (!absl::IsAborted(linked) && !absl::IsUnimplemented(linked)) {
       if (linked.ok() && options_.linked_entries != nullptr) ++*options_.linked_entries;
