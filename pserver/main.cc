@@ -97,7 +97,15 @@ ABSL_FLAG(int64_t, dense_link_max_mb, 0,
 ABSL_FLAG(bool, stream_link, true,
           "replicated: a primary sends its stream's dense blocks to each backup over a dense link (when the "
           "backup takes links) instead of inside the gRPC calls");
-ABSL_FLAG(bool, shm, true, "accept shared-memory regions from trainers on this host (--noshm: gRPC only)");
+ABSL_FLAG(bool, stream_shm, true,
+          "replicated: a primary sends its stream's dense blocks to a backup on this host through shared memory "
+          "(tried before --stream_link; a backup with --noshm or /dev/shm of its own refuses it)");
+ABSL_FLAG(int32_t, stream_link_lanes, 0,
+          "replicated, with --stream_link: connections each way of a primary's dense link to each backup (0: "
+          "automatic, as a trainer's link)");
+ABSL_FLAG(bool, shm, true,
+          "accept shared-memory regions from trainers on this host, and from a replicated primary's stream "
+          "(--noshm: gRPC or dense links only)");
 
 namespace {
 
@@ -169,7 +177,9 @@ int Run(int argc, char** argv) {
        {"checkpoint_dir", "PL_CHECKPOINT_DIR"},
        {"advertise_host", "PL_ADVERTISE_HOST"},
        {"snapshot_lanes", "PL_SNAPSHOT_LANES"},
-       {"stream_link", "PL_STREAM_LINK"}}};
+       {"stream_link", "PL_STREAM_LINK"},
+       {"stream_link_lanes", "PL_STREAM_LINK_LANES"},
+       {"stream_shm", "PL_STREAM_SHM"}}};
   program.env = pl::rpc::WithTlsEnv(program.env);
   pl::cli::ParseOrExit(program, argc, argv);
   const int index = absl::GetFlag(FLAGS_index);
@@ -192,6 +202,10 @@ int Run(int argc, char** argv) {
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
                                    pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
                                    pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 1),
+                                   pl::cli::CheckRange("snapshot_lanes", absl::GetFlag(FLAGS_snapshot_lanes), 0,
+                                                       pl::pserver::kMaxSnapshotLanes),
+                                   pl::cli::CheckRange("stream_link_lanes", absl::GetFlag(FLAGS_stream_link_lanes), 0,
+                                                       pl::kMaxDenseLinkLanes),
                                    pl::cli::CheckRange<int64_t>("sparse_memory_mb", absl::GetFlag(FLAGS_sparse_memory_mb), 0,
                                                                 int64_t{1} << 30)});
   const std::string master = absl::GetFlag(FLAGS_master);
@@ -296,10 +310,11 @@ int Run(int argc, char** argv) {
     ro.snapshot_lanes = absl::GetFlag(FLAGS_snapshot_lanes);
     // The primary's stream to each backup carries its dense blocks over a dense link
     // whenever the backups take links (their --dense_link, the default).
-    if (absl::GetFlag(FLAGS_stream_link)) ro.stream_link_lanes = pl::DefaultDenseLinkLanes(pl::rpc::TransportIsSecure());
-    if (ro.snapshot_lanes < 0 || ro.snapshot_lanes > pl::pserver::kMaxSnapshotLanes) {
-      return Fail(absl::StrCat("--snapshot_lanes must be 0 (automatic) to ", pl::pserver::kMaxSnapshotLanes, ", not ",
-                               ro.snapshot_lanes));
+    const int stream_link_lanes = absl::GetFlag(FLAGS_stream_link_lanes);
+    ro.stream_shm = absl::GetFlag(FLAGS_stream_shm);
+    if (absl::GetFlag(FLAGS_stream_link)) {
+      ro.stream_link_lanes =
+          stream_link_lanes > 0 ? stream_link_lanes : pl::DefaultDenseLinkLanes(pl::rpc::TransportIsSecure());
     }
     if (ro.snapshot_lanes == 0) ro.snapshot_lanes = pl::pserver::DefaultSnapshotLanes(pl::rpc::TransportIsSecure());
     // Tests of the ack path (tests/dist/replication_test.cc) ask a primary to die there.

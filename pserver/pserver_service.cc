@@ -191,15 +191,18 @@ Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, con
   return absl::OkStatus();
 }
 
-Status PserverService::FrameFromStreamLink(PushFrame* frame, absl::Time deadline) {
+Status PserverService::FrameFromStreamRegion(PushFrame* frame, absl::Time deadline) {
   if (!frame->dense().empty()) {
-    return absl::InvalidArgumentError("a stream entry carries dense blocks both over a link and inline");
+    return absl::InvalidArgumentError("a stream entry carries dense blocks both in a region and inline");
   }
   PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame->header().shm_region()));
-  if (found.link == nullptr) return absl::InvalidArgumentError("a stream entry names a region without a link");
-  if (Status landed = found.link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
-    return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+  // In shared memory the blocks are there already; over a link, wait for them to land.
+  if (found.link != nullptr) {
+    if (Status landed = found.link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
+      return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+    }
   }
+  // Copied out before the answer: the primary writes the next entry over them.
   PL_ASSIGN_OR_RETURN(*frame, FrameFromRegion(std::move(frame->header()), found.region, /*copy=*/true));
   return absl::OkStatus();
 }
@@ -251,7 +254,7 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   if (frame.header().replica_seq() > 0) {  // the primary's stream
     if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
     if (frame.header().shm_region() != 0) {
-      if (Status s = FrameFromStreamLink(&frame, DeadlineOf(context)); !s.ok()) return rpc::ToGrpc(s);
+      if (Status s = FrameFromStreamRegion(&frame, DeadlineOf(context)); !s.ok()) return rpc::ToGrpc(s);
     }
     StatusOr<int64_t> version = replicator_->OnPush(std::move(frame));
     if (!version.ok()) return rpc::ToGrpc(version.status());
@@ -322,6 +325,7 @@ proto::StatsResponse PserverService::StatsNow() const {
     r.set_replica_epoch(replicator_->epoch());
     r.set_stream_entries_linked(replicator_->stream_entries_linked());
     r.set_stream_entries_inline(replicator_->stream_entries_inline());
+    r.set_stream_entries_shm(replicator_->stream_entries_shm());
     r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
   }
   r.set_push_clients(shard_->ledger_clients());
@@ -372,9 +376,13 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   }
   StatusOr<uint64_t> id = regions_.Attach(*request);
   if (!id.ok()) return rpc::ToGrpc(id.status());
-  log::Info(absl::StrFormat("trainer %d attached %.1f MB of shared memory (region %d)",
-                           request->trainer_id(), request->shm_bytes() / 1e6, *id));
+  log::Info(absl::StrFormat("%s attached %.1f MB of shared memory (region %d)",
+                           request->replica_stream() ? std::string("the primary's stream")
+                                                     : absl::StrCat("trainer ", request->trainer_id()),
+                           request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
+  // The stream's bfloat16 entries are decoded from the region (FrameFromRegion).
+  if (request->replica_stream()) response->set_link_bf16(true);
   return grpc::Status::OK;
 }
 

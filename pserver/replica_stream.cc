@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -233,25 +234,26 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
   if (options_.dense_bytes != nullptr && entry.push) {
     for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
   }
-  // A replica of an older build reads only float32 from a link: a bfloat16 entry goes
-  // inline beside it (SendOverLink says UNIMPLEMENTED), and the link stays for the
-  // entries around it.
-  if (entry.push && !entry.push->dense().empty() && options_.dense_link_lanes > 0 && !link_refused_) {
-    Status linked = SendOverLink(*entry.push);
-    if (!absl::IsAborted(linked) && !absl::IsUnimplemented(linked)) {
-      if (linked.ok() && options_.linked_entries != nullptr) ++*options_.linked_entries;
-      return linked;
+  // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
+  // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
+  if (entry.push && !entry.push->dense().empty() && MayUseRegion()) {
+    const bool shm = region_ != nullptr ? link_ == nullptr : options_.shared_memory && !shm_refused_;
+    Status sent = SendThroughRegion(*entry.push);
+    if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
+      std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
+      if (sent.ok() && counter != nullptr) ++*counter;
+      return sent;
     }
-    if (absl::IsAborted(linked)) {
-      // The link failed: let it go; the entry goes inline and the next one asks for a
-      // new link. A backup that applied it already knows its position and does not
-      // apply it twice.
-      if (link_) {
-        log::Warning(absl::StrCat("shard ", options_.index, ": the dense link to replica ",
-                                  absl::Hex(options_.replica_id), " (", options_.address, ") failed: ",
-                                  linked.message(), "; sending inline"));
+    if (absl::IsAborted(sent)) {
+      // The link failed, or the replica let the region go (unused for its idle timeout):
+      // the entry goes inline and the next one asks for a new region. A backup that
+      // applied it already knows its position and does not apply it twice.
+      if (region_ != nullptr) {
+        log::Warning(absl::StrCat("shard ", options_.index, ": the ", shm ? "shared memory" : "dense link",
+                                  " to replica ", absl::Hex(options_.replica_id), " (", options_.address,
+                                  ") failed: ", sent.message(), "; sending inline"));
       }
-      link_.reset();
+      DropRegion();
     }
   }
   if (options_.inline_entries != nullptr) ++*options_.inline_entries;
@@ -262,6 +264,64 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
   }
   proto::PushResponse resp;
   return rpc::FromGrpc(frames_->Push(ctx.get(), *entry.push, &resp));
+}
+
+void ReplicaStream::DropRegion() {
+  link_.reset();
+  region_.reset();
+  region_id_ = 0;
+}
+
+Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
+  if (options_.shared_memory && !shm_refused_) {
+    Status attached = AttachSharedMemory(payload_bytes);
+    // Refused for good (another host, say): the link is asked next.
+    if (attached.ok() || !shm_refused_) return attached;
+  }
+  if (options_.dense_link_lanes <= 0 || link_refused_) {
+    return absl::UnimplementedError("neither shared memory nor a dense link reaches the replica");
+  }
+  return OpenLink(payload_bytes);
+}
+
+Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
+  // Room for twice this entry, as a link's: a shard's pushes carry its dense blocks, so
+  // they are alike, and a somewhat larger one still fits.
+  StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(2 * payload_bytes));
+  if (!region.ok()) {
+    shm_refused_ = true;
+    log::Warning(absl::StrCat("shard ", options_.index, ": no shared memory for the stream to replica ",
+                              absl::Hex(options_.replica_id), ": ", region.status().message()));
+    return absl::AbortedError(region.status().message());
+  }
+  proto::AttachRequest request;
+  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
+  request.set_shm_name((*region)->name());
+  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
+  request.set_nonce((*region)->nonce());
+  request.set_replica_stream(true);
+  proto::AttachResponse response;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  const Status attached = rpc::FromGrpc(stub_->Attach(ctx.get(), request, &response));
+  (*region)->Unlink();  // both sides map it now (or never will)
+  if (!attached.ok() || (*region)->answer() != response.region()) {
+    const std::string why = attached.ok() ? "its answer did not appear in the shared memory"
+                                          : std::string(attached.message());
+    // A replica on another host cannot open the name: expected, and said once.
+    if (attached.ok() || !rpc::IsRetryable(attached)) {
+      shm_refused_ = true;
+      log::Info(absl::StrCat("shard ", options_.index, ": replica ", absl::Hex(options_.replica_id),
+                             " shares no memory with this process (", why, ")"));
+    }
+    return absl::AbortedError(why);
+  }
+  region_ = *std::move(region);
+  region_id_ = response.region();
+  region_bf16_ = response.link_bf16();
+  link_.reset();
+  log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory",
+                            options_.index, options_.replica_id, region_->total_bytes() / 1e6));
+  return absl::OkStatus();
 }
 
 Status ReplicaStream::OpenLink(int64_t payload_bytes) {
@@ -288,33 +348,32 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
     return absl::AbortedError(link.status().message());
   }
   link_ = *std::move(link);
-  link_region_ = std::move(region);
-  link_region_id_ = response.region();
+  region_ = std::move(region);
+  region_id_ = response.region();
   link_seq_ = 0;
-  link_bf16_ = response.link_bf16();
+  region_bf16_ = response.link_bf16();
   return absl::OkStatus();
 }
 
-Status ReplicaStream::SendOverLink(const PushFrame& push) {
+Status ReplicaStream::SendThroughRegion(const PushFrame& push) {
   // The region's layout: the blocks back to back, float32 ones 4-byte aligned.
   int64_t payload = 0;
   for (const DenseFramePayload& d : push.dense()) payload = AlignedTo4(payload) + d.values.num_bytes();
-  if (link_ && payload > static_cast<int64_t>(link_region_->payload_bytes())) {
+  if (region_ && payload > static_cast<int64_t>(region_->payload_bytes())) {
     // The region was sized from an earlier, smaller entry (a client pushing some of its
     // keys): a larger one replaces it, and the replica lets the old one go.
-    log::Info(absl::StrCat("shard ", options_.index, ": the dense link to replica ", absl::Hex(options_.replica_id),
+    log::Info(absl::StrCat("shard ", options_.index, ": the ", link_ ? "dense link" : "shared memory",
+                           " to replica ", absl::Hex(options_.replica_id),
                            absl::StrFormat(" grows from %.2f to %.2f MB for a larger entry",
-                                           link_region_->payload_bytes() / 1e6, 2 * payload / 1e6)));
-    link_.reset();
-    link_region_.reset();
+                                           region_->payload_bytes() / 1e6, 2 * payload / 1e6)));
+    DropRegion();
   }
-  if (!link_) PL_RETURN_IF_ERROR(OpenLink(payload));
-  if (!link_bf16_ && HasBf16(push)) return absl::UnimplementedError("the replica reads only float32 from a link");
-  // Each piece is sent from where it is.
+  if (!region_) PL_RETURN_IF_ERROR(OpenRegion(payload));
+  if (!region_bf16_ && HasBf16(push)) return absl::UnimplementedError("the replica reads only float32 from a region");
   PushFrame header;
   header.header() = push.header();
-  header.header().set_shm_region(link_region_id_);
-  header.header().set_link_seq(++link_seq_);
+  header.header().set_shm_region(region_id_);
+  if (link_) header.header().set_link_seq(++link_seq_);
   std::vector<DenseLink::Range> ranges;
   int64_t at = 0;
   for (const DenseFramePayload& d : push.dense()) {
@@ -330,12 +389,19 @@ Status ReplicaStream::SendOverLink(const PushFrame& push) {
       at += static_cast<int64_t>(n);
     });
   }
-  // The call goes while the bytes travel: the backup waits for them to land.
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  proto::PushResponse resp;
+  if (!link_) {
+    // Shared memory: the replica copies the blocks out before it answers, and the next
+    // entry is written only after that answer.
+    for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
+    return rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
+  }
+  // Each piece is sent from where it is; the call goes while the bytes travel, and the
+  // backup waits for them to land.
   if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
     return absl::AbortedError(started.message());
   }
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-  proto::PushResponse resp;
   const Status called = rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
   // An answered call means the bytes landed; a link that broke after stays broken, and
   // the next entry finds it so.

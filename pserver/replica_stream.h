@@ -5,6 +5,10 @@
 // sends the shard's snapshot, then the entries after it: over sockets the joiner opens
 // (snapshot_lanes.h) when it offers them, else in InstallSnapshot pieces.
 //
+// An entry's dense blocks travel beside its gRPC call where they can: through a
+// shared-memory region when the replica is on this host (one copy in, one copy out: no
+// socket, no cipher), else over a dense link; else inline in the call.
+//
 // A call that fails ends the stream for good: the primary asks the master to drop
 // that replica (which then exits and joins again from a fresh snapshot), because a
 // replica that missed an entry can never be trusted with the ones after it.
@@ -64,8 +68,14 @@ class ReplicaStream {
     // beside it; an entry larger than the link's region (sized from the first) brings a
     // larger one.
     int dense_link_lanes = 0;
+    // Offer the replica a shared-memory region for the entries' dense blocks first. A
+    // replica on another host (or with /dev/shm of its own, or --noshm) cannot open it,
+    // and the stream asks for the link instead, once.
+    bool shared_memory = false;
     std::function<void()> on_progress;
-    // Counted per entry sent (not owned; may be null): over the link, or inline.
+    // Counted per entry sent (not owned; may be null): through shared memory, over the
+    // link, or inline.
+    std::atomic<int64_t>* shm_entries = nullptr;
     std::atomic<int64_t>* linked_entries = nullptr;
     std::atomic<int64_t>* inline_entries = nullptr;
     std::atomic<int64_t>* dense_bytes = nullptr;  // of the entries sent, either way
@@ -95,10 +105,18 @@ class ReplicaStream {
   Status SendSnapshot();
   Status SendSnapshotInPieces(int64_t start);
   Status Send(const StreamEntry& entry);
-  // The push's dense blocks over the link, then its header in a gRPC call naming them;
-  // ABORTED when the link cannot take it (the caller sends it inline).
-  Status SendOverLink(const PushFrame& push);
+  // The push's dense blocks into the region (shared memory, or the link's), then its
+  // header in a gRPC call naming them; ABORTED when the region cannot take it (the
+  // caller drops it and sends the entry inline), UNIMPLEMENTED when this entry cannot
+  // use it (inline, the region kept).
+  Status SendThroughRegion(const PushFrame& push);
+  // A region for entries of `payload_bytes`: shared memory, else a link.
+  Status OpenRegion(int64_t payload_bytes);
+  Status AttachSharedMemory(int64_t payload_bytes);
   Status OpenLink(int64_t payload_bytes);
+  void DropRegion();
+  bool MayUseRegion() const { return region_ != nullptr || (options_.shared_memory && !shm_refused_) ||
+                                     (options_.dense_link_lanes > 0 && !link_refused_); }
 
   const Options options_;
   const int64_t epoch_;
@@ -106,14 +124,17 @@ class ReplicaStream {
   ShardSnapshot snapshot_;  // released once sent
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::unique_ptr<PserverFrameStub> frames_;
-  // The stream's dense link (its thread alone uses these): the link, this side's region,
-  // the backup's id for it, the last send's number; `link_refused`: not asked again.
+  // Where the entries' dense blocks go (the stream's thread alone uses these): the
+  // region (shared with the replica, or this side's copy of a link's), the replica's id
+  // for it, and the link that mirrors it (null for shared memory) with its last send's
+  // number; `*_refused`: not asked again.
+  std::shared_ptr<SharedRegion> region_;
+  uint64_t region_id_ = 0;
+  bool region_bf16_ = false;  // the replica reads bfloat16 blocks from it (ShmBlock.bf16)
   std::unique_ptr<DenseLink> link_;
-  std::shared_ptr<SharedRegion> link_region_;
-  uint64_t link_region_id_ = 0;
   uint64_t link_seq_ = 0;
+  bool shm_refused_ = false;
   bool link_refused_ = false;
-  bool link_bf16_ = false;  // the replica reads bfloat16 blocks from the link (ShmBlock.bf16)
 
   mutable absl::Mutex mu_;
   std::deque<StreamEntry> queue_ ABSL_GUARDED_BY(mu_);

@@ -356,6 +356,8 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.snapshot_socket = options_.snapshot_socket;
       so.snapshot_lanes = options_.snapshot_lanes;
       so.dense_link_lanes = options_.stream_link_lanes;
+      so.shared_memory = options_.stream_shm;
+      so.shm_entries = &stream_entries_shm_;
       so.linked_entries = &stream_entries_linked_;
       so.inline_entries = &stream_entries_inline_;
       so.dense_bytes = &stream_dense_bytes_;

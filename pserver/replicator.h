@@ -85,8 +85,10 @@ struct ReplicatorOptions {
   // smaller of its own and the primary's number.
   int snapshot_lanes = 4;
   // The stream's dense blocks over a dense link to each backup of this many
-  // connections each way (replica_stream.h; 0: inline in the gRPC calls).
+  // connections each way (replica_stream.h; 0: inline in the gRPC calls),
   int stream_link_lanes = 0;
+  // and, to a backup on this host, through shared memory (tried first).
+  bool stream_shm = false;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
   std::string listen_host = "127.0.0.1";
 };
@@ -115,6 +117,7 @@ class Replicator : public ReplicationHook {
   // inline (StatsResponse.stream_entries_*).
   int64_t stream_entries_linked() const { return stream_entries_linked_.load(); }
   int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
+  int64_t stream_entries_shm() const { return stream_entries_shm_.load(); }
   int64_t stream_dense_bytes() const { return stream_dense_bytes_.load(); }
   // The highest version a primary of this shard reported to the master (what a
   // restore from a checkpoint falls short of).
@@ -186,6 +189,7 @@ class Replicator : public ReplicationHook {
   // Declared before the streams, which count into them until they are destroyed.
   std::atomic<int64_t> stream_entries_linked_{0};
   std::atomic<int64_t> stream_entries_inline_{0};
+  std::atomic<int64_t> stream_entries_shm_{0};
   std::atomic<int64_t> stream_dense_bytes_{0};
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);

@@ -21,9 +21,11 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       rows_pushed_(NewCounter(t, "pl_pserver_sparse_rows_pushed_total", "sparse row gradients applied")),
       stream_entries_(&NewCounterFamily(t, "pl_pserver_stream_entries_total",
                                         "updates a replicated primary sent to its replicas, by way: with their "
-                                        "dense blocks over a dense link, or inline in the gRPC call")),
+                                        "dense blocks through shared memory, over a dense link, or inline in the gRPC "
+                                        "call")),
       stream_linked_(&stream_entries_->Add({{"via", "link"}})),
       stream_inline_(&stream_entries_->Add({{"via", "inline"}})),
+      stream_shm_(&stream_entries_->Add({{"via", "shm"}})),
       stream_bytes_(NewCounter(t, "pl_pserver_stream_dense_bytes_total",
                                "dense values a replicated primary sent to its replicas (bfloat16: 2 bytes each)")),
       version_(NewGauge(t, "pl_pserver_version", "updates applied to this shard (its version)")),
@@ -62,6 +64,7 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   AdvanceCounter(rows_pushed_, s.sparse_rows_pushed());
   AdvanceCounter(stream_linked_, s.stream_entries_linked());
   AdvanceCounter(stream_inline_, s.stream_entries_inline());
+  AdvanceCounter(stream_shm_, s.stream_entries_shm());
   AdvanceCounter(stream_bytes_, s.stream_dense_bytes());
   version_->Set(s.version());
   dense_bytes_->Set(s.dense_elements() * 4.0);  // float32

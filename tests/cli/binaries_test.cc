@@ -89,6 +89,8 @@ const std::vector<Binary>& Binaries() {
         {"sparse_disk_dir", "string, default \"\""},
         {"sparse_memory_mb", "int64, default 0"},
         {"stream_link", "bool, default true, env PL_STREAM_LINK"},
+        {"stream_link_lanes", "int32, default 0, env PL_STREAM_LINK_LANES"},
+        {"stream_shm", "bool, default true, env PL_STREAM_SHM"},
         {"table_report_every_s", "int32, default 60"},
         {"threads", "int32, default 0"},
         {"tls_dir", "string, default \"\", env PL_TLS_DIR"},
@@ -312,6 +314,16 @@ TEST(ShmFlagTest, ASeparateBoolValueIsRefusedNamingTheFlag) {
   for (const char* off : {"--shm=false", "--noshm"}) {
     ExpectOneErrorLine(RunBinary(*pserver, {off, "--index", "0"}), "pl-pserver", "--num_pservers");
   }
+}
+
+// Lane counts are checked before the pserver serves anything, naming the flag and its range.
+TEST(PserverLanesTest, ALaneCountOutOfRangeIsRefusedBeforeServing) {
+  auto pserver = testing::BinaryPath("pl-pserver");
+  ASSERT_TRUE(pserver.ok()) << pserver.status();
+  ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1", "--stream_link_lanes", "99"}),
+                     "pl-pserver", "--stream_link_lanes: 99 is not in [0, 16]");
+  ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1"}, {{"PL_SNAPSHOT_LANES", "-1"}}),
+                     "pl-pserver", "--snapshot_lanes: -1 is not in [0, 16]");
 }
 
 // The environment stands in for an absent flag (read in main only); the command line

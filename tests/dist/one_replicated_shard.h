@@ -53,12 +53,14 @@ class OneReplicatedShardTest : public ::testing::Test {
     return absl::OkStatus();
   }
 
-  // A replica of shard 0 reaching the master at `master`; its log is NAME.log.
+  // A replica of shard 0 reaching the master at `master`, with pserver_flags_; its log
+  // is NAME.log.
   StatusOr<std::unique_ptr<ChildProcess>> StartPserver(const std::string& name, const std::string& master) {
-    PL_ASSIGN_OR_RETURN(auto child, testing::Spawn({bin_["pl-pserver"], "--index", "0", "--num_pservers", "1",
-                                                    "--replicas", "2", "--master", master, "--host",
-                                                    "127.0.0.1", "--port_file", Path(name + ".port")},
-                                                   Path(name + ".log")));
+    std::vector<std::string> argv = {bin_["pl-pserver"], "--index", "0", "--num_pservers", "1",
+                                     "--replicas", "2", "--master", master, "--host",
+                                     "127.0.0.1", "--port_file", Path(name + ".port")};
+    argv.insert(argv.end(), pserver_flags_.begin(), pserver_flags_.end());
+    PL_ASSIGN_OR_RETURN(auto child, testing::Spawn(argv, Path(name + ".log")));
     PL_RETURN_IF_ERROR(testing::WaitForPortFile(Path(name + ".port"), std::chrono::seconds(20), child.get()).status());
     return child;
   }
@@ -95,6 +97,7 @@ class OneReplicatedShardTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> bin_;
+  std::vector<std::string> pserver_flags_;  // added to every pl-pserver's command line
   std::string data_;
   int master_port_ = 0;
   std::string master_address_;

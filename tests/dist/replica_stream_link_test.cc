@@ -1,8 +1,10 @@
-// A primary sends its stream's dense blocks to the backup over a dense link
-// (pserver/replica_stream.h). Entries of every size and dtype share that link: an entry
-// larger than the link's region (sized from the first entry) brings a larger link, a
-// bfloat16 push goes over it as bfloat16, and neither is reported as a failure or drops
-// the link. Every entry reaches the backup: promoted after the primary's SIGKILL, it
+// A primary sends its stream's dense blocks to the backup beside the gRPC calls
+// (pserver/replica_stream.h): through shared memory, the backup being on the same host,
+// or, where the backup refuses shared memory (--noshm, as one on another host cannot
+// open it), over a dense link. Entries of every size and dtype share that region: an
+// entry larger than the region (sized from the first entry) brings a larger one, a
+// bfloat16 push goes through it as bfloat16, and neither is reported as a failure or
+// drops it. Every entry reaches the backup: promoted after the primary's SIGKILL, it
 // holds the primary's values bit for bit, and they are the hand-computed SGD steps.
 // Real pl-master and pl-pserver processes on 127.0.0.1; the trainer is a plain client
 // of the ParameterServer service.
@@ -31,8 +33,11 @@ struct Values {
   std::vector<float> a, b;
 };
 
-class ReplicaStreamLinkTest : public OneReplicatedShardTest {
+// The way under test: true, shared memory; false, the dense link.
+class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::WithParamInterface<bool> {
  protected:
+  bool shm() const { return GetParam(); }
+
   static void AddDense(proto::InitRequest* req, const std::string& name, int64_t n) {
     proto::ParamSpec* p = req->add_params();
     p->set_name(name);
@@ -106,7 +111,8 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest {
   }
 };
 
-TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDroppingTheLink) {
+TEST_P(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDroppingTheRegion) {
+  if (!shm()) pserver_flags_ = {"--noshm"};
   ASSERT_TRUE(StartMaster(/*pserver_lease_ms=*/1000).ok());
   auto started = StartPrimaryAndBackup(master_address_);
   ASSERT_TRUE(started.ok()) << started.status();
@@ -117,7 +123,7 @@ TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   auto start = Pull(stub.get());
   ASSERT_TRUE(start.ok()) << start.status();
 
-  // 16 KB (the link's region is sized from it), 48 KB (larger), bfloat16, 48 KB again.
+  // 16 KB (the region is sized from it), 48 KB (larger), bfloat16, 48 KB again.
   struct Step {
     bool with_b, bf16;
   };
@@ -140,17 +146,24 @@ TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(acknowledged->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
   for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(acknowledged->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
 
-  // Every push went over the link, the bfloat16 one too (forwarded as it came, half the
-  // bytes); only the Init went inline.
+  // Every push went through the region, the bfloat16 one too (forwarded as it came,
+  // half the bytes); only the Init went inline.
   auto stats = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
   proto::StatsResponse primary_stats;
   ASSERT_TRUE(stats->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &primary_stats).ok());
-  EXPECT_EQ(primary_stats.stream_entries_linked(), 4);
+  EXPECT_EQ(primary_stats.stream_entries_shm(), shm() ? 4 : 0);
+  EXPECT_EQ(primary_stats.stream_entries_linked(), shm() ? 0 : 4);
   EXPECT_EQ(primary_stats.stream_entries_inline(), 1);
   EXPECT_EQ(primary_stats.stream_dense_bytes(), (kA * 4) + (kA + kB) * 4 + (kA * 2) + (kA + kB) * 4);
 
   const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
-  EXPECT_THAT(primary_log, HasSubstr("the dense link to replica"));
+  if (shm()) {
+    EXPECT_THAT(primary_log, HasSubstr("MB of shared memory"));
+    EXPECT_THAT(primary_log, HasSubstr("the shared memory to replica"));
+  } else {
+    EXPECT_THAT(primary_log, HasSubstr("shares no memory with this process"));
+    EXPECT_THAT(primary_log, HasSubstr("the dense link to replica"));
+  }
   EXPECT_EQ(CountOf(primary_log, "grows from"), 1) << primary_log;
   EXPECT_THAT(primary_log, Not(HasSubstr("failed"))) << primary_log;
 
@@ -172,6 +185,11 @@ TEST_F(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   EXPECT_EQ(taken_over->a, acknowledged->a);
   EXPECT_EQ(taken_over->b, acknowledged->b);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ways, ReplicaStreamLinkTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("SharedMemory") : std::string("DenseLink");
+                         });
 
 }  // namespace
 }  // namespace pl::dist_testing
