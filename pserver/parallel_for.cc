@@ -11,7 +11,12 @@
 namespace pl::pserver {
 namespace {
 
-int Cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+// Read once: glibc answers hardware_concurrency by reading /sys/devices/system/cpu/online,
+// an open and a read per call, and every push asks.
+int Cores() {
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return cores;
+}
 
 // Helper threads that wait for one job at a time. Never destroyed: pservers run until
 // they exit, and a static destructor racing threads that still wait would be worse.
