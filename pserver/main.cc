@@ -308,8 +308,9 @@ int Run(int argc, char** argv) {
     ro.listen_host = host;
     ro.snapshot_socket = absl::GetFlag(FLAGS_snapshot_socket);
     ro.snapshot_lanes = absl::GetFlag(FLAGS_snapshot_lanes);
-    // The primary's stream to each backup carries its dense blocks over a dense link
-    // whenever the backups take links (their --dense_link, the default).
+    // The primary's stream to each backup carries its dense blocks through shared memory
+    // to a backup on this host, else over a dense link whenever the backups take links
+    // (their --shm and --dense_link, the defaults).
     const int stream_link_lanes = absl::GetFlag(FLAGS_stream_link_lanes);
     ro.stream_shm = absl::GetFlag(FLAGS_stream_shm);
     if (absl::GetFlag(FLAGS_stream_link)) {

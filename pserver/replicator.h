@@ -113,8 +113,8 @@ class Replicator : public ReplicationHook {
 
   Role role() const;
   int64_t epoch() const;
-  // Entries this process's streams sent with their dense blocks over a dense link, and
-  // inline (StatsResponse.stream_entries_*).
+  // Entries this process's streams sent with their dense blocks over a dense link,
+  // inline, and through shared memory (StatsResponse.stream_entries_*).
   int64_t stream_entries_linked() const { return stream_entries_linked_.load(); }
   int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
   int64_t stream_entries_shm() const { return stream_entries_shm_.load(); }
