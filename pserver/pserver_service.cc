@@ -191,20 +191,38 @@ Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, con
   return absl::OkStatus();
 }
 
-Status PserverService::FrameFromStreamRegion(PushFrame* frame, absl::Time deadline) {
-  if (!frame->dense().empty()) {
+StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline) {
+  google::protobuf::RepeatedPtrField<proto::PushRequest> batched;
+  batched.Swap(frame.header().mutable_stream_batch());
+  std::vector<PushFrame> frames;
+  if (frame.header().shm_region() == 0) {
+    if (!batched.empty()) return absl::InvalidArgumentError("batched stream entries need a region");
+    frames.push_back(std::move(frame));
+    return frames;
+  }
+  if (!frame.dense().empty()) {
     return absl::InvalidArgumentError("a stream entry carries dense blocks both in a region and inline");
   }
-  PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame->header().shm_region()));
+  PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame.header().shm_region()));
   // In shared memory the blocks are there already; over a link, wait for them to land.
   if (found.link != nullptr) {
-    if (Status landed = found.link->WaitFor(frame->header().link_seq(), deadline); !landed.ok()) {
+    if (Status landed = found.link->WaitFor(frame.header().link_seq(), deadline); !landed.ok()) {
       return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
     }
   }
-  // Copied out before the answer: the primary writes the next entry over them.
-  PL_ASSIGN_OR_RETURN(*frame, FrameFromRegion(std::move(frame->header()), found.region, /*copy=*/true));
-  return absl::OkStatus();
+  // Copied out before the answer: the primary writes the next entries over them.
+  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), found.region, /*copy=*/true));
+  frames.push_back(std::move(first));
+  for (proto::PushRequest& entry : batched) {
+    if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
+        entry.replica_seq() <= 0) {
+      return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
+                                        "or no stream position");
+    }
+    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), found.region, /*copy=*/true));
+    frames.push_back(std::move(next));
+  }
+  return frames;
 }
 
 Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written) {
@@ -253,12 +271,16 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   }
   if (frame.header().replica_seq() > 0) {  // the primary's stream
     if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
-    if (frame.header().shm_region() != 0) {
-      if (Status s = FrameFromStreamRegion(&frame, DeadlineOf(context)); !s.ok()) return rpc::ToGrpc(s);
+    if (const absl::Duration d = replicator_->test_slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
+    StatusOr<std::vector<PushFrame>> entries = FramesOfStreamCall(std::move(frame), DeadlineOf(context));
+    if (!entries.ok()) return rpc::ToGrpc(entries.status());
+    // In stream order; one refused stops the call, and the primary gives up on this
+    // replica (the entries before it are held, and a retry would not apply them twice).
+    for (PushFrame& entry : *entries) {
+      StatusOr<int64_t> version = replicator_->OnPush(std::move(entry));
+      if (!version.ok()) return rpc::ToGrpc(version.status());
+      response->set_version(*version);
     }
-    StatusOr<int64_t> version = replicator_->OnPush(std::move(frame));
-    if (!version.ok()) return rpc::ToGrpc(version.status());
-    response->set_version(*version);
     return grpc::Status::OK;
   }
   RegionRef found;  // the push's region, if any, and the link that mirrors it, if any
@@ -326,6 +348,7 @@ proto::StatsResponse PserverService::StatsNow() const {
     r.set_stream_entries_linked(replicator_->stream_entries_linked());
     r.set_stream_entries_inline(replicator_->stream_entries_inline());
     r.set_stream_entries_shm(replicator_->stream_entries_shm());
+    r.set_stream_calls(replicator_->stream_calls());
     r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
   }
   r.set_push_clients(shard_->ledger_clients());
@@ -370,6 +393,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
     response->set_region(linked->id);
     response->set_link_port(listener->port());
     response->set_link_bf16(true);
+    response->set_stream_batches(request->replica_stream());
     response->set_link_token(listener->token());
     response->set_region_token(linked->token);
     return grpc::Status::OK;
@@ -382,7 +406,10 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
                            request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
   // The stream's bfloat16 entries are decoded from the region (FrameFromRegion).
-  if (request->replica_stream()) response->set_link_bf16(true);
+  if (request->replica_stream()) {
+    response->set_link_bf16(true);
+    response->set_stream_batches(true);
+  }
   return grpc::Status::OK;
 }
 

@@ -111,10 +111,11 @@ class PserverService final : public PserverServiceBase {
   // pull's shm_offsets (2 bytes each); `written` gets the spans to send back.
   Status PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region, absl::Time deadline,
                             PullFrame* response, std::vector<DenseLink::Range>* written);
-  // A stream entry whose dense blocks are in a region (shared with the primary, or
-  // mirrored by its link): `frame` rebuilt with copies of them (the backup queues
-  // entries; the next one reuses the region).
-  Status FrameFromStreamRegion(PushFrame* frame, absl::Time deadline);
+  // The stream entries of a primary's call, in order: `frame` itself, or, when its dense
+  // blocks are in a region (shared with the primary, or mirrored by its link), it and
+  // the entries batched behind it, rebuilt with copies of their blocks (the backup
+  // queues entries; the next call reuses the region).
+  StatusOr<std::vector<PushFrame>> FramesOfStreamCall(PushFrame frame, absl::Time deadline);
   // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
   // when the link fails.
   static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);

@@ -106,20 +106,27 @@ void ReplicaStream::Run() {
     snapshot_time_ = absl::Now() - start;
   }
   while (st.ok()) {
-    StreamEntry entry;
+    std::vector<StreamEntry> entries;
+    int64_t bytes = 0;
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
-      entry = std::move(queue_.front());
-      queue_.pop_front();
+      // The entries that queued while the last call was out go in one call when the
+      // region takes them all: one round trip for several trainers' pushes.
+      int64_t payload = 0;
+      do {
+        bytes += queue_.front().bytes;
+        entries.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      } while (!queue_.empty() && entries.size() < kMaxEntriesPerCall && Batches(entries.front(), queue_.front(), &payload));
     }
-    st = Send(entry);
+    st = entries.size() == 1 ? Send(entries.front()) : SendBatch(entries);
     {
       absl::MutexLock l(&mu_);
-      backlog_bytes_ -= entry.bytes;
-      if (st.ok()) acked_ = entry.position;
+      backlog_bytes_ -= bytes;
+      if (st.ok()) acked_ = entries.back().position;
     }
     if (options_.on_progress) options_.on_progress();
   }
@@ -230,15 +237,15 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
   return error;
 }
 
-Status ReplicaStream::Send(const StreamEntry& entry) {
-  if (options_.dense_bytes != nullptr && entry.push) {
+Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
+  if (count_bytes && options_.dense_bytes != nullptr && entry.push) {
     for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
   }
   // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
   // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
   if (entry.push && !entry.push->dense().empty() && MayUseRegion()) {
     const bool shm = region_ != nullptr ? link_ == nullptr : options_.shared_memory && !shm_refused_;
-    Status sent = SendThroughRegion(*entry.push);
+    Status sent = SendThroughRegion({entry.push.get()});
     if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
       std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
       if (sent.ok() && counter != nullptr) ++*counter;
@@ -257,6 +264,7 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
     }
   }
   if (options_.inline_entries != nullptr) ++*options_.inline_entries;
+  if (options_.calls != nullptr) ++*options_.calls;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   if (entry.init) {
     proto::InitResponse resp;
@@ -264,6 +272,48 @@ Status ReplicaStream::Send(const StreamEntry& entry) {
   }
   proto::PushResponse resp;
   return rpc::FromGrpc(frames_->Push(ctx.get(), *entry.push, &resp));
+}
+
+bool ReplicaStream::Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const {
+  // Only behind an entry that goes through the region, and into a region that holds
+  // them all (its thread alone touches region_, and this is its thread).
+  if (region_ == nullptr || !region_batches_ || !first.push || first.push->dense().empty() || !next.push) return false;
+  if (*payload == 0) *payload = RegionBytes(*first.push);
+  const int64_t with_next = AlignedTo4(*payload) + RegionBytes(*next.push);
+  if (with_next > static_cast<int64_t>(region_->payload_bytes())) return false;
+  *payload = with_next;
+  return true;
+}
+
+Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
+  std::vector<const PushFrame*> pushes;
+  for (const StreamEntry& e : entries) {
+    pushes.push_back(e.push.get());
+    if (options_.dense_bytes != nullptr) {
+      for (const DenseFramePayload& d : e.push->dense()) *options_.dense_bytes += d.values.num_bytes();
+    }
+  }
+  const bool shm = link_ == nullptr;
+  Status sent = SendThroughRegion(pushes);
+  if (sent.ok()) {
+    std::atomic<int64_t>* counter = shm ? options_.shm_entries : options_.linked_entries;
+    if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
+    return sent;
+  }
+  if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) return sent;
+  if (absl::IsAborted(sent)) {
+    log::Warning(absl::StrCat("shard ", options_.index, ": the ", shm ? "shared memory" : "dense link", " to replica ",
+                              absl::Hex(options_.replica_id), " (", options_.address, ") failed: ", sent.message(),
+                              "; sending ", entries.size(), " entries one by one"));
+    DropRegion();
+  }
+  // One by one, as they would have gone (a backup that holds some already knows their
+  // positions and does not apply them twice); their bytes are counted once.
+  for (const StreamEntry& e : entries) {
+    sent = Send(e, /*count_bytes=*/false);
+    if (!sent.ok()) break;
+  }
+  return sent;
 }
 
 void ReplicaStream::DropRegion() {
@@ -318,6 +368,7 @@ Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   region_ = *std::move(region);
   region_id_ = response.region();
   region_bf16_ = response.link_bf16();
+  region_batches_ = response.stream_batches();
   link_.reset();
   log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory",
                             options_.index, options_.replica_id, region_->total_bytes() / 1e6));
@@ -352,13 +403,20 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
   region_id_ = response.region();
   link_seq_ = 0;
   region_bf16_ = response.link_bf16();
+  region_batches_ = response.stream_batches();
   return absl::OkStatus();
 }
 
-Status ReplicaStream::SendThroughRegion(const PushFrame& push) {
-  // The region's layout: the blocks back to back, float32 ones 4-byte aligned.
+int64_t ReplicaStream::RegionBytes(const PushFrame& push) {
+  int64_t bytes = 0;
+  for (const DenseFramePayload& d : push.dense()) bytes = AlignedTo4(bytes) + d.values.num_bytes();
+  return bytes;
+}
+
+Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pushes) {
+  // The region's layout: the entries' blocks back to back, float32 ones 4-byte aligned.
   int64_t payload = 0;
-  for (const DenseFramePayload& d : push.dense()) payload = AlignedTo4(payload) + d.values.num_bytes();
+  for (const PushFrame* push : pushes) payload = AlignedTo4(payload) + RegionBytes(*push);
   if (region_ && payload > static_cast<int64_t>(region_->payload_bytes())) {
     // The region was sized from an earlier, smaller entry (a client pushing some of its
     // keys): a larger one replaces it, and the replica lets the old one go.
@@ -369,26 +427,39 @@ Status ReplicaStream::SendThroughRegion(const PushFrame& push) {
     DropRegion();
   }
   if (!region_) PL_RETURN_IF_ERROR(OpenRegion(payload));
-  if (!region_bf16_ && HasBf16(push)) return absl::UnimplementedError("the replica reads only float32 from a region");
+  if (!region_bf16_) {
+    for (const PushFrame* push : pushes) {
+      if (HasBf16(*push)) return absl::UnimplementedError("the replica reads only float32 from a region");
+    }
+  }
+  if (pushes.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
   PushFrame header;
-  header.header() = push.header();
+  header.header() = pushes.front()->header();
   header.header().set_shm_region(region_id_);
   if (link_) header.header().set_link_seq(++link_seq_);
   std::vector<DenseLink::Range> ranges;
   int64_t at = 0;
-  for (const DenseFramePayload& d : push.dense()) {
-    at = AlignedTo4(at);
-    proto::ShmBlock* b = header.header().add_shm_dense();
-    b->set_param(d.param);
-    b->set_block(d.block);
-    b->set_offset(at);
-    b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
-    b->set_bf16(d.bf16);
-    d.values.ForEachPiece([&](const char* data, size_t n) {
-      ranges.push_back({at, static_cast<int64_t>(n), data});
-      at += static_cast<int64_t>(n);
-    });
+  for (size_t k = 0; k < pushes.size(); ++k) {
+    proto::PushRequest* entry = &header.header();
+    if (k > 0) {
+      entry = header.header().add_stream_batch();
+      *entry = pushes[k]->header();
+    }
+    for (const DenseFramePayload& d : pushes[k]->dense()) {
+      at = AlignedTo4(at);
+      proto::ShmBlock* b = entry->add_shm_dense();
+      b->set_param(d.param);
+      b->set_block(d.block);
+      b->set_offset(at);
+      b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
+      b->set_bf16(d.bf16);
+      d.values.ForEachPiece([&](const char* data, size_t n) {
+        ranges.push_back({at, static_cast<int64_t>(n), data});
+        at += static_cast<int64_t>(n);
+      });
+    }
   }
+  if (options_.calls != nullptr) ++*options_.calls;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
   proto::PushResponse resp;
   if (!link_) {

@@ -7,7 +7,9 @@
 //
 // An entry's dense blocks travel beside its gRPC call where they can: through a
 // shared-memory region when the replica is on this host (one copy in, one copy out: no
-// socket, no cipher), else over a dense link; else inline in the call.
+// socket, no cipher), else over a dense link; else inline in the call. Through a
+// region, the entries that queued while a call was out (several trainers' pushes) go
+// in the next call together, as far as the region holds them.
 //
 // A call that fails ends the stream for good: the primary asks the master to drop
 // that replica (which then exits and joins again from a fresh snapshot), because a
@@ -25,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -79,6 +82,7 @@ class ReplicaStream {
     std::atomic<int64_t>* linked_entries = nullptr;
     std::atomic<int64_t>* inline_entries = nullptr;
     std::atomic<int64_t>* dense_bytes = nullptr;  // of the entries sent, either way
+    std::atomic<int64_t>* calls = nullptr;        // the calls that carried them
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
   // position `start`, then every appended entry after it.
@@ -104,12 +108,23 @@ class ReplicaStream {
   void Run();
   Status SendSnapshot();
   Status SendSnapshotInPieces(int64_t start);
-  Status Send(const StreamEntry& entry);
-  // The push's dense blocks into the region (shared memory, or the link's), then its
-  // header in a gRPC call naming them; ABORTED when the region cannot take it (the
+  // The most entries one call carries.
+  static constexpr size_t kMaxEntriesPerCall = 32;
+  // One entry, through the region where it can, else inline; `count_bytes`: into
+  // options_.dense_bytes (not when SendBatch counted it already).
+  Status Send(const StreamEntry& entry, bool count_bytes = true);
+  // Several entries in one call through the region; one by one if it cannot take them.
+  Status SendBatch(const std::vector<StreamEntry>& entries);
+  // Whether `next` may follow `first` (and those already batched behind it, their
+  // region bytes in `payload`, 0 for none) in one call; if so adds it to `payload`.
+  bool Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const;
+  // The bytes a push's dense blocks take in a region.
+  static int64_t RegionBytes(const PushFrame& push);
+  // The pushes' dense blocks into the region (shared memory, or the link's), then their
+  // headers in one gRPC call naming them (the first's, the others batched in it); ABORTED when the region cannot take it (the
   // caller drops it and sends the entry inline), UNIMPLEMENTED when this entry cannot
   // use it (inline, the region kept).
-  Status SendThroughRegion(const PushFrame& push);
+  Status SendThroughRegion(const std::vector<const PushFrame*>& pushes);
   // A region for entries of `payload_bytes`: shared memory, else a link.
   Status OpenRegion(int64_t payload_bytes);
   Status AttachSharedMemory(int64_t payload_bytes);
@@ -131,6 +146,7 @@ class ReplicaStream {
   std::shared_ptr<SharedRegion> region_;
   uint64_t region_id_ = 0;
   bool region_bf16_ = false;  // the replica reads bfloat16 blocks from it (ShmBlock.bf16)
+  bool region_batches_ = false;  // and takes several entries a call (PushRequest.stream_batch)
   std::unique_ptr<DenseLink> link_;
   uint64_t link_seq_ = 0;
   bool shm_refused_ = false;

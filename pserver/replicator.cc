@@ -361,6 +361,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.linked_entries = &stream_entries_linked_;
       so.inline_entries = &stream_entries_inline_;
       so.dense_bytes = &stream_dense_bytes_;
+      so.calls = &stream_calls_;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();

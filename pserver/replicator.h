@@ -76,6 +76,9 @@ struct ReplicatorOptions {
   // takes this long over every stream entry it receives, to be slower than the trainers,
   // and 40 times as long over the snapshot, as a big shard would (the trainers push on).
   absl::Duration test_slow_joiner = absl::ZeroDuration();
+  // Tests only: a backup takes this long over every call of the primary's stream, so
+  // that the entries behind it queue up (and go in the next call together).
+  absl::Duration test_slow_stream_call = absl::ZeroDuration();
   // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
   int64_t snapshot_piece_bytes = 8 << 20;
   // Whether a snapshot may come over TCP sockets of its own (paddle_like/rpc/bulk_socket.h, with
@@ -118,6 +121,8 @@ class Replicator : public ReplicationHook {
   int64_t stream_entries_linked() const { return stream_entries_linked_.load(); }
   int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
   int64_t stream_entries_shm() const { return stream_entries_shm_.load(); }
+  int64_t stream_calls() const { return stream_calls_.load(); }  // that carried those entries
+  absl::Duration test_slow_stream_call() const { return options_.test_slow_stream_call; }
   int64_t stream_dense_bytes() const { return stream_dense_bytes_.load(); }
   // The highest version a primary of this shard reported to the master (what a
   // restore from a checkpoint falls short of).
@@ -190,6 +195,7 @@ class Replicator : public ReplicationHook {
   std::atomic<int64_t> stream_entries_linked_{0};
   std::atomic<int64_t> stream_entries_inline_{0};
   std::atomic<int64_t> stream_entries_shm_{0};
+  std::atomic<int64_t> stream_calls_{0};
   std::atomic<int64_t> stream_dense_bytes_{0};
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);

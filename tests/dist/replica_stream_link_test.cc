@@ -10,7 +10,11 @@
 // of the ParameterServer service.
 #include <signal.h>
 
+#include <stdlib.h>
+
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -64,10 +68,10 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::W
   }
   static std::vector<float> GradB(int64_t id) { return std::vector<float>(kB, 0.5f * id); }
 
-  static proto::PushRequest Push(int64_t id, bool with_b, bool bf16) {
+  static proto::PushRequest Push(int64_t id, bool with_b, bool bf16, uint64_t client = 78) {
     proto::PushRequest req;
     req.set_trainer_id(1);
-    req.set_client_id(78);
+    req.set_client_id(client);
     req.set_push_id(id);
     req.set_num_samples(1);
     proto::DenseBlock* a = req.add_dense();
@@ -109,26 +113,59 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::W
     }
     return v;
   }
+
+  // The master, the primary and the backup (both --noshm for the link's way) with
+  // PL_TEST_SLOW_STREAM_CALL_MS set if given, and the shard initialised. Returns the
+  // primary's address; *start: its values after Init.
+  StatusOr<std::string> StartInitialisedShard(Values* start, const char* slow_stream_call_ms = nullptr) {
+    if (!shm()) pserver_flags_ = {"--noshm"};
+    PL_RETURN_IF_ERROR(StartMaster(/*pserver_lease_ms=*/1000));
+    // Read by the backup (and by the primary, which takes no stream calls).
+    if (slow_stream_call_ms != nullptr) setenv("PL_TEST_SLOW_STREAM_CALL_MS", slow_stream_call_ms, 1);
+    StatusOr<std::string> primary = StartPrimaryAndBackup(master_address_);
+    unsetenv("PL_TEST_SLOW_STREAM_CALL_MS");
+    PL_RETURN_IF_ERROR(primary.status());
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(*primary));
+    proto::InitResponse init;
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init)));
+    PL_ASSIGN_OR_RETURN(*start, Pull(stub.get()));
+    return primary;
+  }
+
+  // SIGKILLs the primary at `primary`, waits for the master to name another and pulls
+  // from it.
+  StatusOr<Values> KillPrimaryAndPullFromTheNext(const std::string& primary) {
+    PL_RETURN_IF_ERROR(primary_->Signal(SIGKILL));
+    if (!primary_->WaitFor(std::chrono::seconds(10))) return absl::DeadlineExceededError("the primary did not die");
+    if (!testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
+                            std::chrono::seconds(20))) {
+      return absl::DeadlineExceededError("no new primary: " + testing::ReadFileOrEmpty(Path("master.log")));
+    }
+    auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+    StatusOr<Values> taken_over = absl::UnavailableError("not pulled");
+    testing::WaitUntil(
+        [&] {
+          taken_over = Pull(promoted.get());
+          return taken_over.ok();
+        },
+        std::chrono::seconds(10));
+    return taken_over;
+  }
 };
 
 TEST_P(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDroppingTheRegion) {
-  if (!shm()) pserver_flags_ = {"--noshm"};
-  ASSERT_TRUE(StartMaster(/*pserver_lease_ms=*/1000).ok());
-  auto started = StartPrimaryAndBackup(master_address_);
+  Values start;
+  auto started = StartInitialisedShard(&start);
   ASSERT_TRUE(started.ok()) << started.status();
   const std::string primary = *started;
   auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
-  proto::InitResponse init;
-  ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init).ok());
-  auto start = Pull(stub.get());
-  ASSERT_TRUE(start.ok()) << start.status();
 
   // 16 KB (the region is sized from it), 48 KB (larger), bfloat16, 48 KB again.
   struct Step {
     bool with_b, bf16;
   };
   const std::vector<Step> steps = {{false, false}, {true, false}, {false, true}, {true, false}};
-  Values expected = *start;
+  Values expected = start;
   for (size_t k = 0; k < steps.size(); ++k) {
     const int64_t id = static_cast<int64_t>(k) + 1;
     proto::PushResponse resp;
@@ -168,20 +205,68 @@ TEST_P(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   EXPECT_THAT(primary_log, Not(HasSubstr("failed"))) << primary_log;
 
   // Promoted, the backup holds exactly what the primary acknowledged.
-  ASSERT_TRUE(primary_->Signal(SIGKILL).ok());
-  ASSERT_TRUE(primary_->WaitFor(std::chrono::seconds(10)));
-  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                                 std::chrono::seconds(20)))
-      << testing::ReadFileOrEmpty(Path("master.log"));
-  auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
-  StatusOr<Values> taken_over = absl::UnavailableError("not pulled");
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        taken_over = Pull(promoted.get());
-        return taken_over.ok();
-      },
-      std::chrono::seconds(10)))
-      << taken_over.status();
+  StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  EXPECT_EQ(taken_over->a, acknowledged->a);
+  EXPECT_EQ(taken_over->b, acknowledged->b);
+}
+
+// Several clients push at once while the backup takes 300 ms over each stream call: the
+// entries that queue behind a call go in the next one together, through the same
+// region, and the backup applies every one of them in the primary's order.
+TEST_P(ReplicaStreamLinkTest, EntriesThatQueueBehindACallGoInTheNextOneTogether) {
+  Values start;
+  auto started = StartInitialisedShard(&start, /*slow_stream_call_ms=*/"300");
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+
+  constexpr int kClients = 4, kRounds = 4;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto own = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+      for (int r = 1; r <= kRounds; ++r) {
+        proto::PushResponse resp;
+        if (!own->Push(rpc::MakeContext(std::chrono::seconds(20)).get(), Push(r, true, false, 100 + c), &resp).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  ASSERT_EQ(failures.load(), 0);
+
+  // The hand-computed SGD steps (every client pushed each round's gradients once).
+  Values expected = start;
+  for (int r = 1; r <= kRounds; ++r) {
+    const std::vector<float> ga = GradA(r), gb = GradB(r);
+    for (int c = 0; c < kClients; ++c) {
+      for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
+      for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
+    }
+  }
+  auto acknowledged = Pull(stub.get());
+  ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+  for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(acknowledged->a[i], expected.a[i], 1e-4) << "a[" << i << "]";
+  for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(acknowledged->b[i], expected.b[i], 1e-4) << "b[" << i << "]";
+
+  // Every push went through the region, and fewer calls carried them: while one call
+  // took 300 ms, the other clients' pushes queued behind it.
+  proto::StatsResponse stats;
+  ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &stats).ok());
+  constexpr int kPushes = kClients * kRounds;
+  EXPECT_EQ(shm() ? stats.stream_entries_shm() : stats.stream_entries_linked(), kPushes);
+  EXPECT_EQ(stats.stream_entries_inline(), 1);  // the Init
+  EXPECT_LT(stats.stream_calls(), 1 + kPushes - kRounds) << "entries per call: " << (1.0 + kPushes) / stats.stream_calls();
+  EXPECT_GE(stats.stream_calls(), 1 + kRounds);  // each client waits for its push before the next
+  const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
+  EXPECT_THAT(primary_log, Not(HasSubstr("failed"))) << primary_log;
+
+  // Promoted, the backup holds exactly what the primary acknowledged.
+  StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
   EXPECT_EQ(taken_over->a, acknowledged->a);
   EXPECT_EQ(taken_over->b, acknowledged->b);
 }

@@ -138,6 +138,7 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   stats.set_stream_entries_linked(24);
   stats.set_stream_entries_inline(1);
   stats.set_stream_entries_shm(7);
+  stats.set_stream_calls(20);
   stats.set_stream_dense_bytes(98304);
   sampler.Record(stats, absl::Now());
   stats.set_pushes_applied(3);  // a restarted shard: the counter must not go down
@@ -149,6 +150,7 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_stream_entries_total{index=\"1\",role=\"pserver\",via=\"link\"} 24"));
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_stream_entries_total{index=\"1\",role=\"pserver\",via=\"inline\"} 1"));
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_stream_entries_total{index=\"1\",role=\"pserver\",via=\"shm\"} 7"));
+  EXPECT_THAT(ps_text, HasSubstr("pl_pserver_stream_calls_total{index=\"1\",role=\"pserver\"} 20"));
   EXPECT_THAT(ps_text, HasSubstr("pl_pserver_stream_dense_bytes_total{index=\"1\",role=\"pserver\"} 98304"));
 }
 
