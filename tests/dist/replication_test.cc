@@ -12,11 +12,14 @@
 //    writes its own) restores it, whichever came back first; the log says how many
 //    versions were lost, and the job finishes.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <regex>
 #include <thread>
 
@@ -35,6 +38,27 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int kSamples = 4000, kPerChunk = 250;
+
+// The first of `n` consecutive ports on 127.0.0.1 that could all be bound just now
+// (0 if none found): a base for pl-launch --metrics_port.
+int FreePortRun(int n) {
+  std::mt19937 pick(std::random_device{}());
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int base = std::uniform_int_distribution<int>(20000, 60000)(pick);
+    bool free = true;
+    for (int p = base; p < base + n && free; ++p) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(p));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      if (fd >= 0) ::close(fd);
+    }
+    if (free) return base;
+  }
+  return 0;
+}
 
 class ReplicationTest : public ::testing::Test {
  protected:
@@ -260,6 +284,26 @@ TEST_F(ReplicationTest, AMasterThatStoppedRunningDropsNoReplica) {
   for (const auto& [index, version] : versions) {
     EXPECT_EQ(version, sent) << "shard " << index << " applied " << version << " pushes of " << sent << " sent";
   }
+}
+
+// With --metrics_port P every replica serves /metrics on a port of its own (they used
+// to be given their shard's, and the second could not listen), announced by its name.
+TEST_F(ReplicationTest, EveryReplicaServesMetricsOnAPortOfItsOwn) {
+  const int base = FreePortRun(6);  // the master, 2 shards of 2 replicas, a trainer
+  ASSERT_GT(base, 0) << "no 6 free ports in a row";
+  Launch("metrics", {"--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0", "--metrics_port",
+                     std::to_string(base)},
+         {});
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  const std::string text = Output();
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("metrics: http://127.0.0.1:", base, "/metrics (master)")));
+  for (int i = 0; i < 2; ++i) {
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_THAT(text, HasSubstr(absl::StrCat("metrics: http://127.0.0.1:", base + 1 + 2 * i + r, "/metrics (pserver-",
+                                               i, ".", r, ")")));
+    }
+  }
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("metrics: http://127.0.0.1:", base + 5, "/metrics (trainer-0)")));
 }
 
 // Both processes of shard 1 SIGKILLed at once: no replica is left to take over, so the

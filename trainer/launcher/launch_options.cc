@@ -35,7 +35,7 @@ ABSL_FLAG(std::string, logdir, "",
           "every process writes TensorBoard event files under DIR/<process name>/ (empty: none)");
 ABSL_FLAG(int, metrics_port, -1,
           "every process serves Prometheus /metrics: -1 off, 0 free ports, P: the master P, pserver i "
-          "P+1+i, trainer r P+1+pservers+r");
+          "P+1+i (with --replicas R, its replica r P+1+i*R+r), trainer r P+1+pservers*R+r");
 ABSL_FLAG(int, http_port, -1, "the master serves the job's status page on this port (-1: off; 0: a free port)");
 ABSL_FLAG(int, nnodes, 1, "machines the job runs on, each running pl-launch (>= 1; 1: everything on 127.0.0.1)");
 ABSL_FLAG(int, node_rank, 0, "this machine's rank in [0, nnodes): node 0 runs the master");

@@ -221,7 +221,9 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
   if (options_.sparse_memory_mb > 0) argv.insert(argv.end(), {"--sparse_memory_mb", std::to_string(options_.sparse_memory_mb)});
   if (options_.sparse_disk) argv.insert(argv.end(), {"--sparse_disk_dir", absl::StrCat(workdir_, "/sparse-disk/", name)});
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
-  const std::vector<std::string> telemetry = TelemetryArgs(absl::StrCat("pserver-", index));
+  // Each replica's own /metrics port and port file (its process name); its certificate
+  // is the shard's.
+  const std::vector<std::string> telemetry = TelemetryArgs(name);
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   const std::vector<std::string> tls = TlsArgs(absl::StrCat("pserver-", index));
   argv.insert(argv.end(), tls.begin(), tls.end());

@@ -4,11 +4,15 @@
 // process's /metrics address is printed once its port file appears:
 //   metrics: http://127.0.0.1:41234/metrics (pserver-0)
 //   status page: http://127.0.0.1:41240/
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "trainer/launcher/launcher.h"
 
 namespace pl {
@@ -18,10 +22,18 @@ int Launcher::MetricsPortFor(const std::string& name) const {
   const int base = options_.metrics_port;
   if (base <= 0) return base;
   if (name == "master") return base;
+  const int replicas = std::max(1, options_.replicas);
   int n = 0;
-  if (absl::StartsWith(name, "pserver-") && absl::SimpleAtoi(name.substr(8), &n)) return base + 1 + n;
+  if (absl::StartsWith(name, "pserver-")) {
+    // "pserver-I", or with --replicas R "pserver-I.r": every replica a port of its own.
+    const std::vector<std::string> parts = absl::StrSplit(name.substr(8), absl::MaxSplits('.', 1));
+    int r = 0;
+    if (absl::SimpleAtoi(parts[0], &n) && (parts.size() == 1 || absl::SimpleAtoi(parts[1], &r))) {
+      return base + 1 + n * replicas + r;
+    }
+  }
   if (absl::StartsWith(name, "trainer-") && absl::SimpleAtoi(name.substr(8), &n)) {
-    return base + 1 + total_pservers() + n;
+    return base + 1 + total_pservers() * replicas + n;
   }
   return 0;
 }
