@@ -296,7 +296,7 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
   const bool shm = link_ == nullptr;
   Status sent = SendThroughRegion(pushes);
   if (sent.ok()) {
-    std::atomic<int64_t>* counter = shm ? options_.shm_entries : options_.linked_entries;
+    std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
     if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
     return sent;
   }
