@@ -114,7 +114,7 @@ StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Open(const std::string& na
   if (fd < 0) {
     const int e = errno;
     const std::string why = absl::StrCat("cannot open shared memory ", name, ": ", ErrnoText(e));
-    return e == ENOENT ? absl::NotFoundError(why + " (the trainer is on another host)")
+    return e == ENOENT ? absl::NotFoundError(why + " (its creator is on another host, or in /dev/shm of its own)")
                        : absl::PermissionDeniedError(why);
   }
   struct stat st;

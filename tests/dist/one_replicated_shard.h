@@ -1,8 +1,9 @@
-// A replicated shard of real processes on 127.0.0.1 for tests that talk to it as a
-// plain client of the ParameterServer service: pl-master (one shard) and pl-pserver
-// processes started with --replicas 2, the first to register being the primary. The
-// fixture owns the processes (killed and reaped when it goes) and a temporary folder
-// with their logs.
+// A replicated shard of real processes for tests that talk to it as a plain client of
+// the ParameterServer service: pl-master (one shard) and pl-pserver processes started
+// with --replicas 2, the first to register being the primary. They run on 127.0.0.1
+// unless a subclass places them elsewhere (HostOf, SpawnOn: the multi-host test bed).
+// The fixture owns the processes (killed and reaped when it goes) and a temporary
+// folder with their logs.
 //
 // Thread-safety: used by the test's thread.
 #ifndef PADDLE_LIKE_TESTS_DIST_ONE_REPLICATED_SHARD_H_
@@ -40,16 +41,23 @@ class OneReplicatedShardTest : public ::testing::Test {
 
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
 
+  // Where process `name` ("master", or a replica's name) listens, and how it starts.
+  virtual std::string HostOf(const std::string& name) { return "127.0.0.1"; }
+  virtual StatusOr<std::unique_ptr<ChildProcess>> SpawnOn(const std::string& name, const std::vector<std::string>& argv,
+                                                          const std::string& log) {
+    return testing::Spawn(argv, log);
+  }
+
   // pl-master for one shard, its log master.log; sets master_port_ and master_address_.
   Status StartMaster(int64_t pserver_lease_ms) {
-    PL_ASSIGN_OR_RETURN(master_, testing::Spawn({bin_["pl-master"], "--state_dir", Path("state"), "--data", data_,
-                                                 "--num_pservers", "1", "--host", "127.0.0.1", "--port_file",
-                                                 Path("master.port"), "--pserver_lease_ms",
-                                                 std::to_string(pserver_lease_ms)},
-                                                Path("master.log")));
+    PL_ASSIGN_OR_RETURN(master_, SpawnOn("master",
+                                         {bin_["pl-master"], "--state_dir", Path("state"), "--data", data_,
+                                          "--num_pservers", "1", "--host", HostOf("master"), "--port_file",
+                                          Path("master.port"), "--pserver_lease_ms", std::to_string(pserver_lease_ms)},
+                                         Path("master.log")));
     PL_ASSIGN_OR_RETURN(master_port_,
                         testing::WaitForPortFile(Path("master.port"), std::chrono::seconds(20), master_.get()));
-    master_address_ = absl::StrCat("127.0.0.1:", master_port_);
+    master_address_ = absl::StrCat(HostOf("master"), ":", master_port_);
     return absl::OkStatus();
   }
 
@@ -58,9 +66,9 @@ class OneReplicatedShardTest : public ::testing::Test {
   StatusOr<std::unique_ptr<ChildProcess>> StartPserver(const std::string& name, const std::string& master) {
     std::vector<std::string> argv = {bin_["pl-pserver"], "--index", "0", "--num_pservers", "1",
                                      "--replicas", "2", "--master", master, "--host",
-                                     "127.0.0.1", "--port_file", Path(name + ".port")};
+                                     HostOf(name), "--port_file", Path(name + ".port")};
     argv.insert(argv.end(), pserver_flags_.begin(), pserver_flags_.end());
-    PL_ASSIGN_OR_RETURN(auto child, testing::Spawn(argv, Path(name + ".log")));
+    PL_ASSIGN_OR_RETURN(auto child, SpawnOn(name, argv, Path(name + ".log")));
     PL_RETURN_IF_ERROR(testing::WaitForPortFile(Path(name + ".port"), std::chrono::seconds(20), child.get()).status());
     return child;
   }
