@@ -1,7 +1,8 @@
 // A replicated shard whose replicas are on different hosts of the test bed (each host
 // with /dev/shm of its own): the primary offers its backup shared memory, the backup
 // cannot open it, and the stream's dense blocks go over a dense link between the hosts
-// instead. Every update reaches the backup: promoted after the primary's SIGKILL, it
+// instead. Every update reaches the backup: promoted after the primary's SIGKILL, or
+// after the loss of the primary's whole host (cut off, every process on it killed), it
 // holds the primary's values bit for bit, and they are the hand-computed SGD steps.
 // Hosts: 0 the master, 1 the primary, 2 the backup; the test drives the shard as a plain
 // client of the ParameterServer service.
@@ -26,7 +27,8 @@ constexpr int64_t kN = 8192;
 constexpr float kLr = 0.5f;
 constexpr int kPushes = 5;
 
-class ReplicasAcrossHostsTest : public OneReplicatedShardTest {
+// The failure under test: true, the primary's host is lost; false, its process killed.
+class ReplicasAcrossHostsTest : public OneReplicatedShardTest, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     OneReplicatedShardTest::SetUp();
@@ -67,7 +69,7 @@ class ReplicasAcrossHostsTest : public OneReplicatedShardTest {
   std::unique_ptr<TestBed> bed_;
 };
 
-TEST_F(ReplicasAcrossHostsTest, TheStreamGoesOverADenseLinkAndThePromotedBackupHoldsEveryUpdate) {
+TEST_P(ReplicasAcrossHostsTest, TheStreamGoesOverADenseLinkAndThePromotedBackupHoldsEveryUpdate) {
   ASSERT_TRUE(StartMaster(/*pserver_lease_ms=*/1000).ok());
   auto started = StartPrimaryAndBackup(master_address_);
   ASSERT_TRUE(started.ok()) << started.status();
@@ -120,7 +122,11 @@ TEST_F(ReplicasAcrossHostsTest, TheStreamGoesOverADenseLinkAndThePromotedBackupH
   EXPECT_THAT(primary_log, HasSubstr("on another host, or in /dev/shm of its own"));
   EXPECT_EQ(CountOf(primary_log, "shares no memory"), 1) << "asked again: " << primary_log;
 
-  ASSERT_TRUE(primary_->Signal(SIGKILL).ok());
+  if (GetParam()) {
+    ASSERT_TRUE(bed_->Lose(HostIndex("ps-a")).ok());
+  } else {
+    ASSERT_TRUE(primary_->Signal(SIGKILL).ok());
+  }
   ASSERT_TRUE(primary_->WaitFor(std::chrono::seconds(10)));
   ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
                                  std::chrono::seconds(20)))
@@ -136,6 +142,11 @@ TEST_F(ReplicasAcrossHostsTest, TheStreamGoesOverADenseLinkAndThePromotedBackupH
       << taken_over.status();
   EXPECT_EQ(*taken_over, *acknowledged);
 }
+
+INSTANTIATE_TEST_SUITE_P(Failures, ReplicasAcrossHostsTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("PrimarysHostLost") : std::string("PrimaryKilled");
+                         });
 
 }  // namespace
 }  // namespace pl::dist_testing
