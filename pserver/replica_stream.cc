@@ -120,7 +120,8 @@ void ReplicaStream::Run() {
         bytes += queue_.front().bytes;
         entries.push_back(std::move(queue_.front()));
         queue_.pop_front();
-      } while (!queue_.empty() && entries.size() < kMaxEntriesPerCall && Batches(entries.front(), queue_.front(), &payload));
+      } while (!queue_.empty() && entries.size() < kMaxEntriesPerCall &&
+               Batches(entries.front(), queue_.front(), &payload));
     }
     st = entries.size() == 1 ? Send(entries.front()) : SendBatch(entries);
     {

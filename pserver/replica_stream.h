@@ -130,8 +130,10 @@ class ReplicaStream {
   Status AttachSharedMemory(int64_t payload_bytes);
   Status OpenLink(int64_t payload_bytes);
   void DropRegion();
-  bool MayUseRegion() const { return region_ != nullptr || (options_.shared_memory && !shm_refused_) ||
-                                     (options_.dense_link_lanes > 0 && !link_refused_); }
+  bool MayUseRegion() const {
+    return region_ != nullptr || (options_.shared_memory && !shm_refused_) ||
+           (options_.dense_link_lanes > 0 && !link_refused_);
+  }
 
   const Options options_;
   const int64_t epoch_;
