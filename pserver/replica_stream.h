@@ -121,9 +121,9 @@ class ReplicaStream {
   // The bytes a push's dense blocks take in a region.
   static int64_t RegionBytes(const PushFrame& push);
   // The pushes' dense blocks into the region (shared memory, or the link's), then their
-  // headers in one gRPC call naming them (the first's, the others batched in it); ABORTED when the region cannot take it (the
-  // caller drops it and sends the entry inline), UNIMPLEMENTED when this entry cannot
-  // use it (inline, the region kept).
+  // headers in one gRPC call naming them (the first's, the others batched in it).
+  // ABORTED when the region cannot take them (the caller drops it and sends them
+  // inline), UNIMPLEMENTED when these entries cannot use it (inline, the region kept).
   Status SendThroughRegion(const std::vector<const PushFrame*>& pushes);
   // A region for entries of `payload_bytes`: shared memory, else a link.
   Status OpenRegion(int64_t payload_bytes);
