@@ -50,8 +50,27 @@ ReplicaStream::~ReplicaStream() {
     stop_ = true;
   }
   cancel_ = true;
+  {
+    absl::MutexLock l(&calls_mu_);
+    for (grpc::ClientContext* call : calls_) call->TryCancel();
+  }
   thread_.join();
   link_.reset();  // its lanes poll cancel_: gone before it is
+}
+
+ReplicaStream::Call::Call(ReplicaStream* stream)
+    : stream_(stream),
+      context_(rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(stream->options_.call_timeout)))) {
+  absl::MutexLock l(&stream_->calls_mu_);
+  stream_->calls_.insert(context_.get());
+  // The destructor set cancel_ before it cancelled the calls it found: one made since
+  // cancels itself.
+  if (stream_->cancel_) context_->TryCancel();
+}
+
+ReplicaStream::Call::~Call() {
+  absl::MutexLock l(&stream_->calls_mu_);
+  stream_->calls_.erase(context_.get());
 }
 
 int64_t StreamEntryBytes(const StreamEntry& entry) {
@@ -153,8 +172,8 @@ Status ReplicaStream::SendSnapshot() {
     open.set_open_socket(true);
     open.set_socket_lanes(options_.snapshot_lanes);
     proto::SnapshotAck ack;
-    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), open, &ack)), "snapshot socket"));
+    Call call(this);
+    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), open, &ack)), "snapshot socket"));
     if (ack.socket_port() > 0) {
       const std::string host = rpc::HostOf(options_.address);
       StatusOr<SnapshotLanes> lanes =
@@ -219,8 +238,8 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
       chunk.set_total(total);
       chunk.set_replica_id(options_.replica_id);
       proto::SnapshotAck ack;
-      auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-      Status s = Annotate(rpc::FromGrpc(stub_->InstallSnapshot(ctx.get(), chunk, &ack)), "snapshot");
+      Call call(this);
+      Status s = Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), chunk, &ack)), "snapshot");
       if (!s.ok()) {
         next = pieces;  // the others stop after their piece
         absl::MutexLock e(&error_mu);
@@ -266,13 +285,13 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
   }
   if (options_.inline_entries != nullptr) ++*options_.inline_entries;
   if (options_.calls != nullptr) ++*options_.calls;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  Call call(this);
   if (entry.init) {
     proto::InitResponse resp;
-    return rpc::FromGrpc(stub_->Init(ctx.get(), *entry.init, &resp));
+    return rpc::FromGrpc(stub_->Init(call.get(), *entry.init, &resp));
   }
   proto::PushResponse resp;
-  return rpc::FromGrpc(frames_->Push(ctx.get(), *entry.push, &resp));
+  return rpc::FromGrpc(frames_->Push(call.get(), *entry.push, &resp));
 }
 
 bool ReplicaStream::Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const {
@@ -352,8 +371,8 @@ Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   request.set_nonce((*region)->nonce());
   request.set_replica_stream(true);
   proto::AttachResponse response;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-  const Status attached = rpc::FromGrpc(stub_->Attach(ctx.get(), request, &response));
+  Call call(this);
+  const Status attached = rpc::FromGrpc(stub_->Attach(call.get(), request, &response));
   (*region)->Unlink();  // both sides map it now (or never will)
   if (!attached.ok() || (*region)->answer() != response.region()) {
     const std::string why = attached.ok() ? "its answer did not appear in the shared memory"
@@ -386,8 +405,8 @@ Status ReplicaStream::OpenLink(int64_t payload_bytes) {
   request.set_link_lanes(options_.dense_link_lanes);
   request.set_replica_stream(true);
   proto::AttachResponse response;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-  if (Status s = rpc::FromGrpc(stub_->Attach(ctx.get(), request, &response)); !s.ok()) {
+  Call call(this);
+  if (Status s = rpc::FromGrpc(stub_->Attach(call.get(), request, &response)); !s.ok()) {
     if (!rpc::IsRetryable(s)) link_refused_ = true;  // an older build, or --dense_link=false: inline for good
     return absl::AbortedError(absl::StrCat("no dense link: ", s.message()));
   }
@@ -461,20 +480,20 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
     }
   }
   if (options_.calls != nullptr) ++*options_.calls;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+  Call call(this);
   proto::PushResponse resp;
   if (!link_) {
     // Shared memory: the replica copies the blocks out before it answers, and the next
     // entry is written only after that answer.
     for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
-    return rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
+    return rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
   }
   // Each piece is sent from where it is; the call goes while the bytes travel, and the
   // backup waits for them to land.
   if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
     return absl::AbortedError(started.message());
   }
-  const Status called = rpc::FromGrpc(frames_->Push(ctx.get(), header, &resp));
+  const Status called = rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
   // An answered call means the bytes landed; a link that broke after stays broken, and
   // the next entry finds it so.
   const Status sent = link_->FinishSend();

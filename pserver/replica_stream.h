@@ -25,6 +25,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +131,23 @@ class ReplicaStream {
   Status AttachSharedMemory(int64_t payload_bytes);
   Status OpenLink(int64_t payload_bytes);
   void DropRegion();
+  // A gRPC call's context, registered with the stream while it lives: the destructor
+  // cancels every call out, since a replica whose host is gone (no FIN, no RST) answers
+  // nothing and the call would hold the destructor (and whoever destroys the stream,
+  // such as the replicator's heartbeat) for its whole deadline.
+  class Call {
+   public:
+    explicit Call(ReplicaStream* stream);
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    grpc::ClientContext* get() const { return context_.get(); }
+
+   private:
+    ReplicaStream* const stream_;
+    const std::unique_ptr<grpc::ClientContext> context_;
+  };
+
   bool MayUseRegion() const {
     return region_ != nullptr || (options_.shared_memory && !shm_refused_) ||
            (options_.dense_link_lanes > 0 && !link_refused_);
@@ -163,6 +181,8 @@ class ReplicaStream {
   Status failure_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> cancel_{false};  // set with stop_: ends a socket's or a link's blocked send
+  absl::Mutex calls_mu_;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(calls_mu_);  // out now (Call)
   std::thread thread_;  // last: started once the members above exist
 };
 
