@@ -2,7 +2,7 @@
 //
 //   pl-master --port 0 --port_file PATH --state_dir DIR --data DIR_OR_FILE --passes N
 //             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
-//             [--host 127.0.0.1] [--num_nodes N] [--logdir DIR] [--metrics_port P]
+//             [--host 127.0.0.1] [--num_nodes N] [--replicas R] [--logdir DIR] [--metrics_port P]
 //             [--http_port P --http_port_file PATH]
 //
 // Environment fallbacks (used when the flag is absent, read here only): PL_MASTER_PORT,
@@ -52,6 +52,9 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the task order");
 ABSL_FLAG(int, http_port, -1, "serve the job's status page on this port (-1: off; 0: any free port)");
 ABSL_FLAG(std::string, http_port_file, "", "write the bound status page port here (atomically) once serving");
 ABSL_FLAG(int, num_nodes, 1, "machines the job runs on (pl-launch --nnodes; reported by JobStatus, >= 1)");
+ABSL_FLAG(int, replicas, 0,
+          "copies of each shard the job was launched with (pl-launch --replicas; reported by JobStatus so that "
+          "every node can check it; 0: not told). Whatever replicas register are counted");
 
 namespace {
 
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("max_failures", absl::GetFlag(FLAGS_max_failures), 1),
                                    pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0),
                                    pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1),
+                                   pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 0),
                                    pl::cli::CheckRange("http_port", absl::GetFlag(FLAGS_http_port), -1, 65535)});
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string host = absl::GetFlag(FLAGS_host);
@@ -121,6 +125,7 @@ int main(int argc, char** argv) {
   options.queue.seed = absl::GetFlag(FLAGS_seed);
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  options.replicas = absl::GetFlag(FLAGS_replicas);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   options.pserver_lease_ms = absl::GetFlag(FLAGS_pserver_lease_ms);
   // The master's event lines, also kept for the status page and counted for /metrics.

@@ -344,6 +344,8 @@ StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusReque
   resp.set_live_trainers(static_cast<int64_t>(membership_.live_trainers().size()));
   resp.set_chunks_trained(queue_.chunks_trained());
   resp.set_num_nodes(options_.num_nodes);
+  resp.set_num_pservers(membership_.num_pservers());
+  resp.set_replicas(options_.replicas);
   return resp;
 }
 

@@ -58,6 +58,9 @@ struct MasterOptions {
   // Machines pl-launch runs the job on (reported by JobStatus, so that every node can
   // check it was started for the same job). Not stored: a restarted master is told again.
   int32_t num_nodes = 1;
+  // Copies of each shard pl-launch runs (reported by JobStatus, for the same check; 0:
+  // not told). The master itself counts whichever replicas register.
+  int32_t replicas = 0;
   int64_t lease_ms = 3000;   // trainer and task leases; heartbeats every lease_ms / 3
   // Replicated shards: a replica silent this long leaves the shard's map (a primary's
   // backup is promoted at once); replicas heartbeat every few hundred ms.

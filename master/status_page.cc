@@ -1,5 +1,7 @@
 #include "master/status_page.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +21,13 @@ double HeartbeatAgo(const proto::TrainerInfo& t, int64_t lease_ms) {
 std::string Num(double v) { return absl::StrFormat("%.6g", v); }
 std::string Seconds(absl::Time t) { return absl::StrFormat("%.3f", UnixSeconds(t)); }
 
+// The copies a replicated shard lacks against the `launched` it was started with (0:
+// not told, or not replicated): neither in sync nor catching up.
+int MissingCopies(const proto::PserverInfo& p, int launched) {
+  if (launched <= 1 || p.live_replicas() == 0) return 0;
+  return std::max(0, launched - p.live_replicas() - p.joining_replicas());
+}
+
 }  // namespace
 
 metrics::HttpResponse StatusPage::Handle(const std::string& path) const {
@@ -36,7 +45,8 @@ std::string StatusPage::Json() const {
     absl::StrAppend(&out, ",\"job\":{\"pass\":", job->pass(), ",\"num_passes\":", job->num_passes(),
                     ",\"todo\":", job->todo(), ",\"pending\":", job->pending(), ",\"done\":", job->done(),
                     ",\"failed\":", job->failed(), ",\"samples_done\":", job->samples_done(),
-                    ",\"live_trainers\":", job->live_trainers(), ",\"job_done\":", job->job_done() ? "true" : "false",
+                    ",\"live_trainers\":", job->live_trainers(), ",\"replicas\":", job->replicas(),
+                    ",\"job_done\":", job->job_done() ? "true" : "false",
                     ",\"failed_task_ids\":[", absl::StrJoin(job->failed_task_ids(), ","), "]}");
   }
   std::vector<std::string> trainers, pservers;
@@ -48,7 +58,8 @@ std::string StatusPage::Json() const {
     for (const proto::PserverInfo& p : members->pservers()) {
       pservers.push_back(absl::StrCat("{\"index\":", p.index(), ",\"address\":", JsonQuote(p.address()),
                                       ",\"generation\":", p.generation(), ",\"replicas\":", p.live_replicas(),
-                                      ",\"joining\":", p.joining_replicas(), "}"));
+                                      ",\"joining\":", p.joining_replicas(),
+                                      ",\"missing\":", MissingCopies(p, job.ok() ? job->replicas() : 0), "}"));
     }
   }
   absl::StrAppend(&out, ",\"trainers\":[", absl::StrJoin(trainers, ","), "],\"pservers\":[",
@@ -109,6 +120,9 @@ std::string StatusPage::Text() const {
       if (p.live_replicas() > 0) {
         absl::StrAppend(&out, absl::StrFormat("  replicas %d in sync", p.live_replicas()));
         if (p.joining_replicas() > 0) absl::StrAppend(&out, absl::StrFormat(", %d catching up", p.joining_replicas()));
+        if (const int missing = MissingCopies(p, job.ok() ? job->replicas() : 0); missing > 0) {
+          absl::StrAppend(&out, absl::StrFormat(", %d missing of %d", missing, job->replicas()));
+        }
       }
       absl::StrAppend(&out, "\n");
     }

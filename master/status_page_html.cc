@@ -68,7 +68,7 @@ function draw(st){
       return row([esc(t.name),t.id,t.task||"-",t.heartbeat_s_ago.toFixed(1)+" s ago",p?p[0]:"",p?p[1].toFixed(4):""]);}).join("");
   document.getElementById("pservers").innerHTML=row(["index","address","generation","replicas"],"th")+
     st.pservers.map(p=>row([p.index,esc(p.address),p.generation,
-      p.replicas?p.replicas+" in sync"+(p.joining?", "+p.joining+" catching up":""):"-"])).join("");
+      p.replicas?p.replicas+" in sync"+(p.joining?", "+p.joining+" catching up":"")+(p.missing?", "+p.missing+" missing":""):"-"])).join("");
   document.getElementById("events").innerHTML=st.events.slice().reverse().map(e=>
     '<tr class="ev-'+e.kind+'"><td>'+new Date(e.time*1000).toISOString().substr(11,8)+"</td><td>"+e.kind+"</td><td>"+esc(e.text)+"</td></tr>").join("");
 }

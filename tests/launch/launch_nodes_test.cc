@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -68,8 +69,28 @@ TEST(LaunchNodeOptionsTest, OneMachineByDefault) {
   EXPECT_TRUE(o->master_addr.empty());
   EXPECT_TRUE(o->node_addr.empty());
   EXPECT_DOUBLE_EQ(o->master_wait_s, 60);
+  EXPECT_EQ(o->replicas, 1);  // copies on one machine would share its fate
   // --node_rank 0 of one node is the default spelled out.
   EXPECT_TRUE(ParseLaunchFlags(Args({"--nnodes", "1", "--node_rank", "0"})).ok());
+}
+
+// On several machines a shard has two copies by default, one on each of two of them;
+// --replicas says otherwise, on one machine or several.
+TEST(LaunchNodeOptionsTest, TwoCopiesOfEveryShardOnSeveralMachinesByDefault) {
+  absl::FlagSaver saver;
+  const std::vector<std::string> two_nodes = {"--nnodes", "2", "--master_addr", "h:1", "--insecure"};
+  auto o = ParseLaunchFlags(Args(two_nodes));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->replicas, 2);
+  std::vector<std::string> one_copy = two_nodes;
+  one_copy.insert(one_copy.end(), {"--replicas", "1"});
+  o = ParseLaunchFlags(Args(one_copy));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->replicas, 1);
+  o = ParseLaunchFlags(Args({"--replicas", "3"}));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->replicas, 3);
+  ExpectInvalid({"--replicas", "-1"}, "--replicas: -1 is below the minimum 0");
 }
 
 TEST(LaunchNodeOptionsTest, RejectsBadNodeFlagsNamingThem) {
@@ -120,13 +141,66 @@ TEST(NodeRoleTest, RanksAreBlocksPerNodeThenInterleavedAndNeverCollide) {
 TEST(NodeRoleTest, NamesBothNodeCountsWhenTheyDiffer) {
   proto::JobStatusResponse status;
   status.set_num_nodes(2);
-  EXPECT_TRUE(CheckJobNodes(2, status).ok());
-  Status s = CheckJobNodes(3, status);
+  EXPECT_TRUE(CheckJobNodes({2, 1, 1}, status).ok());
+  Status s = CheckJobNodes({3, 1, 1}, status);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(), "--nnodes 3 on this node, but the job's master (node 0) was started with --nnodes 2");
   status.clear_num_nodes();  // a master that does not say: one node
-  EXPECT_TRUE(CheckJobNodes(1, status).ok());
-  EXPECT_FALSE(CheckJobNodes(2, status).ok());
+  EXPECT_TRUE(CheckJobNodes({1, 1, 1}, status).ok());
+  EXPECT_FALSE(CheckJobNodes({2, 1, 1}, status).ok());
+}
+
+// Nodes that disagree on the pservers per node or the copies of a shard would leave
+// shards without their pserver or copies on no machine: refused, naming both values.
+TEST(NodeRoleTest, NamesBothPserverAndReplicaCountsWhenTheyDiffer) {
+  proto::JobStatusResponse status;
+  status.set_num_nodes(3);
+  status.set_num_pservers(6);
+  status.set_replicas(2);
+  EXPECT_TRUE(CheckJobNodes({3, 2, 2}, status).ok());
+  Status s = CheckJobNodes({3, 1, 2}, status);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "--pservers 1 on this node, but the job's master (node 0) was started for 6 pservers in "
+                         "all (--pservers 2 on each of the 3 nodes)");
+  s = CheckJobNodes({3, 2, 1}, status);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "--replicas 1 on this node, but the job's master (node 0) was started with --replicas 2");
+  status.clear_num_pservers();  // an older master: not checked
+  status.clear_replicas();
+  EXPECT_TRUE(CheckJobNodes({3, 1, 1}, status).ok());
+}
+
+// With --replicas K the copies of each shard are on K different nodes (while K <= N),
+// every node runs P*K copies, and one node runs everything of a one-node job.
+TEST(NodeRoleTest, CopiesOfAShardAreOnDifferentNodes) {
+  for (int nodes : {1, 2, 3, 4}) {
+    for (int per_node : {1, 2, 3}) {
+      for (int replicas = 1; replicas <= nodes; ++replicas) {
+        std::map<int, std::set<int>> nodes_of_shard;  // pserver index -> nodes with a copy
+        for (int node = 0; node < nodes; ++node) {
+          const std::vector<ShardCopy> copies = ShardCopiesOnNode(nodes, node, per_node, replicas);
+          EXPECT_EQ(static_cast<int>(copies.size()), per_node * replicas) << nodes << " " << per_node;
+          for (const ShardCopy& c : copies) {
+            EXPECT_EQ(NodeOfShardCopy(nodes, per_node, c.index, c.replica), node);
+            EXPECT_TRUE(nodes_of_shard[c.index].insert(node).second)
+                << "two copies of pserver " << c.index << " on node " << node;
+          }
+        }
+        ASSERT_EQ(static_cast<int>(nodes_of_shard.size()), nodes * per_node);
+        for (const auto& [index, on] : nodes_of_shard) {
+          EXPECT_EQ(static_cast<int>(on.size()), replicas);
+          EXPECT_TRUE(on.count(index / per_node)) << "copy 0 of pserver " << index << " is not on its home node";
+        }
+      }
+    }
+  }
+  // The shape of the README's example: 3 nodes, 1 pserver each, 2 copies.
+  std::vector<ShardCopy> node1 = ShardCopiesOnNode(3, 1, 1, 2);
+  ASSERT_EQ(node1.size(), 2u);
+  EXPECT_EQ(node1[0].index, 0);  // pserver 0's second copy
+  EXPECT_EQ(node1[0].replica, 1);
+  EXPECT_EQ(node1[1].index, 1);  // its own pserver's first
+  EXPECT_EQ(node1[1].replica, 0);
 }
 
 TEST(NodeRoleTest, LocalAddressTowardsLoopbackIsLoopback) {

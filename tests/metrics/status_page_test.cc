@@ -94,8 +94,9 @@ TEST_F(StatusPageTest, JsonHoldsJobMembersEventsAndCurves) {
   EXPECT_NEAR(curve->Find("test_metric")->number, 0.875, 1e-6);
 }
 
-// A replicated shard: the page says how many replicas are in sync and catching up,
-// and the primary's loss shows as a lease expiry and a failover among the events.
+// A replicated shard: the page says how many replicas are in sync, catching up and
+// missing against the copies the job was launched with, and the primary's loss shows
+// as a lease expiry and a failover among the events.
 TEST(StatusPageReplicasTest, ShowsReplicasInSyncAndCatchingUpAndFailoversAsEvents) {
   testing::ScratchDir dir;
   testing::FakeClock clock;
@@ -103,6 +104,7 @@ TEST(StatusPageReplicasTest, ShowsReplicasInSyncAndCatchingUpAndFailoversAsEvent
   metrics::ProgressBoard board;
   MasterOptions o;
   o.num_pservers = 1;
+  o.replicas = 4;
   o.now_ms = clock.fn();
   o.expire_interval_ms = 0;
   o.log = [&events](const std::string& line) { events.Add(line); };
@@ -130,7 +132,9 @@ TEST(StatusPageReplicasTest, ShowsReplicasInSyncAndCatchingUpAndFailoversAsEvent
   const JsonValue& shard = json->Find("pservers")->array.at(0);
   EXPECT_EQ(shard.Find("replicas")->integer, 2);
   EXPECT_EQ(shard.Find("joining")->integer, 1);
-  EXPECT_THAT(page.Handle("/status.txt").body, HasSubstr("replicas 2 in sync, 1 catching up"));
+  EXPECT_EQ(shard.Find("missing")->integer, 1);
+  EXPECT_EQ(json->Find("job")->Find("replicas")->integer, 4);
+  EXPECT_THAT(page.Handle("/status.txt").body, HasSubstr("replicas 2 in sync, 1 catching up, 1 missing of 4"));
 
   clock.now += 500;
   beat(2);

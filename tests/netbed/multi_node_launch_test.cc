@@ -11,17 +11,15 @@
 
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
-#include "paddle_like/rpc/tls.h"
 #include "proto/master.grpc.pb.h"
 #include "tests/dist/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
+#include "tests/netbed/node_bed.h"
 #include "tests/netbed/test_bed.h"
 
 namespace pl::dist_testing {
@@ -30,82 +28,6 @@ namespace {
 using ::pl::netbed::TestBed;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// The master's port on node 0 (each host has its own network namespace: no clash).
-constexpr int kMasterPort = 17000;
-
-// One pl-launch per host of a bed: node R on host R, with one pserver and one trainer.
-// The processes are killed and the bed removed on destruction.
-class NodeBed {
- public:
-  // A bed of `hosts` hosts; `dir` holds the nodes' logs and work directories.
-  static StatusOr<std::unique_ptr<NodeBed>> Create(int hosts, std::string dir) {
-    std::unique_ptr<NodeBed> nb(new NodeBed(std::move(dir)));
-    for (const char* name : {"pl-launch", "pl-trainer", "pl-gen-clicks"}) {
-      PL_ASSIGN_OR_RETURN(nb->bin_[name], testing::BinaryPath(name));
-    }
-    PL_ASSIGN_OR_RETURN(nb->bed_, TestBed::Create(hosts));
-    // One CA for the job, handed to every node (--tls_ca): their processes talk mutual
-    // TLS across the bed's hosts.
-    PL_RETURN_IF_ERROR(rpc::EnsureJobCa(nb->dir_ + "/job-tls", "netbed job"));
-    // The test reads the master's JobStatus: as one of the job's processes.
-    PL_RETURN_IF_ERROR(rpc::IssueCertificate(nb->dir_ + "/job-tls", "launch"));
-    PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(nb->dir_ + "/job-tls/launch"));
-    nb->master_addr_ = absl::StrCat(nb->bed_->host(0).address(), ":", kMasterPort);
-    return nb;
-  }
-  ~NodeBed() {
-    nodes_.clear();  // before the bed: its processes first
-    rpc::UseInsecureTransport();
-  }
-
-  TestBed& bed() { return *bed_; }
-  const std::string& master_addr() const { return master_addr_; }
-  const std::string& bin(const std::string& name) { return bin_[name]; }
-  ChildProcess& node(int rank) { return *nodes_.at(rank); }
-  int num_started() const { return static_cast<int>(nodes_.size()); }
-
-  std::string Log(int node) const { return absl::StrCat(dir_, "/node-", node, ".log"); }
-  std::string Output(int node) const { return testing::ReadFileOrEmpty(Log(node)); }
-  std::string AllOutput() const {
-    std::string all;
-    for (size_t i = 0; i < nodes_.size(); ++i) absl::StrAppend(&all, "==== node ", i, " ====\n", Output(i));
-    return all;
-  }
-
-  // Starts pl-launch as node `rank` of `nnodes` on host `rank` with `flags` (after the
-  // node's own) and `trainer` after "--".
-  Status StartNode(int rank, int nnodes, const std::vector<std::string>& flags,
-                   const std::vector<std::string>& trainer) {
-    std::vector<std::string> argv = {bin_["pl-launch"], "--nnodes", std::to_string(nnodes), "--node_rank",
-                                     std::to_string(rank), "--master_addr", master_addr_, "--pservers", "1",
-                                     "--trainers", "1", "--workdir", absl::StrCat(dir_, "/work-", rank),
-                                     "--progress_every_s", "2", "--tls_ca", dir_ + "/job-tls/ca"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.push_back("--");
-    argv.insert(argv.end(), trainer.begin(), trainer.end());
-    PL_ASSIGN_OR_RETURN(auto child, bed_->Start(rank, argv, Log(rank)));
-    if (num_started() <= rank) nodes_.resize(rank + 1);
-    nodes_[rank] = std::move(child);
-    return absl::OkStatus();
-  }
-
- private:
-  explicit NodeBed(std::string dir) : dir_(std::move(dir)) {}
-
-  std::string dir_;
-  std::map<std::string, std::string> bin_;
-  std::unique_ptr<TestBed> bed_;
-  std::string master_addr_;
-  std::vector<std::unique_ptr<ChildProcess>> nodes_;
-};
-
-// The last line of `text` (which ends with a newline).
-std::string LastLine(const std::string& text) {
-  if (text.size() < 2) return text;
-  const size_t nl = text.rfind('\n', text.size() - 2);
-  return nl == std::string::npos ? text : text.substr(nl + 1);
-}
 
 // The job of MlpJobTest (12,000 Fashion-MNIST samples, skipped without the data), run
 // by one pl-launch per host.
@@ -177,40 +99,22 @@ class MultiNodeLaunchBadInputTest : public ::testing::Test {
   std::unique_ptr<NodeBed> nodes_;  // declared after dir_: removed before it
 };
 
-// Three machines, each running pl-launch with one pserver and one trainer: every node
-// exits 0, the master counts every chunk trained once per pass, and every node's
+// Three machines, each running pl-launch with one pserver (one copy: --replicas 1; two
+// copies on different machines are multi_node_replicas_test.cc) and one trainer: every
+// node exits 0, the master counts every chunk trained once per pass, and every node's
 // trainer trained tasks against all three pservers.
 TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) {
   constexpr int kNodes = 3, kPasses = 2, kPerTask = 2;
   ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
   const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task",
-                                        std::to_string(kPerTask), "--lease_ms", "10000"};
+                                        std::to_string(kPerTask), "--lease_ms", "10000", "--replicas", "1"};
   const auto started = Clock::now();
   for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
 
-  // Read the master's JobStatus (the test reaches the hosts) until the nodes exit; node
-  // 0 keeps the master up for a while after job_done, so the done status is seen.
-  auto stub = proto::Master::NewStub(rpc::MakeChannel(nodes_->master_addr()));
-  proto::JobStatusResponse last;
-  bool saw_done = false;
-  auto all_exited = [&] {
-    for (int r = 0; r < kNodes; ++r) {
-      if (nodes_->node(r).running()) return false;
-    }
-    return true;
-  };
-  while (!all_exited() && Clock::now() < started + seconds(240)) {
-    proto::JobStatusResponse st;
-    auto ctx = rpc::MakeContext(milliseconds(1000));
-    if (!saw_done && stub->JobStatus(ctx.get(), proto::JobStatusRequest(), &st).ok()) {
-      last = st;
-      saw_done = st.job_done();
-    } else if (!saw_done) {
-      stub = proto::Master::NewStub(rpc::MakeChannel(nodes_->master_addr()));  // as pl-launch's WaitForMaster
-    }
-    std::this_thread::sleep_for(milliseconds(250));
-  }
-  ASSERT_TRUE(all_exited()) << "the nodes did not all exit within 240 s\n" << nodes_->AllOutput();
+  // The test reaches the hosts: it reads the master's JobStatus until the nodes exit.
+  const NodeBed::Ending end = nodes_->FollowToTheEnd(seconds(240));
+  const proto::JobStatusResponse& last = end.last;
+  ASSERT_TRUE(end.all_exited) << "the nodes did not all exit within 240 s\n" << nodes_->AllOutput();
   std::cout << "[measured] 3 nodes x (1 pserver + 1 trainer): every node exited "
             << SecondsBetween(started, Clock::now()) << " s after the start" << std::endl;
   for (int r = 0; r < kNodes; ++r) {
@@ -218,7 +122,7 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
         << "node " << r << ": " << nodes_->node(r).exit_info().Describe() << "\n" << nodes_->AllOutput();
   }
 
-  ASSERT_TRUE(saw_done) << "never read a done JobStatus; last: " << last.ShortDebugString() << "\n"
+  ASSERT_TRUE(end.saw_done) << "never read a done JobStatus; last: " << last.ShortDebugString() << "\n"
                         << nodes_->AllOutput();
   EXPECT_EQ(last.num_nodes(), kNodes);
   EXPECT_EQ(last.chunks_trained(), kPasses * kChunks) << last.ShortDebugString();
@@ -258,8 +162,9 @@ TEST_F(MultiNodeLaunchTest, ThreeNodesTrainEveryChunkOncePerPassAndAllExitZero) 
   EXPECT_EQ(tasks, kPasses * (kChunks / kPerTask)) << "a task was trained twice or lost\n" << nodes_->AllOutput();
 }
 
-// Node 0's machine lost mid-job (no FIN, no RST): node 1 stops its trainer and pserver
-// and exits 1 naming the master once it has been unreachable for --master_wait_s.
+// Node 0's machine lost mid-job (no FIN, no RST): node 1 stops its trainer and its
+// pservers (copy 0 of pserver 1, copy 1 of pserver 0: two copies by default) and exits
+// 1 naming the master once it has been unreachable for --master_wait_s.
 TEST_F(MultiNodeLaunchTest, NodeZeroLostMidJobOtherNodeExitsOneWithinTheBound) {
   ASSERT_NO_FATAL_FAILURE(MakeBed(2));
   // Long enough to be running when node 0 goes: 50 passes of about a second.
@@ -282,7 +187,8 @@ TEST_F(MultiNodeLaunchTest, NodeZeroLostMidJobOtherNodeExitsOneWithinTheBound) {
                                                     " has been unreachable for ")))
       << out;
   EXPECT_THAT(LastLine(out), HasSubstr("is node 0 gone?")) << out;
-  EXPECT_THAT(out, HasSubstr("pserver-1 exited")) << "node 1 left its pserver running\n" << out;
+  EXPECT_THAT(out, HasSubstr("pserver-1.0 exited")) << "node 1 left a pserver running\n" << out;
+  EXPECT_THAT(out, HasSubstr("pserver-0.1 exited")) << "node 1 left a pserver running\n" << out;
 }
 
 // A node whose --master_addr nothing answers at gives up after --master_wait_s with one
@@ -305,8 +211,9 @@ TEST_F(MultiNodeLaunchBadInputTest, UnreachableMasterAddrIsAOneLineErrorWithinTh
   EXPECT_THAT(out, Not(HasSubstr("started pserver"))) << out;
 }
 
-// A node started with --nnodes 3 for a job whose node 0 said --nnodes 2: an error naming
-// both values, exit 2, and nothing started on that node.
+// A node started with --nnodes 3 for a job whose node 0 said --nnodes 2, then one with
+// --replicas 1 where node 0 has two copies of every shard: each an error naming both
+// values, exit 2, and nothing started on that node.
 TEST_F(MultiNodeLaunchBadInputTest, MismatchedNnodesNamesBothValues) {
   ASSERT_NO_FATAL_FAILURE(MakeBed(2));
   ASSERT_NO_FATAL_FAILURE(StartNode(0, 2, {}));
@@ -320,7 +227,15 @@ TEST_F(MultiNodeLaunchBadInputTest, MismatchedNnodesNamesBothValues) {
               HasSubstr("--nnodes 3 on this node, but the job's master (node 0) was started with --nnodes 2"))
       << out;
   EXPECT_THAT(out, Not(HasSubstr("started pserver"))) << out;
-  // Node 0 is still waiting for node 1's pserver; SIGTERM stops it cleanly.
+
+  ASSERT_NO_FATAL_FAILURE(StartNode(1, 2, {"--master_wait_s", "20", "--replicas", "1"}));
+  exit = testing::WaitForExit(nodes_->node(1), seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << nodes_->Output(1);
+  EXPECT_EQ(exit->code, 2) << exit->Describe() << "\n" << nodes_->Output(1);
+  EXPECT_THAT(LastLine(nodes_->Output(1)),
+              HasSubstr("--replicas 1 on this node, but the job's master (node 0) was started with --replicas 2"))
+      << nodes_->Output(1);
+  // Node 0 is still waiting for node 1's pservers; SIGTERM stops it cleanly.
   ASSERT_TRUE(nodes_->node(0).running()) << nodes_->Output(0);
   ASSERT_TRUE(nodes_->node(0).Signal(SIGTERM).ok());
   auto stopped = testing::WaitForExit(nodes_->node(0), seconds(30));

@@ -7,9 +7,10 @@
 #include "trainer/launcher/node_role.h"
 
 ABSL_FLAG(int, pservers, 0, "pservers to run (required, >= 1)");
-ABSL_FLAG(int, replicas, 1,
-          "copies of each pserver's shard, each a pl-pserver process (>= 1): with 2 or more a shard survives the "
-          "death of any one of its processes with no update lost (a backup takes over)");
+ABSL_FLAG(int, replicas, 0,
+          "copies of each pserver's shard, each a pl-pserver process: with 2 or more a shard survives the death "
+          "of any one of its processes with no update lost (a backup takes over). With --nnodes N > 1 the copies "
+          "of a shard go to different machines (up to N). 0: 1 on one machine, 2 on several");
 ABSL_FLAG(int, trainers, 0, "trainers to start (required, >= 1)");
 ABSL_FLAG(bool, sync, false, "synchronous updates: the trainers get PL_SYNC=1");
 ABSL_FLAG(std::string, workdir, "",
@@ -114,7 +115,8 @@ const cli::Program& LaunchProgram() {
       "                    checkpoint-pserver INDEX\n"
       "Several machines: run on each  pl-launch --nnodes N --node_rank R --master_addr HOST:PORT\n"
       "--pservers P --trainers T ... -- <trainer command>; node 0 runs the master, every node\n"
-      "its P pservers (indexes R*P..) and T trainers (ranks R*T..).",
+      "its P pservers (indexes R*P..) and T trainers (ranks R*T..); with --replicas K (2 by\n"
+      "default there) copy k of pserver i runs on node (i/P + k) mod N.",
       /*env=*/{},
       /*max_positional=*/0,
       /*command_after_separator=*/true,
@@ -130,7 +132,6 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   }
   LaunchOptions o;
   o.num_pservers = absl::GetFlag(FLAGS_pservers);
-  o.replicas = absl::GetFlag(FLAGS_replicas);
   o.num_trainers = absl::GetFlag(FLAGS_trainers);
   o.sync = absl::GetFlag(FLAGS_sync);
   o.workdir = absl::GetFlag(FLAGS_workdir);
@@ -157,8 +158,12 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   o.trainer_command = line.command;
+  // One machine: copies there share its fate, so one by default; several: two, each on
+  // a machine of its own (node_role.h), which is what replication is for.
+  const int replicas = absl::GetFlag(FLAGS_replicas);
+  o.replicas = replicas > 0 ? replicas : o.num_nodes > 1 ? 2 : 1;
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("pservers", o.num_pservers, 1));
-  PL_RETURN_IF_ERROR(cli::CheckAtLeast("replicas", o.replicas, 1));
+  PL_RETURN_IF_ERROR(cli::CheckAtLeast("replicas", replicas, 0));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("passes", o.passes, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("chunks_per_task", o.chunks_per_task, 1));

@@ -34,7 +34,7 @@ namespace pl {
 struct LaunchOptions {
   // --- from flags ---
   int num_pservers = 0;             // --pservers, required, >= 1
-  int replicas = 1;                 // --replicas: processes per pserver index (primary + backups), >= 1
+  int replicas = 1;                 // --replicas, resolved (0: 1 on one node, 2 on several): copies per pserver index
   int num_trainers = 0;             // --trainers, required, >= 1
   bool sync = false;                // --sync: trainers get PL_SYNC=1
   std::string workdir;              // --workdir; empty: a fresh /tmp/pl-launch-XXXXXX

@@ -143,9 +143,7 @@ Status Launcher::PrepareWorkdir() {
   std::error_code ec;
   std::vector<std::string> dirs = {workdir_ + "/ports"};
   if (runs_master()) dirs.push_back(workdir_ + "/master");
-  for (int i : LocalPservers()) {
-    for (const std::string& name : PserverNames(i)) dirs.push_back(CheckpointDir(name));
-  }
+  for (const ShardCopy& copy : LocalCopies()) dirs.push_back(CheckpointDir(PserverName(copy)));
   for (const std::string& d : dirs) {
     fs::create_directories(d, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", d, ": ", ec.message()));
@@ -197,6 +195,7 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
                            "--num_pservers", std::to_string(total_pservers()),
                            "--seed", std::to_string(options_.seed)});
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
+  argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
   const std::vector<std::string> telemetry = TelemetryArgs("master");
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   const std::vector<std::string> tls = TlsArgs("master");
@@ -310,8 +309,10 @@ Status Launcher::Run() {
   PL_RETURN_IF_ERROR(PrepareWorkdir());
   PL_RETURN_IF_ERROR(PrepareTls());
   PL_RETURN_IF_ERROR(OpenControlFifo());
-  supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s), ",
-                                options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
+  supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s)",
+                                options_.replicas > 1 ? absl::StrCat(" of ", options_.replicas, " copies") : "",
+                                multi_node() ? absl::StrCat(" (this node runs ", LocalCopies().size(), " copies)") : "",
+                                ", ", options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
                                 " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : "",
                                 multi_node() ? absl::StrCat("; node ", options_.node_rank, " of ", options_.num_nodes,
                                                             ", master at ", options_.master_addr)
@@ -329,12 +330,16 @@ Status Launcher::Run() {
       PL_RETURN_IF_ERROR(WaitForMaster());
     }
     if (multi_node()) PL_RETURN_IF_ERROR(ResolveNodeAddr());
-    for (int i : LocalPservers()) {
-      for (const std::string& name : PserverNames(i)) {
-        PL_RETURN_IF_ERROR(StartServer(name, absl::StrCat("at index ", i),
-                                       [this, i, name](int port) { return PserverCommand(i, name, port); })
-                               .status());
-      }
+    if (multi_node() && options_.replicas > options_.num_nodes) {
+      supervisor_->Log(absl::StrCat("warning: --replicas ", options_.replicas, " on ", options_.num_nodes,
+                                    " nodes: some copies of a shard share a machine, and losing it loses both"));
+    }
+    for (const ShardCopy& copy : LocalCopies()) {
+      const int i = copy.index;
+      const std::string name = PserverName(copy);
+      PL_RETURN_IF_ERROR(StartServer(name, absl::StrCat("at index ", i),
+                                     [this, i, name](int port) { return PserverCommand(i, name, port); })
+                             .status());
     }
     for (int r = 0; r < options_.num_trainers; ++r) PL_RETURN_IF_ERROR(StartTrainer(""));
     return absl::OkStatus();
@@ -378,9 +383,7 @@ void Launcher::StopEverything() {
     HandleEvents(supervisor_->Stop(trainers, options_.stop_grace));
   }
   std::vector<std::string> servers;
-  for (int i : LocalPservers()) {
-    for (const std::string& name : PserverNames(i)) servers.push_back(name);
-  }
+  for (const ShardCopy& copy : LocalCopies()) servers.push_back(PserverName(copy));
   supervisor_->Log(runs_master() ? "stopping pservers and master (SIGTERM)" : "stopping pservers (SIGTERM)");
   HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
   if (runs_master()) HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));

@@ -143,11 +143,15 @@ class Launcher {
   bool multi_node() const { return options_.num_nodes > 1; }
   bool runs_master() const { return options_.node_rank == 0; }
   int total_pservers() const { return options_.num_nodes * options_.num_pservers; }
-  // The global indexes of this node's pservers.
+  // The shard copies this node runs (node_role.h: with --replicas, copies of other
+  // nodes' pservers too, so that no machine holds every copy of a shard).
+  std::vector<ShardCopy> LocalCopies() const;
+  // The global indexes of the pservers of which this node runs a copy, ascending.
   std::vector<int> LocalPservers() const;
   std::map<std::string, int> server_ports_;  // name -> the port it serves on (restarts reuse it)
-  // The processes of pserver index i: "pserver-<i>", or with --replicas R > 1
-  // "pserver-<i>.<r>" for r in [0, R).
+  // A copy's process name: "pserver-<i>", or with --replicas R > 1 "pserver-<i>.<r>".
+  std::string PserverName(const ShardCopy& copy) const;
+  // This node's processes of pserver `index`.
   std::vector<std::string> PserverNames(int index) const;
   // WORKDIR/pservers/<index> (or <index>.<replica>): where that process checkpoints.
   std::string CheckpointDir(const std::string& pserver_name) const;

@@ -3,8 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "paddle_like/rpc/rpc.h"
@@ -68,12 +71,12 @@ void Launcher::RunCommand(const std::string& line) {
   } else if (cmd == "stop-trainer" && words.size() <= 2) {
     SignalTrainer(arg, SIGTERM, source);
   } else if (cmd == "kill-pserver" && words.size() == 2) {
-    // This node's pservers (several machines: indexes R*P .. R*P+P-1, node_role.h).
+    // The pservers of which this node runs a copy (several machines: node_role.h).
     const std::vector<int> local = LocalPservers();
     int index = -1;
-    if (!absl::SimpleAtoi(arg, &index) || index < local.front() || index > local.back()) {
-      supervisor_->Log(absl::StrCat(source, ": pserver index must be in [", local.front(), ", ", local.back() + 1,
-                                    ")"));
+    if (!absl::SimpleAtoi(arg, &index) || std::find(local.begin(), local.end(), index) == local.end()) {
+      supervisor_->Log(absl::StrCat(source, ": pserver index must be one this node runs a copy of: ",
+                                    absl::StrJoin(local, ", ")));
       return;
     }
     const std::string name = PserverServing(index);
@@ -145,7 +148,7 @@ void Launcher::CheckpointPserver(int index, const std::string& source) {
 
 std::string Launcher::PserverServing(int index) {
   const std::vector<std::string> names = PserverNames(index);
-  if (names.size() == 1) return names.front();
+  if (options_.replicas <= 1) return names.empty() ? "" : names.front();
   const std::string address = PrimaryAddress(index);
   if (address.empty()) return "";
   const std::string port = address.substr(address.rfind(':') + 1);

@@ -19,10 +19,20 @@ int64_t WholeSeconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+std::vector<ShardCopy> Launcher::LocalCopies() const {
+  return ShardCopiesOnNode(options_.num_nodes, options_.node_rank, options_.num_pservers, options_.replicas);
+}
+
+std::string Launcher::PserverName(const ShardCopy& copy) const {
+  if (options_.replicas <= 1) return absl::StrCat("pserver-", copy.index);
+  return absl::StrCat("pserver-", copy.index, ".", copy.replica);
+}
+
 std::vector<std::string> Launcher::PserverNames(int index) const {
-  if (options_.replicas <= 1) return {absl::StrCat("pserver-", index)};
   std::vector<std::string> names;
-  for (int r = 0; r < options_.replicas; ++r) names.push_back(absl::StrCat("pserver-", index, ".", r));
+  for (const ShardCopy& copy : LocalCopies()) {
+    if (copy.index == index) names.push_back(PserverName(copy));
+  }
   return names;
 }
 
@@ -32,7 +42,9 @@ std::string Launcher::CheckpointDir(const std::string& pserver_name) const {
 
 std::vector<int> Launcher::LocalPservers() const {
   std::vector<int> out;
-  for (int k = 0; k < options_.num_pservers; ++k) out.push_back(options_.node_rank * options_.num_pservers + k);
+  for (const ShardCopy& copy : LocalCopies()) {
+    if (out.empty() || out.back() != copy.index) out.push_back(copy.index);
+  }
   return out;
 }
 
@@ -55,7 +67,7 @@ Status Launcher::WaitForMaster() {
                                                " did not answer within ", options_.master_wait_s,
                                                " s (--master_wait_s): ", st.status().message()));
   }
-  if (Status s = CheckJobNodes(options_.num_nodes, *st); !s.ok()) {
+  if (Status s = CheckJobNodes({options_.num_nodes, options_.num_pservers, options_.replicas}, *st); !s.ok()) {
     return absl::InvalidArgumentError(s.message());
   }
   supervisor_->Log(absl::StrCat("the job's master at ", options_.master_addr, " answers: ", DescribeStatus(*st)));

@@ -65,13 +65,43 @@ bool IsLoopbackAddress(const std::string& ipv4) {
   return ::inet_pton(AF_INET, ipv4.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
-Status CheckJobNodes(int num_nodes, const proto::JobStatusResponse& status) {
+int NodeOfShardCopy(int num_nodes, int pservers_per_node, int index, int replica) {
+  return (index / pservers_per_node + replica) % num_nodes;
+}
+
+std::vector<ShardCopy> ShardCopiesOnNode(int num_nodes, int node_rank, int pservers_per_node, int replicas) {
+  std::vector<ShardCopy> copies;
+  for (int index = 0; index < num_nodes * pservers_per_node; ++index) {
+    for (int replica = 0; replica < replicas; ++replica) {
+      if (NodeOfShardCopy(num_nodes, pservers_per_node, index, replica) == node_rank) {
+        copies.push_back({index, replica});
+      }
+    }
+  }
+  return copies;
+}
+
+Status CheckJobNodes(const JobShape& shape, const proto::JobStatusResponse& status) {
   const int job_nodes = status.num_nodes() > 0 ? status.num_nodes() : 1;
-  if (job_nodes == num_nodes) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("--nnodes ", num_nodes,
-                                                    " on this node, but the job's master (node 0) was started with "
-                                                    "--nnodes ",
-                                                    job_nodes));
+  if (job_nodes != shape.num_nodes) {
+    return absl::FailedPreconditionError(absl::StrCat("--nnodes ", shape.num_nodes,
+                                                      " on this node, but the job's master (node 0) was started "
+                                                      "with --nnodes ",
+                                                      job_nodes));
+  }
+  if (status.num_pservers() > 0 && status.num_pservers() != shape.num_nodes * shape.pservers_per_node) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--pservers ", shape.pservers_per_node, " on this node, but the job's master (node 0) was "
+                     "started for ", status.num_pservers(), " pservers in all (--pservers ",
+                     status.num_pservers() / job_nodes, " on each of the ", job_nodes, " nodes)"));
+  }
+  if (status.replicas() > 0 && status.replicas() != shape.replicas) {
+    return absl::FailedPreconditionError(absl::StrCat("--replicas ", shape.replicas,
+                                                      " on this node, but the job's master (node 0) was started "
+                                                      "with --replicas ",
+                                                      status.replicas()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pl
