@@ -1,11 +1,11 @@
 // pl-launch on several machines keeps two copies of every shard by default, each on a
 // machine of its own (node_role.h), so losing a whole machine loses no shard: one
 // pl-launch per host of a test bed, the mlp job of MlpJobTest, and a host lost (cut
-// off, every process on it SIGKILLed, its pl-launch too) while the job trains. The
-// master promotes the copies on the other hosts, the job goes on with one copy of the
-// lost host's shards (and says so), the host comes back, its pl-launch is started
-// again, its copies join from the live ones, and the job finishes with every chunk
-// trained once per pass and no checkpoint restored. Every wait is bounded; the bed and
+// off, every process on it SIGKILLed, its pl-launch too) or cut off for 10 s while the
+// job trains. The master promotes the copies on the other hosts, the job goes on with
+// one copy of that host's shards (and says so), the host comes back (a lost one with
+// its pl-launch started again), its copies join from the live ones, and the job
+// finishes with every chunk trained once per pass and no checkpoint restored. Every wait is bounded; the bed and
 // the processes are removed after the test, also when it fails.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,7 +34,12 @@ using ::testing::Not;
 
 constexpr int kNodes = 3;
 
-class MultiNodeReplicasTest : public BedJobTest {
+// How the host goes: lost (power: every process on it killed; it comes back empty and
+// its pl-launch is started again), or cut off from the others for 10 s (its processes
+// live on, fenced, and carry on once it is healed).
+enum class HostFault { kLost, kCutOff };
+
+class MultiNodeReplicasTest : public BedJobTest, public ::testing::WithParamInterface<HostFault> {
  protected:
   void TearDown() override {
     const char* dump = std::getenv("PL_DIST_TEST_LOGS");
@@ -87,7 +92,8 @@ bool EveryShardHas(const proto::MembershipResponse& m, int copies) {
   return true;
 }
 
-TEST_F(MultiNodeReplicasTest, AMachineLostMidJobLosesNoShardAndItsCopiesComeBackWithIt) {
+TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBackWithIt) {
+  const bool lost_host = GetParam() == HostFault::kLost;
   constexpr int kPasses = 16, kPerTask = 2;
   auto nodes = NodeBed::Create(kNodes, dir_.path());
   ASSERT_TRUE(nodes.ok()) << nodes.status();
@@ -141,8 +147,9 @@ TEST_F(MultiNodeReplicasTest, AMachineLostMidJobLosesNoShardAndItsCopiesComeBack
   const proto::JobStatusResponse before = nodes_->JobStatus();
   ASSERT_GT(before.num_passes(), 0) << "the master did not answer";
   const int64_t trained_before = before.chunks_trained();
-  ASSERT_TRUE(nodes_->bed().Lose(victim).ok());
+  ASSERT_TRUE((lost_host ? nodes_->bed().Lose(victim) : nodes_->bed().CutOff(victim)).ok());
   const auto lost = Clock::now();
+  const char* const gone = lost_host ? "lost" : "cut off";
 
   // Every primary the host held moves to another host, in a new epoch; the shards with
   // a copy there run on one copy, and the master says so.
@@ -158,14 +165,14 @@ TEST_F(MultiNodeReplicasTest, AMachineLostMidJobLosesNoShardAndItsCopiesComeBack
   };
   ASSERT_TRUE(WaitForMembership(promoted, seconds(30), &m))
       << "no promotion off host " << victim << ": " << m.ShortDebugString() << "\n" << nodes_->AllOutput();
-  std::cout << "[measured] host " << victim << " lost: every primary off it "
+  std::cout << "[measured] host " << victim << " " << gone << ": every primary off it "
             << SecondsBetween(lost, Clock::now()) << " s later" << std::endl;
   // The other nodes' trainers go on: two more tasks reported (their calls to the lost
   // host fail by keepalive, and they retry at the promoted copies).
   ASSERT_TRUE(testing::WaitUntil([&] { return nodes_->JobStatus().chunks_trained() >= trained_before + 2 * kPerTask; },
                                  seconds(60)))
       << "no task finished after the loss\n" << nodes_->AllOutput();
-  std::cout << "[measured] host " << victim << " lost: two more tasks done " << SecondsBetween(lost, Clock::now())
+  std::cout << "[measured] host " << victim << " " << gone << ": two more tasks done " << SecondsBetween(lost, Clock::now())
             << " s later" << std::endl;
   ASSERT_FALSE(nodes_->JobStatus().job_done()) << "the job ended before the host came back; make it longer";
   // Shard 0 lost only its backup: the same primary serves it, in the same epoch.
@@ -174,21 +181,25 @@ TEST_F(MultiNodeReplicasTest, AMachineLostMidJobLosesNoShardAndItsCopiesComeBack
   EXPECT_EQ(now->pservers(0).address(), m.pservers(0).address()) << now->ShortDebugString();
   EXPECT_EQ(now->pservers(0).generation(), epoch_before[0]) << now->ShortDebugString() << "\n" << nodes_->Output(0);
 
-  // The host comes back like a fresh machine, and its pl-launch is started again: its
-  // copies join from the live ones (at new addresses) while the job trains.
+  // A lost host comes back like a fresh machine, and its pl-launch is started again; a
+  // cut-off one is healed after 10 s, its copies learn they are out of their shards and
+  // exit, and its pl-launch restarts them. Either way they join from the live ones
+  // while the job trains.
+  if (!lost_host) std::this_thread::sleep_until(lost + seconds(10));
   ASSERT_TRUE(nodes_->bed().Heal(victim).ok());
   const auto healed = Clock::now();
-  ASSERT_NO_FATAL_FAILURE(StartNode(victim, job));
+  if (lost_host) ASSERT_NO_FATAL_FAILURE(StartNode(victim, job));
   ASSERT_TRUE(WaitForMembership([](const proto::MembershipResponse& m) { return EveryShardHas(m, 2); },
                                 seconds(120), &m))
       << "the lost host's copies did not come back: " << m.ShortDebugString() << "\n" << nodes_->AllOutput();
   std::cout << "[measured] host " << victim << " back: two copies of every shard again "
-            << SecondsBetween(healed, Clock::now()) << " s after it was restarted" << std::endl;
+            << SecondsBetween(healed, Clock::now()) << " s after it " << (lost_host ? "was restarted" : "was healed")
+            << std::endl;
 
   const NodeBed::Ending end = nodes_->FollowToTheEnd(seconds(360));
   const proto::JobStatusResponse& last = end.last;
   ASSERT_TRUE(end.all_exited) << "the nodes did not all exit within 360 s of the restart\n" << nodes_->AllOutput();
-  std::cout << "[measured] 3 nodes x (2 copies + 1 trainer), one host lost and back: every node exited "
+  std::cout << "[measured] 3 nodes x (2 copies + 1 trainer), one host " << gone << " and back: every node exited "
             << SecondsBetween(started, Clock::now()) << " s after the start" << std::endl;
   for (int r = 0; r < kNodes; ++r) {
     EXPECT_TRUE(nodes_->node(r).exit_info().success())
@@ -209,12 +220,17 @@ TEST_F(MultiNodeReplicasTest, AMachineLostMidJobLosesNoShardAndItsCopiesComeBack
     const std::string out = nodes_->Output(r);
     EXPECT_THAT(out, Not(HasSubstr(" restores "))) << "node " << r << "\n" << out;
     EXPECT_THAT(out, Not(HasSubstr("not initialised"))) << "node " << r << "\n" << out;
-    if (r == victim) continue;  // its first trainer died with the host
+    if (r == victim && lost_host) continue;  // its first trainer died with the host
     const double acc = LastNumberAfter(out, "final test accuracy: ").value_or(0);
     std::cout << "[measured] node " << r << ": final test accuracy " << acc << std::endl;
     EXPECT_GE(acc, 0.70) << out;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Faults, MultiNodeReplicasTest, ::testing::Values(HostFault::kLost, HostFault::kCutOff),
+                         [](const ::testing::TestParamInfo<HostFault>& info) {
+                           return info.param == HostFault::kLost ? std::string("HostLost") : std::string("HostCutOff");
+                         });
 
 }  // namespace
 }  // namespace pl::dist_testing

@@ -448,7 +448,13 @@ StatusOr<proto::JobStatusResponse> Launcher::QueryStatus() {
   proto::JobStatusResponse resp;
   auto ctx = rpc::MakeContext(options_.rpc_timeout);
   Status s = rpc::FromGrpc(master_->JobStatus(ctx.get(), req, &resp));
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // Another node's master: the next poll dials afresh. A channel that failed through
+    // a network partition was seen to fail every call long after it healed (this node
+    // then took the finished job for a lost master); a new one connects at once.
+    if (multi_node() && !runs_master()) master_ = proto::Master::NewStub(rpc::MakeChannel(options_.master_addr));
+    return s;
+  }
   return resp;
 }
 

@@ -56,10 +56,9 @@ Status Launcher::WaitForMaster() {
   while (!st.ok() && Clock::now() < deadline) {
     Step(milliseconds(200));  // signals and the control FIFO
     if (outcome_ == Outcome::kCancelled) return absl::CancelledError(cause_);
-    // A fresh channel each time: with TLS, a channel that dialled while the master was
+    // QueryStatus dialled afresh: with TLS, a channel that dialled while the master was
     // starting was seen to fail its handshakes ("Handshake read failed") long after
     // the master served others (gRPC 1.51); a new channel connects at once.
-    master_ = proto::Master::NewStub(rpc::MakeChannel(options_.master_addr));
     st = QueryStatus();
   }
   if (!st.ok()) {
