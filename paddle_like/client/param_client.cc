@@ -39,6 +39,12 @@ ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClient
   for (auto& sh : shards_) {
     for (Shard::Slot& slot : sh->slots) slot.value_offset = sh->slot_bytes + slot.grad_offset;
   }
+  if (resolve_) {
+    watch_ = std::make_unique<PrimaryWatch>([this] {
+      std::lock_guard<std::mutex> lock(resolve_mu_);
+      return resolve_();
+    });
+  }
   for (int i = 1; i < options_.num_pservers; ++i) shard_threads_.push_back(std::make_unique<TaskThread>());
   client_id_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   for (const proto::ParamSpec& spec : ParamSpecsOf(keys_->keys())) *init_request_.add_params() = spec;

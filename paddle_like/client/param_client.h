@@ -42,6 +42,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "paddle_like/client/key_store.h"
+#include "paddle_like/client/primary_watch.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/bf16.h"
@@ -243,6 +244,8 @@ class ParameterClient {
   void DropLink(Shard& shard, const Status& why);
   // A dense link's failure as ABORTED: the call goes again over gRPC.
   static Status LinkLanded(const Status& link_status);
+  // A push's or pull's context, ended early if the master moves the shard's primary.
+  PrimaryWatch::Call WatchedCall(const Shard& s) const;
 
   // bind_parameters_to_shared_memory: moves the parameters that fit into the region.
   void BindParameters(Shard& shard);
@@ -268,6 +271,9 @@ class ParameterClient {
   std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
   std::atomic<int64_t> bound_parameters_{0};
   std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
+  // Ends calls to a primary the master has replaced (null without a resolver); outlives
+  // the threads that make calls (declared before them).
+  std::unique_ptr<PrimaryWatch> watch_;
   int64_t trainer_id_ = 0;
   uint64_t client_id_ = 0;  // tells this client's regions from other clients' on a pserver
   // Run fn(i) for shards 1..P-1 (shard 0 on the calling thread), and StartExchange.

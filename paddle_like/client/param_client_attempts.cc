@@ -14,7 +14,7 @@ namespace pl {
 
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PullAttempt(PullFrame* response, bool fall_back) {
   return [this, response, fall_back](Shard& s) {
-    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    const PrimaryWatch::Call ctx = WatchedCall(s);
     if (!s.region || s.pull.dense_size() != static_cast<int>(s.slots.size())) {
       return rpc::FromGrpc(s.frames->Pull(ctx.get(), s.pull, response));
     }
@@ -50,6 +50,10 @@ void ParameterClient::PushOverGrpcFromNowOn(Shard& s, const Status& why) {
   }
 }
 
+PrimaryWatch::Call ParameterClient::WatchedCall(const Shard& s) const {
+  return PrimaryWatch::Call(watch_.get(), s.index, s.address, options_.call_timeout);
+}
+
 Status ParameterClient::LinkLanded(const Status& link_status) {
   if (link_status.ok()) return link_status;
   return absl::AbortedError(absl::StrCat("dense link: ", link_status.message()));
@@ -58,7 +62,7 @@ Status ParameterClient::LinkLanded(const Status& link_status) {
 std::function<Status(ParameterClient::Shard&)> ParameterClient::PushAttempt(proto::PushResponse* response,
                                                                             bool fall_back) {
   return [this, response, fall_back](Shard& s) {
-    auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
+    const PrimaryWatch::Call ctx = WatchedCall(s);
     Status st;
     if (!s.shm_ready) {
       st = rpc::FromGrpc(s.frames->Push(ctx.get(), s.push, response));
