@@ -105,6 +105,13 @@ else
   echo "skipped: $bin/pl-bench-scaling is not built (it needs tests/netbed and tests/dist configured)"
 fi
 
+section "replicated shards across hosts: the host of a primary lost (pl-launch --nnodes 3 on the bed)"
+if [ -x "$bin/pl-bench-host-failover" ]; then
+  run "$bin/pl-bench-host-failover" --data "$data" --reps "$([ -n "$quick" ] && echo 3 || echo 10)"
+else
+  echo "skipped: $bin/pl-bench-host-failover is not built (it needs tests/netbed and tests/dist configured)"
+fi
+
 # Built only with CUDA; without a GPU it says why and exits 0.
 section "GPU: GEMM and convolution vs peak, cnn GPU vs CPU, the trainer's host round trip, NCCL"
 if [ -x "$bin/pl-bench-gpu" ]; then
