@@ -229,6 +229,17 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
   return resp;
 }
 
+StatusOr<proto::ReplicaExitedResponse> Master::ReplicaExited(const proto::ReplicaExitedRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked();
+  proto::ReplicaExitedResponse resp;
+  resp.set_known(membership_.ReplicaExited(req.index(), req.replica_id(),
+                                           absl::StrCat("pl-launch: ", req.why().empty() ? "exited" : req.why()),
+                                           [this](const std::string& line) { Log(line); }));
+  PL_RETURN_IF_ERROR(CommitLocked());
+  return resp;
+}
+
 StatusOr<proto::HeartbeatResponse> Master::Heartbeat(const proto::HeartbeatRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
@@ -396,6 +407,8 @@ PL_MASTER_HANDLER(TaskFailed, TaskFailed, AuthorizeTrainerCall(ctx, req->trainer
 PL_MASTER_HANDLER(Leave, Leave, AuthorizeTrainerCall(ctx, req->trainer_id(), "Leave"))
 PL_MASTER_HANDLER(Membership, GetMembership, rpc::AuthorizeJobProcess(ctx, "Membership"))
 PL_MASTER_HANDLER(JobStatus, JobStatus, rpc::AuthorizeJobProcess(ctx, "JobStatus"))
+// Only the supervisor that reaped the process knows it is gone.
+PL_MASTER_HANDLER(ReplicaExited, ReplicaExited, rpc::Authorize(ctx, {rpc::kLaunchers}, "ReplicaExited"))
 
 #undef PL_MASTER_HANDLER
 

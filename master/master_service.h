@@ -101,6 +101,7 @@ class Master {
   StatusOr<proto::LeaveResponse> Leave(const proto::LeaveRequest& req);
   StatusOr<proto::MembershipResponse> GetMembership(const proto::MembershipRequest& req);
   StatusOr<proto::JobStatusResponse> JobStatus(const proto::JobStatusRequest& req);
+  StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& req);
 
   // OK when `token` is what trainer_id's registration returned, or the id is unknown
   // (Membership::CheckToken).
@@ -169,6 +170,8 @@ class MasterService final : public proto::Master::Service {
                           proto::MembershipResponse* resp) override;
   grpc::Status JobStatus(grpc::ServerContext* ctx, const proto::JobStatusRequest* req,
                          proto::JobStatusResponse* resp) override;
+  grpc::Status ReplicaExited(grpc::ServerContext* ctx, const proto::ReplicaExitedRequest* req,
+                             proto::ReplicaExitedResponse* resp) override;
 
  private:
   grpc::Status AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id, absl::string_view method) const;

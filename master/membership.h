@@ -65,6 +65,10 @@ class Membership {
   // same INVALID_ARGUMENT cases. Fills the response's map fields.
   Status HeartbeatReplica(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
                           const ShardReplicas::Log& log);
+  // A replica's process is known to be gone (ShardReplicas::Exited).
+  bool ReplicaExited(int32_t index, uint64_t id, const std::string& why, const ShardReplicas::Log& log) {
+    return replicas_.Exited(index, id, why, log);
+  }
   // Drops replicas whose lease ran out, promoting backups where a primary went.
   void ExpireReplicas(const ShardReplicas::Log& log) { replicas_.Expire(log); }
   const ShardReplicas& replicas() const { return replicas_; }

@@ -158,6 +158,20 @@ void ShardReplicas::Expire(const Log& log) {
   }
 }
 
+bool ShardReplicas::Exited(int32_t index, uint64_t id, const std::string& why, const Log& log) {
+  auto it = shards_.find(index);
+  if (it == shards_.end()) return false;
+  Shard& shard = it->second;
+  const Member* m = Find(shard, id);
+  if (m == nullptr) return false;
+  const bool primary = m->role == proto::ReplicaInfo::PRIMARY;
+  log(absl::StrCat("shard ", index, ": ", RoleName(m->role), " ", Who(m->id, m->address), " exited (", why, ")"));
+  Remove(shard, id);
+  if (primary) Promote(index, shard, "its primary's process exited", log);
+  MaybeRestore(index, shard, log);
+  return true;
+}
+
 void ShardReplicas::MaybeRestore(int32_t index, Shard& shard, const Log& log) {
   if (shard.members.empty() || shard.members.front().role != proto::ReplicaInfo::CANDIDATE) {
     shard.restore_until_ms = 0;

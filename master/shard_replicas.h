@@ -54,6 +54,9 @@ class ShardReplicas {
   // Drops members whose lease ran out, promoting a backup where the primary went, and
   // ends the restore waits that are over.
   void Expire(const Log& log);
+  // Member `id` of shard `index` is known to be dead (its process was reaped): it is
+  // taken out now, as if its lease had run out. False when it is not a member.
+  bool Exited(int32_t index, uint64_t id, const std::string& why, const Log& log);
   // Gives every member a lease until at least `until_ms` (after a master restart).
   void ExtendLeases(int64_t until_ms);
 

@@ -49,6 +49,9 @@ ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)")
 ABSL_FLAG(std::string, advertise_host, "",
           "host registered with the master (empty: --host, or 127.0.0.1 when --host is 0.0.0.0 or ::)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
+ABSL_FLAG(std::string, replica_id_file, "",
+          "with --replicas > 1: write this process's replica id here (hex, atomically) before it joins, so "
+          "that its supervisor can tell the master at once when the process dies (pl-launch does)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoints of this shard (restored at start); empty: none");
 ABSL_FLAG(int, checkpoint_every_s, 10, "seconds between checkpoints (0: only the final one on SIGTERM)");
 ABSL_FLAG(int, table_report_every_s, 60,
@@ -339,6 +342,10 @@ int Run(int argc, char** argv) {
       ro.snapshot_socket = false;
     }
     replicator = std::make_unique<pl::pserver::Replicator>(ro);
+    if (const std::string id_file = absl::GetFlag(FLAGS_replica_id_file); !id_file.empty()) {
+      pl::Status written = pl::WriteFileAtomically(id_file, absl::StrCat(absl::Hex(replicator->replica_id()), "\n"));
+      if (!written.ok()) return Fail(absl::StrCat("--replica_id_file: ", written.message()));
+    }
     shard->SetReplicationHook(replicator.get());
     service.SetReplicator(replicator.get());
     pl::Status started = ReplicatedStartup(replicator.get(), shard.get(), checkpointer.get(), &restored_from);

@@ -83,6 +83,7 @@ const std::vector<Binary>& Binaries() {
         {"port_file", "string, default \"\""},
         {"replicas", "int32, default 1"},
         {"replica_checkpoints", "bool, default false"},
+        {"replica_id_file", "string, default \"\""},
         {"shm", "bool, default true"},
         {"snapshot_lanes", "int32, default 0, env PL_SNAPSHOT_LANES"},
         {"snapshot_socket", "bool, default true"},

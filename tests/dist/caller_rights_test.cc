@@ -182,6 +182,14 @@ TEST_F(CallerRightsTest, EachProcessMakesOnlyItsOwnCallsAndARefusedCallChangesNo
   EXPECT_DENIED(trainer.master->RegisterPserver(Ctx().get(), hijack, &registered));
   As other_shard = Caller("pserver-1");
   EXPECT_DENIED(other_shard.master->RegisterPserver(Ctx().get(), hijack, &registered));
+  // Only a launcher, which reaped the process, may say a replica is gone.
+  proto::ReplicaExitedRequest gone;
+  gone.set_index(0);
+  gone.set_replica_id(1);
+  proto::ReplicaExitedResponse noted;
+  EXPECT_DENIED(other_shard.master->ReplicaExited(Ctx().get(), gone, &noted));
+  trainer = Caller("trainer");
+  EXPECT_DENIED(trainer.master->ReplicaExited(Ctx().get(), gone, &noted));
 
   // Trainer 2 finishing, failing or leaving trainer 1's task; a call carrying no token.
   trainer = Caller("trainer");

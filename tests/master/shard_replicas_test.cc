@@ -80,6 +80,36 @@ TEST_F(ShardReplicasTest, APrimaryThatLosesItsLeaseIsReplacedByItsBackupInAHighe
   EXPECT_EQ(Beat(1), proto::ReplicaInfo::REMOVED) << "the old primary is fenced out";
 }
 
+// pl-launch reaped the primary's process: its backup is promoted at once, with no lease
+// to wait out; a backup that exits just leaves; an id not in the map changes nothing.
+TEST_F(ShardReplicasTest, AReplicaKnownToHaveExitedLeavesAtOnceAndAPrimaryIsReplaced) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  Beat(3);
+  CaughtUp(1, 3);
+  EXPECT_EQ(Beat(3), proto::ReplicaInfo::BACKUP);
+  auto log = [this](const std::string& line) { log_.push_back(line); };
+  EXPECT_FALSE(map_.Exited(0, 99, "pl-launch: gone", log));
+  EXPECT_FALSE(map_.Exited(7, 1, "pl-launch: gone", log));
+  EXPECT_EQ(map_.Primary(0)->live_replicas(), 3);
+
+  EXPECT_TRUE(map_.Exited(0, 1, "pl-launch: pserver-0.0 killed by signal 9", log));  // no time passes
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_EQ(epoch_, 2);
+  EXPECT_EQ(map_.Primary(0)->address(), "10.0.0.2:7100");
+  EXPECT_NE(Log().find("primary replica 1 (10.0.0.1:7100) exited (pl-launch: pserver-0.0 killed by signal 9)"),
+            std::string::npos)
+      << Log();
+  EXPECT_NE(Log().find("its primary's process exited"), std::string::npos) << Log();
+  EXPECT_EQ(Beat(1), proto::ReplicaInfo::REMOVED) << "the dead id is fenced out";
+
+  EXPECT_TRUE(map_.Exited(0, 3, "pl-launch: exited", log));
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::PRIMARY);
+  EXPECT_EQ(epoch_, 2) << "a backup's exit promotes nobody";
+  EXPECT_EQ(map_.Primary(0)->live_replicas(), 1);
+}
+
 // Both replicas lost. They come back one after the other, each with the newest
 // checkpoint of its own disk; the one with the newer becomes primary, not the first.
 TEST_F(ShardReplicasTest, AShardThatLostEveryReplicaIsRestoredByTheNewestCheckpointThatComesBack) {

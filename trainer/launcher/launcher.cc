@@ -215,8 +215,9 @@ std::vector<std::string> Launcher::PserverCommand(int index, const std::string& 
                                    "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s),
                                    "--replicas", std::to_string(options_.replicas)};
   // Each replica checkpoints into a directory of its own, as on separate machines: the
-  // copy that outlives the others restores its own newest state.
-  if (options_.replicas > 1) argv.push_back("--replica_checkpoints");
+  // copy that outlives the others restores its own newest state. Its id file lets this
+  // launcher tell the master the moment the process dies (ReportReplicaExit).
+  if (options_.replicas > 1) argv.insert(argv.end(), {"--replica_checkpoints", "--replica_id_file", ReplicaIdFile(name)});
   if (options_.sparse_memory_mb > 0) argv.insert(argv.end(), {"--sparse_memory_mb", std::to_string(options_.sparse_memory_mb)});
   if (options_.sparse_disk) argv.insert(argv.end(), {"--sparse_disk_dir", absl::StrCat(workdir_, "/sparse-disk/", name)});
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
@@ -427,6 +428,7 @@ void Launcher::HandleEvents(const std::vector<ProcessEvent>& events) {
       }
       continue;
     }
+    if (outcome_ == Outcome::kRunning) ReportReplicaExit(e);
     // A server that exits before it ever served has bad flags or state (StartServer
     // does not restart it yet).
     if (!served_.count(e.name) && outcome_ == Outcome::kRunning) {

@@ -158,6 +158,11 @@ class Launcher {
   // The process that serves shard `index` now: its only one, or with replicas the
   // primary the master names (empty when it names none this node runs).
   std::string PserverServing(int index);
+  // Where pserver process `name` writes its replica id (--replica_id_file).
+  std::string ReplicaIdFile(const std::string& name) const;
+  // A replicated pserver's process exited: tells the master at once (it would otherwise
+  // wait out the replica's lease before promoting a backup), once per incarnation.
+  void ReportReplicaExit(const ProcessEvent& e);
   // The address of shard `index`'s primary, from the master ("" if none or unreachable).
   std::string PrimaryAddress(int index);
   // The control command checkpoint-pserver: shard `index`'s primary checkpoints now.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -144,6 +145,42 @@ void Launcher::CheckpointPserver(int index, const std::string& source) {
   const grpc::Status s = stub->Checkpoint(ctx.get(), proto::CheckpointRequest(), &written);
   supervisor_->Log(s.ok() ? absl::StrCat(source, ": shard ", index, " at ", address, " wrote ", written.path())
                           : absl::StrCat(source, ": shard ", index, " at ", address, ": ", s.error_message()));
+}
+
+std::string Launcher::ReplicaIdFile(const std::string& name) const {
+  return absl::StrCat(workdir_, "/ports/", name, ".replica");
+}
+
+void Launcher::ReportReplicaExit(const ProcessEvent& e) {
+  if (options_.replicas <= 1 || !master_) return;
+  int index = -1;
+  for (const ShardCopy& copy : LocalCopies()) {
+    if (PserverName(copy) == e.name) index = copy.index;
+  }
+  if (index < 0) return;
+  // The file holds the id of the incarnation that exited: a restart comes only after
+  // the supervisor's delay, and writes its own. Removed, so it is reported once.
+  const std::string file = ReplicaIdFile(e.name);
+  std::ifstream in(file);
+  std::string hex;
+  uint64_t id = 0;
+  if (!(in >> hex) || !absl::SimpleHexAtoi(hex, &id) || id == 0) return;
+  in.close();
+  ::unlink(file.c_str());
+  proto::ReplicaExitedRequest req;
+  req.set_index(index);
+  req.set_replica_id(id);
+  req.set_why(absl::StrCat(e.name, " ", e.exit.Describe()));
+  proto::ReplicaExitedResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(1000));
+  const grpc::Status s = master_->ReplicaExited(ctx.get(), req, &resp);
+  if (!s.ok()) {
+    supervisor_->Log(absl::StrCat("could not tell the master that ", e.name, " exited (its lease will tell it): ",
+                                  s.error_message()));
+  } else if (resp.known()) {
+    supervisor_->Log(absl::StrCat("told the master that ", e.name, " (replica ", hex, " of shard ", index,
+                                  ") exited"));
+  }
 }
 
 std::string Launcher::PserverServing(int index) {
