@@ -61,6 +61,12 @@ void ShardReplicas::Promote(int32_t index, Shard& shard, const std::string& why,
 void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::RegisterPserverResponse* resp,
                               const Log& log) {
   const int32_t index = req.index();
+  if (req.leaving()) {
+    (void)Exited(index, req.replica_id(), "it is shutting down", log);
+    resp->set_role(proto::ReplicaInfo::REMOVED);
+    if (auto it = shards_.find(index); it != shards_.end()) resp->set_epoch(it->second.epoch);
+    return;
+  }
   Shard& shard = shards_[index];
   const int64_t now = now_ms_();
   Member* me = Find(shard, req.replica_id());
@@ -167,7 +173,7 @@ bool ShardReplicas::Exited(int32_t index, uint64_t id, const std::string& why, c
   const bool primary = m->role == proto::ReplicaInfo::PRIMARY;
   log(absl::StrCat("shard ", index, ": ", RoleName(m->role), " ", Who(m->id, m->address), " exited (", why, ")"));
   Remove(shard, id);
-  if (primary) Promote(index, shard, "its primary's process exited", log);
+  if (primary) Promote(index, shard, absl::StrCat("its primary is gone (", why, ")"), log);
   MaybeRestore(index, shard, log);
   return true;
 }

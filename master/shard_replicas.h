@@ -48,14 +48,16 @@ class ShardReplicas {
         now_ms_(std::move(now_ms)) {}
 
   // A replica's registration or heartbeat (request.replica_id() != 0); the caller has
-  // checked the index. Fills the map's part of the response. Changes are logged.
+  // checked the index. Fills the map's part of the response. Changes are logged. A
+  // request with `leaving` takes the replica out (Exited) and answers REMOVED.
   void Heartbeat(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
                  const Log& log);
   // Drops members whose lease ran out, promoting a backup where the primary went, and
   // ends the restore waits that are over.
   void Expire(const Log& log);
-  // Member `id` of shard `index` is known to be dead (its process was reaped): it is
-  // taken out now, as if its lease had run out. False when it is not a member.
+  // Member `id` of shard `index` is known to be gone (its process was reaped, or it said
+  // it is shutting down once it handed over): it is taken out now, as if its lease had
+  // run out. False when it is not a member.
   bool Exited(int32_t index, uint64_t id, const std::string& why, const Log& log);
   // Gives every member a lease until at least `until_ms` (after a master restart).
   void ExtendLeases(int64_t until_ms);

@@ -431,7 +431,9 @@ int Run(int argc, char** argv) {
   }
   if (watcher) watcher->Stop();
   const bool may_checkpoint = !replicator || own_checkpoints || replicator->CheckPrimary().ok();
-  if (replicator) replicator->Stop();
+  // Hands over (the backups hold every update taken) and tells the master, so that a
+  // preempted primary's backup takes over at once.
+  if (replicator) replicator->Leave(absl::Seconds(2));
   shard->Shutdown();  // wakes pulls waiting for a version
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   if (checkpointer && may_checkpoint && shard->initialized() && shard->version() != service.checkpointed_version()) {

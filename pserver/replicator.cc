@@ -102,6 +102,39 @@ void Replicator::Stop() {
   streams.clear();  // joins their threads, with no lock held (they call on_progress)
 }
 
+void Replicator::Leave(absl::Duration timeout) {
+  int64_t last = 0;
+  bool primary = false;
+  {
+    absl::MutexLock l(&mu_);
+    leaving_ = true;
+    last = position_;
+    primary = role_ == proto::ReplicaInfo::PRIMARY;
+  }
+  // The updates already forwarded finish (their trainers get their answers); later ones
+  // are refused and go to the master for the next primary.
+  if (primary) {
+    if (Status s = WaitAcked(last, absl::Now() + timeout); !s.ok()) {
+      log::Warning(absl::StrCat("shard ", options_.index, ": leaving before the backups acknowledged position ", last,
+                                ": ", s.message()));
+    }
+  }
+  Stop();
+  proto::RegisterPserverRequest req;
+  {
+    absl::MutexLock l(&mu_);
+    req = HeartbeatRequestLocked();
+  }
+  req.set_leaving(true);
+  proto::RegisterPserverResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.rpc_timeout)));
+  const grpc::Status told = master_->RegisterPserver(ctx.get(), req, &resp);
+  log::Info(told.ok() ? absl::StrCat("shard ", options_.index, ": left the shard (", primary ? "primary" : "not the primary",
+                                     ", position ", last, "); the master took this replica out")
+                      : absl::StrCat("shard ", options_.index, ": could not tell the master this replica leaves (",
+                                     told.error_message(), "); its lease will"));
+}
+
 StatusOr<Replicator::Role> Replicator::Join(absl::Duration timeout, int64_t checkpoint_version) {
   {
     absl::MutexLock l(&mu_);
@@ -179,18 +212,24 @@ void Replicator::HeartbeatLoop() {
   while (!stop_.WaitForNotificationWithTimeout(options_.heartbeat_every)) (void)Heartbeat();
 }
 
+proto::RegisterPserverRequest Replicator::HeartbeatRequestLocked() const {
+  proto::RegisterPserverRequest req;
+  req.set_index(options_.index);
+  req.set_address(options_.address);
+  req.set_replica_id(replica_id_);
+  req.set_version(shard_ != nullptr ? shard_->version() : 0);
+  req.set_epoch(epoch_);
+  req.set_checkpoint_version(checkpoint_version_);
+  for (uint64_t id : report_caught_up_) req.add_caught_up(id);
+  for (uint64_t id : report_dropped_) req.add_dropped(id);
+  return req;
+}
+
 bool Replicator::Heartbeat() {
   proto::RegisterPserverRequest req;
   {
     absl::MutexLock l(&mu_);
-    req.set_index(options_.index);
-    req.set_address(options_.address);
-    req.set_replica_id(replica_id_);
-    req.set_version(shard_ != nullptr ? shard_->version() : 0);
-    req.set_epoch(epoch_);
-    req.set_checkpoint_version(checkpoint_version_);
-    for (uint64_t id : report_caught_up_) req.add_caught_up(id);
-    for (uint64_t id : report_dropped_) req.add_dropped(id);
+    req = HeartbeatRequestLocked();
   }
   const absl::Time sent = absl::Now();
   proto::RegisterPserverResponse resp;
@@ -380,7 +419,13 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
 
 Status Replicator::CheckPrimary() const {
   absl::MutexLock l(&mu_);
+  if (leaving_) return LeavingError();
   return CheckPrimaryLocked();
+}
+
+Status Replicator::LeavingError() const {
+  return absl::UnavailableError(
+      absl::StrCat("pserver shard ", options_.index, ": this replica is shutting down: ask the master for the primary"));
 }
 
 Status Replicator::CheckPrimaryLocked() const {
@@ -406,6 +451,7 @@ StatusOr<int64_t> Replicator::Append(StreamEntry entry) {
   entry.bytes = StreamEntryBytes(entry);  // once for every stream, outside mu_
   absl::MutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+  if (leaving_) return LeavingError();  // an update in flight still gets its acks (WaitAcked)
   if (entry.position != position_ + 1) {
     return absl::InternalError(absl::StrCat("stream position ", entry.position, " after ", position_));
   }

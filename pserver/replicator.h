@@ -113,6 +113,11 @@ class Replicator : public ReplicationHook {
   // The shard this replica serves, once it exists (the heartbeat runs before it does).
   void Attach(ParameterShard* shard);
   void Stop();
+  // Shutting down on purpose (SIGTERM: a preempted Pod, a drained node): takes no new
+  // update, waits up to `timeout` until the backups hold every update already taken,
+  // stops (Stop), then tells the master, which takes this replica out at once, and
+  // promotes a backup if this was the primary, rather than waiting out its lease.
+  void Leave(absl::Duration timeout);
 
   Role role() const;
   int64_t epoch() const;
@@ -150,12 +155,14 @@ class Replicator : public ReplicationHook {
  private:
   void HeartbeatLoop();
   bool Heartbeat();  // false: the master did not answer
+  proto::RegisterPserverRequest HeartbeatRequestLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Apply(const proto::RegisterPserverResponse& resp, absl::Time sent) ABSL_LOCKS_EXCLUDED(mu_);
   // Primary: start streams for members without one (joiners get a snapshot).
   void StartStreams(const proto::RegisterPserverResponse& resp) ABSL_LOCKS_EXCLUDED(mu_);
   // Snapshots the shard (at a point of its stream) and starts the joiner's stream from it.
   void TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo& joiner) ABSL_LOCKS_EXCLUDED(mu_);
   Status CheckPrimaryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Status LeavingError() const;
   StatusOr<int64_t> Append(StreamEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
   bool AckedLocked(int64_t position) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status CheckEntry(int64_t epoch, int64_t position, bool* duplicate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
@@ -211,6 +218,7 @@ class Replicator : public ReplicationHook {
   std::vector<std::thread> snapshot_threads_ ABSL_GUARDED_BY(mu_);  // one per joiner served (joined by Stop)
   bool backup_in_sync_ ABSL_GUARDED_BY(mu_) = false;  // the master's last map lists one besides this
   bool acked_as_primary_ ABSL_GUARDED_BY(mu_) = false;  // logged the epoch's first acknowledged update
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave: no new update is taken
 
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -1,12 +1,15 @@
-// No split brain: a primary cut off from the master (its only way there, a relay, stops
+// No split brain, and a clean hand-over. A primary cut off from the master (its only way there, a relay, stops
 // moving bytes) but still reachable by a trainer stops taking pushes once its lease is
 // over, and the master promotes the backup, which holds every push the old primary
 // acknowledged. When the link heals, the old primary is told it was taken out and
-// exits with that cause. Real pl-master and pl-pserver processes on 127.0.0.1; the
+// exits with that cause. A primary or backup that is SIGTERMed (preempted) leaves the
+// shard at once instead. Real pl-master and pl-pserver processes on 127.0.0.1; the
 // trainer is a plain client of the ParameterServer service.
 #include <signal.h>
 
+#include <chrono>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <thread>
 #include <vector>
@@ -59,6 +62,17 @@ class ReplicaFencingTest : public OneReplicatedShardTest {
     return req;
   }
 
+  // Init and pushes 1..3 through `stub` (each acknowledged); returns w as pulled after.
+  static StatusOr<std::vector<float>> InitAndPushThree(proto::ParameterServer::Stub* stub) {
+    proto::InitResponse init;
+    PL_RETURN_IF_ERROR(rpc::FromGrpc(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init)));
+    for (int64_t id = 1; id <= 3; ++id) {
+      proto::PushResponse resp;
+      PL_RETURN_IF_ERROR(rpc::FromGrpc(stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(id), &resp)));
+    }
+    return PullW(stub);
+  }
+
   static StatusOr<std::vector<float>> PullW(proto::ParameterServer::Stub* stub) {
     proto::PullRequest req;
     req.add_dense()->set_param("w");
@@ -82,14 +96,7 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
   const std::string primary = *started;
   auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
 
-  proto::InitResponse init;
-  ASSERT_TRUE(stub->Init(rpc::MakeContext(std::chrono::seconds(5)).get(), Init(), &init).ok());
-  for (int64_t id = 1; id <= 3; ++id) {
-    proto::PushResponse resp;
-    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(id), &resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
-  auto acknowledged = PullW(stub.get());
+  auto acknowledged = InitAndPushThree(stub.get());
   ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
 
   // Cut off from the master: after its lease the primary refuses, though it is reachable.
@@ -120,6 +127,65 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
   auto after_retry = PullW(new_stub.get());
   ASSERT_TRUE(after_retry.ok());
   EXPECT_EQ(*after_retry, *acknowledged);
+}
+
+// Preemption: SIGTERM, not SIGKILL. The primary hands over (its backup holds every push
+// it acknowledged) and tells the master, which promotes the backup at once, long
+// before the primary's lease (10 s here) could have run out; a retried push counts
+// once. Then the new primary's backup is SIGTERMed: it leaves the shard at once, so the
+// next push is not held waiting for its acknowledgement until its lease runs out.
+TEST_F(ReplicaFencingTest, ASigtermedPrimaryHandsOverAtOnceAndALeavingBackupHoldsNoPush) {
+  constexpr int64_t kLongLeaseMs = 10000;
+  ASSERT_TRUE(StartMaster(kLongLeaseMs).ok());
+  auto started = StartPrimaryAndBackup(master_address_);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  auto acknowledged = InitAndPushThree(stub.get());
+  ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+
+  const auto term = std::chrono::steady_clock::now();
+  ASSERT_TRUE(primary_->Signal(SIGTERM).ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
+                                 std::chrono::seconds(5)))
+      << "no promotion within 5 s (the lease is 10 s)\n" << testing::ReadFileOrEmpty(Path("master.log"))
+      << testing::ReadFileOrEmpty(Path("ps-a.log"));
+  std::cout << "[measured] SIGTERM -> promotion "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - term).count() << " s (lease "
+            << kLongLeaseMs / 1000 << " s)" << std::endl;
+  auto exit = testing::WaitForExit(*primary_, std::chrono::seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->success()) << exit->Describe();
+  EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-a.log")), HasSubstr("left the shard (primary"));
+  EXPECT_THAT(testing::ReadFileOrEmpty(Path("master.log")),
+              HasSubstr("its primary is gone (it is shutting down)"));
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  auto taken_over = PullW(new_stub.get());
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  EXPECT_EQ(*taken_over, *acknowledged);
+  proto::PushResponse again;
+  ASSERT_TRUE(new_stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(3), &again).ok());
+  auto after_retry = PullW(new_stub.get());
+  ASSERT_TRUE(after_retry.ok());
+  EXPECT_EQ(*after_retry, *acknowledged) << "a retried push was applied twice";
+
+  // A new backup joins the promoted primary; then it is SIGTERMed.
+  auto third = StartPserver("ps-c", master_address_);
+  ASSERT_TRUE(third.ok()) << third.status();
+  std::unique_ptr<ChildProcess> backup = std::move(*third);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return CountOf(testing::ReadFileOrEmpty(Path("master.log")), "now a backup in sync") >= 2; },
+      std::chrono::seconds(20)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+  ASSERT_TRUE(backup->Signal(SIGTERM).ok());
+  auto backup_exit = testing::WaitForExit(*backup, std::chrono::seconds(20));
+  ASSERT_TRUE(backup_exit.ok()) << backup_exit.status();
+  EXPECT_TRUE(backup_exit->success()) << backup_exit->Describe();
+  // Acknowledged within 5 s: not held for the leaving backup's 10 s lease.
+  proto::PushResponse after_backup_left;
+  grpc::Status st = new_stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(4), &after_backup_left);
+  EXPECT_TRUE(st.ok()) << st.error_message() << "\n" << testing::ReadFileOrEmpty(Path("master.log"));
+  EXPECT_THAT(testing::ReadFileOrEmpty(Path("master.log")), HasSubstr("exited (it is shutting down)"));
 }
 
 }  // namespace

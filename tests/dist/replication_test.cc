@@ -181,7 +181,7 @@ TEST_F(ReplicationTest, SyncJobWithKilledPrimariesEndsWithTheFaultFreeParameters
   // pl-launch reaped it and told the master, which promoted the backup without waiting
   // out the lease.
   EXPECT_THAT(Output(), HasSubstr("told the master that pserver-0.")) << Output();
-  EXPECT_THAT(Output(), HasSubstr("shard 0: its primary's process exited; replica")) << Output();
+  EXPECT_THAT(Output(), HasSubstr("shard 0: its primary is gone (pl-launch: pserver-0.")) << Output();
   // Shard 1 once a checkpoint of it exists and the replacement of shard 0 caught up.
   ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 3)) << Output();
   ASSERT_NO_FATAL_FAILURE(Control("checkpoint-pserver 1"));

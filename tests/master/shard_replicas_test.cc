@@ -101,13 +101,35 @@ TEST_F(ShardReplicasTest, AReplicaKnownToHaveExitedLeavesAtOnceAndAPrimaryIsRepl
   EXPECT_NE(Log().find("primary replica 1 (10.0.0.1:7100) exited (pl-launch: pserver-0.0 killed by signal 9)"),
             std::string::npos)
       << Log();
-  EXPECT_NE(Log().find("its primary's process exited"), std::string::npos) << Log();
+  EXPECT_NE(Log().find("its primary is gone (pl-launch: pserver-0.0 killed by signal 9)"), std::string::npos)
+      << Log();
   EXPECT_EQ(Beat(1), proto::ReplicaInfo::REMOVED) << "the dead id is fenced out";
 
   EXPECT_TRUE(map_.Exited(0, 3, "pl-launch: exited", log));
   EXPECT_EQ(Beat(2), proto::ReplicaInfo::PRIMARY);
   EXPECT_EQ(epoch_, 2) << "a backup's exit promotes nobody";
   EXPECT_EQ(map_.Primary(0)->live_replicas(), 1);
+}
+
+// A replica shutting down says so in its last heartbeat (`leaving`): taken out at once
+// and told REMOVED; a leaving primary's backup is promoted.
+TEST_F(ShardReplicasTest, ALeavingHeartbeatTakesTheReplicaOutAndPromotesItsBackup) {
+  Beat(1);
+  Beat(2);
+  CaughtUp(1, 2);
+  proto::RegisterPserverRequest req;
+  req.set_index(0);
+  req.set_address("10.0.0.1:7100");
+  req.set_replica_id(1);
+  req.set_epoch(1);
+  req.set_leaving(true);
+  proto::RegisterPserverResponse resp;
+  map_.Heartbeat(req, &resp, [this](const std::string& line) { log_.push_back(line); });
+  EXPECT_EQ(resp.role(), proto::ReplicaInfo::REMOVED);
+  EXPECT_EQ(Beat(2), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_EQ(epoch_, 2);
+  EXPECT_NE(Log().find("its primary is gone (it is shutting down)"), std::string::npos) << Log();
+  EXPECT_EQ(Beat(1), proto::ReplicaInfo::REMOVED);
 }
 
 // Both replicas lost. They come back one after the other, each with the newest
