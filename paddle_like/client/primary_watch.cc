@@ -9,6 +9,12 @@
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
+namespace {
+
+constexpr absl::Duration kMaxInterval = absl::Milliseconds(1600);
+constexpr int kSteadyAsks = 6;
+
+}  // namespace
 
 PrimaryWatch::PrimaryWatch(Resolver resolve, absl::Duration slow, absl::Duration every)
     : resolve_(std::move(resolve)), slow_(slow), every_(every), thread_([this] { Run(); }) {}
@@ -39,6 +45,11 @@ PrimaryWatch::Call::~Call() {
 
 void PrimaryWatch::Run() {
   absl::Time next_ask = absl::InfinitePast();
+  // Steady for the first asks (a lease's worth: when a promotion comes), then doubling
+  // while the answers change nothing (a sync barrier's long wait: many trainers must
+  // not each ask the master 5 times a second); back to `every_` once no call is slow.
+  absl::Duration interval = every_;
+  int asks = 0;
   while (true) {
     bool slow_call = false;
     {
@@ -48,8 +59,13 @@ void PrimaryWatch::Run() {
       if (stop_) return;
       const absl::Time now = absl::Now();
       for (const Watched& w : calls_) slow_call = slow_call || now - w.started >= slow_;
+      if (!slow_call) {
+        interval = every_;
+        asks = 0;
+      }
       if (!slow_call || now < next_ask) continue;
-      next_ask = now + every_;
+      next_ask = now + interval;
+      if (++asks > kSteadyAsks) interval = std::min(interval * 2, kMaxInterval);
     }
     // Asked with no lock held: the calls come and go meanwhile.
     StatusOr<std::vector<std::string>> primaries = resolve_();
@@ -62,6 +78,8 @@ void PrimaryWatch::Run() {
       w.context->TryCancel();
       w.cancelled = true;
       ++cancelled_;
+      interval = every_;
+      asks = 0;
       log::Info(absl::StrCat("pserver ", w.shard, ": the master names ", now_at, " its primary now; ending the call ",
                              "to ", w.address, " after ", absl::FormatDuration(absl::Now() - w.started)));
     }

@@ -2,11 +2,12 @@
 // names another. A primary whose host died (power, kernel, a cut cable) sends no FIN
 // or RST: a call to it would wait for gRPC's keepalive to fail it (seconds), while the
 // master promotes a backup within its lease (under a second). So while some call has
-// been out longer than `slow`, the watch asks the master for the primaries (at most
-// every `every`), and cancels each call whose shard the master now places elsewhere;
-// the caller's retry (a cancelled call is retryable) then goes to the new primary.
-// Costs nothing while calls are quick; a cancel that was not needed costs one retry
-// (pushes carry ids, so a retried push is applied once).
+// been out longer than `slow`, the watch asks the master for the primaries (every
+// `every`; after 6 asks, doubling up to 1.6 s while nothing moves) and cancels each
+// call whose shard the master now places elsewhere; the caller's retry (a cancelled
+// call is retryable) then goes to the new primary. Costs nothing while calls are
+// quick; a cancel that was not needed costs one retry (pushes carry ids, so a retried
+// push is applied once).
 //
 // Thread-safety: thread-safe. Calls register from any thread; the watch's own thread
 // asks `resolve` (which must be safe to call from it) and cancels.

@@ -80,6 +80,21 @@ TEST_F(PrimaryWatchTest, ACallWhosePrimaryStaysIsLeftToItsDeadline) {
   EXPECT_GE(asked.load(), 1) << "a call out for a second was never checked";
 }
 
+// A long wait (a sync barrier) makes the watch ask less and less often, not five times
+// a second: 6 asks 200 ms apart from 300 ms on, then 400, 800, 1600 ms apart: at most
+// 10 in 4 s (where 5 a second would be 19; gRPC's keepalive ends the call at 5 s).
+TEST_F(PrimaryWatchTest, ALongCallIsAskedAboutLessAndLessOften) {
+  std::atomic<int> asked{0};
+  PrimaryWatch watch([&]() -> StatusOr<std::vector<std::string>> {
+    ++asked;
+    return std::vector<std::string>{peer_};
+  });
+  const grpc::Status s = Call(&watch, absl::Seconds(4));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_GE(asked.load(), 2);
+  EXPECT_LE(asked.load(), 10);
+}
+
 // Also: a master that does not answer (the resolver fails) cancels nothing.
 TEST_F(PrimaryWatchTest, QuickCallsNeverAskAndAFailedAskCancelsNothing) {
   std::atomic<int> asked{0};
