@@ -357,6 +357,7 @@ StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusReque
   resp.set_num_nodes(options_.num_nodes);
   resp.set_num_pservers(membership_.num_pservers());
   resp.set_replicas(options_.replicas);
+  if (options_.replicas > 1) resp.set_shards_below_copies(membership_.replicas().degraded(options_.replicas));
   return resp;
 }
 

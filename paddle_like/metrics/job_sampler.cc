@@ -17,6 +17,8 @@ JobSampler::JobSampler(ProcessTelemetry* t, const JobEventLog* events)
       pass_(NewGauge(t, "pl_master_pass", "the current pass, from 1")),
       num_passes_(NewGauge(t, "pl_master_num_passes", "passes the job runs")),
       live_trainers_(NewGauge(t, "pl_master_live_trainers", "trainers holding a live lease")),
+      shards_below_copies_(NewGauge(t, "pl_master_shards_below_copies",
+                                    "replicated shards with fewer copies in sync than the job was launched with")),
       samples_(NewCounter(t, "pl_master_samples_total", "samples of the tasks reported done")),
       leases_expired_(NewCounter(t, "pl_master_leases_expired_total", "trainer and task leases that expired")),
       failures_(NewCounter(t, "pl_master_task_failures_total", "tasks reported failed by trainers")) {}
@@ -29,6 +31,7 @@ void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
   pass_->Set(s.pass());
   num_passes_->Set(s.num_passes());
   live_trainers_->Set(s.live_trainers());
+  shards_below_copies_->Set(s.shards_below_copies());
   AdvanceCounter(samples_, s.samples_done());
   const int64_t expired = events_->Total(JobEventKind::kLeaseExpired);
   AdvanceCounter(leases_expired_, expired);
@@ -39,6 +42,7 @@ void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
                                    {"master/tasks_todo", static_cast<double>(s.todo())},
                                    {"master/pass", static_cast<double>(s.pass())},
                                    {"master/live_trainers", static_cast<double>(s.live_trainers())},
+                                   {"master/shards_below_copies", static_cast<double>(s.shards_below_copies())},
                                    {"master/leases_expired", static_cast<double>(expired)}};
     if (dt > 0) scalars.push_back({"master/samples_per_sec", std::max<int64_t>(0, s.samples_done() - last_samples_) / dt});
     (void)events->AddScalars(absl::ToInt64Seconds(now - start_), scalars);

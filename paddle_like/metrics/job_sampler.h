@@ -1,12 +1,13 @@
 // JobSampler: the master's view of the job in its telemetry, sampled on a timer from
 // JobStatus and the event log:
 //   pl_master_tasks{state="todo|pending|done|failed"}, pl_master_pass,
-//   pl_master_num_passes, pl_master_live_trainers                       gauges
+//   pl_master_num_passes, pl_master_live_trainers,
+//   pl_master_shards_below_copies                                       gauges
 //   pl_master_samples_total, pl_master_leases_expired_total,
 //   pl_master_task_failures_total                                       counters
 // and TensorBoard scalars master/tasks_done, master/tasks_todo, master/pass,
-// master/live_trainers, master/leases_expired, master/samples_per_sec (step = seconds
-// since the sampler started).
+// master/live_trainers, master/shards_below_copies, master/leases_expired,
+// master/samples_per_sec (step = seconds since the sampler started).
 //
 // Thread-safety: one thread (the sampling timer) calls Record.
 #ifndef PADDLE_LIKE_METRICS_JOB_SAMPLER_H_
@@ -37,7 +38,7 @@ class JobSampler {
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
   int64_t last_samples_ = 0;
-  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_;
+  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_, *shards_below_copies_;
   prometheus::Counter *samples_, *leases_expired_, *failures_;
 };
 

@@ -134,6 +134,7 @@ TEST(StatusPageReplicasTest, ShowsReplicasInSyncAndCatchingUpAndFailoversAsEvent
   EXPECT_EQ(shard.Find("joining")->integer, 1);
   EXPECT_EQ(shard.Find("missing")->integer, 1);
   EXPECT_EQ(json->Find("job")->Find("replicas")->integer, 4);
+  EXPECT_EQ((*master)->JobStatus({})->shards_below_copies(), 1);  // pl_master_shards_below_copies
   EXPECT_THAT(page.Handle("/status.txt").body, HasSubstr("replicas 2 in sync, 1 catching up, 1 missing of 4"));
 
   clock.now += 500;

@@ -117,12 +117,15 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   s.set_done(4);
   s.set_live_trainers(2);
   s.set_samples_done(640);
+  s.set_replicas(2);
+  s.set_shards_below_copies(1);
   job.Record(s);
   const std::string text = Scrape(*master);
   EXPECT_THAT(text, HasSubstr("pl_master_tasks{index=\"0\",role=\"master\",state=\"todo\"} 5"));
   EXPECT_THAT(text, HasSubstr("pl_master_tasks{index=\"0\",role=\"master\",state=\"pending\"} 1"));
   EXPECT_THAT(text, HasSubstr("pl_master_pass{index=\"0\",role=\"master\"} 2"));
   EXPECT_THAT(text, HasSubstr("pl_master_live_trainers{index=\"0\",role=\"master\"} 2"));
+  EXPECT_THAT(text, HasSubstr("pl_master_shards_below_copies{index=\"0\",role=\"master\"} 1"));
   EXPECT_THAT(text, HasSubstr("pl_master_samples_total{index=\"0\",role=\"master\"} 640"));
   EXPECT_THAT(text, HasSubstr("pl_master_leases_expired_total{index=\"0\",role=\"master\"} 3"));
 

@@ -167,6 +167,9 @@ TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBack
       << "no promotion off host " << victim << ": " << m.ShortDebugString() << "\n" << nodes_->AllOutput();
   std::cout << "[measured] host " << victim << " " << gone << ": every primary off it "
             << SecondsBetween(lost, Clock::now()) << " s later" << std::endl;
+  // Shards 0 and 1 run on one copy each until the host is back (the master's
+  // pl_master_shards_below_copies).
+  EXPECT_EQ(nodes_->JobStatus().shards_below_copies(), 2);
   // The other nodes' trainers go on: two more tasks reported (their calls to the lost
   // host fail by keepalive, and they retry at the promoted copies).
   ASSERT_TRUE(testing::WaitUntil([&] { return nodes_->JobStatus().chunks_trained() >= trained_before + 2 * kPerTask; },
@@ -207,6 +210,7 @@ TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBack
   }
   ASSERT_TRUE(end.saw_done) << "never read a done JobStatus; last: " << last.ShortDebugString();
   EXPECT_EQ(last.replicas(), 2);
+  EXPECT_EQ(last.shards_below_copies(), 0) << last.ShortDebugString();
   EXPECT_EQ(last.chunks_trained(), kPasses * kChunks) << last.ShortDebugString();
   EXPECT_EQ(last.samples_done(), kPasses * kSamples) << last.ShortDebugString();
   EXPECT_EQ(last.done(), kChunks / kPerTask);
