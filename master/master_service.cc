@@ -211,7 +211,12 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
   ExpireLocked();
   if (req.replica_id() != 0) {
     proto::RegisterPserverResponse resp;
-    PL_RETURN_IF_ERROR(membership_.HeartbeatReplica(req, &resp, [this](const std::string& line) { Log(line); }));
+    // The copies leaving a finished job are no failover: the map changes, the log and
+    // the failover events stay quiet.
+    const bool quiet = req.leaving() && queue_.job_done();
+    PL_RETURN_IF_ERROR(membership_.HeartbeatReplica(req, &resp, [this, quiet](const std::string& line) {
+      if (!quiet) Log(line);
+    }));
     PL_RETURN_IF_ERROR(CommitLocked());
     resp.set_num_pservers(membership_.num_pservers());
     return resp;
