@@ -7,8 +7,11 @@ namespace {
 
 constexpr int kMaxPending = 600;  // points kept while the master is unreachable
 // A report's call: short while training (what fails is kept for the next), longer for
-// the last one, which nothing follows. A master that is gone answers at once either
-// way; only a busy one makes the exit wait.
+// the last one, which nothing follows. Each waits for the channel to be ready within its
+// deadline: a first connection that failed under load (the channel then backs off and
+// fails calls at once) took the evaluation's point and the last one with it, and the
+// status page never showed the job's result. So a master that is gone makes the exit
+// wait up to kLastReportDeadline.
 constexpr absl::Duration kReportDeadline = absl::Seconds(1);
 constexpr absl::Duration kLastReportDeadline = absl::Seconds(5);
 
@@ -80,7 +83,7 @@ void ProgressReporter::Send(absl::Duration deadline) {
   }
   report.set_trainer(trainer_);
   proto::ProgressReply reply;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)), /*wait_for_ready=*/true);
   const grpc::Status s = stub_->Report(ctx.get(), report, &reply);
   if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     unsupported_.store(true);

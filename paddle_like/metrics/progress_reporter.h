@@ -28,7 +28,7 @@ class ProgressReporter final : public TrainingObserver {
   // `next` (may be null) must outlive this object.
   ProgressReporter(const std::string& master_address, std::string trainer, TrainingObserver* next,
                    absl::Duration every = absl::Seconds(1));
-  // Sends what is left (bounded: a few seconds at most, for a master too busy to answer).
+  // Sends what is left (bounded: 5 s at most, for a master too busy to answer or gone).
   ~ProgressReporter() override;
 
   void OnStep(const StepRecord& r) override;
