@@ -20,6 +20,7 @@
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
 #include "tests/netbed/node_bed.h"
+#include "tests/netbed/node_bed_job_test.h"
 #include "tests/netbed/test_bed.h"
 
 namespace pl::dist_testing {
@@ -31,35 +32,7 @@ using ::testing::Not;
 
 // The job of MlpJobTest (12,000 Fashion-MNIST samples, skipped without the data), run
 // by one pl-launch per host.
-class MultiNodeLaunchTest : public BedJobTest {
- protected:
-
-  // PL_DIST_TEST_LOGS=1 prints every node's output after each test (passing or not).
-  void TearDown() override {
-    const char* dump = std::getenv("PL_DIST_TEST_LOGS");
-    if (nodes_ && dump != nullptr && std::string(dump) == "1") std::cout << nodes_->AllOutput() << std::endl;
-    nodes_.reset();
-    BedJobTest::TearDown();
-  }
-
-  void MakeBed(int hosts) {
-    auto nodes = NodeBed::Create(hosts, dir_.path());
-    ASSERT_TRUE(nodes.ok()) << nodes.status();
-    nodes_ = std::move(*nodes);
-  }
-
-  // Node `rank` of `nnodes` on the mlp job with `flags`.
-  void StartNode(int rank, int nnodes, std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--data", dir_.path() + "/train.plrec"});
-    std::vector<std::string> trainer = {nodes_->bin("pl-trainer")};
-    const ClusterOptions o = Options(1, 1, 1000);
-    trainer.insert(trainer.end(), o.trainer_args.begin(), o.trainer_args.end());
-    Status s = nodes_->StartNode(rank, nnodes, flags, trainer);
-    ASSERT_TRUE(s.ok()) << s;
-  }
-
-  std::unique_ptr<NodeBed> nodes_;
-};
+class MultiNodeLaunchTest : public NodeBedJobTest {};
 
 // Nodes started wrong: these need no training data (a tiny click dataset for the master).
 class MultiNodeLaunchBadInputTest : public ::testing::Test {

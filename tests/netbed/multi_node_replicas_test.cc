@@ -24,6 +24,7 @@
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
 #include "tests/netbed/node_bed.h"
+#include "tests/netbed/node_bed_job_test.h"
 #include "tests/testing/process.h"
 
 namespace pl::dist_testing {
@@ -39,22 +40,10 @@ constexpr int kNodes = 3;
 // live on, fenced, and carry on once it is healed).
 enum class HostFault { kLost, kCutOff };
 
-class MultiNodeReplicasTest : public BedJobTest, public ::testing::WithParamInterface<HostFault> {
+class MultiNodeReplicasTest : public NodeBedJobTest, public ::testing::WithParamInterface<HostFault> {
  protected:
-  void TearDown() override {
-    const char* dump = std::getenv("PL_DIST_TEST_LOGS");
-    if (nodes_ && dump != nullptr && std::string(dump) == "1") std::cout << nodes_->AllOutput() << std::endl;
-    nodes_.reset();
-    BedJobTest::TearDown();
-  }
-
   void StartNode(int rank, std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--data", dir_.path() + "/train.plrec"});
-    std::vector<std::string> trainer = {nodes_->bin("pl-trainer")};
-    const ClusterOptions o = Options(1, 1, 1000);
-    trainer.insert(trainer.end(), o.trainer_args.begin(), o.trainer_args.end());
-    Status s = nodes_->StartNode(rank, kNodes, flags, trainer);
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_NO_FATAL_FAILURE(NodeBedJobTest::StartNode(rank, kNodes, std::move(flags)));
   }
 
   // The host whose address `address` ("IP:port") has; -1 if none.
@@ -80,7 +69,6 @@ class MultiNodeReplicasTest : public BedJobTest, public ::testing::WithParamInte
     return false;
   }
 
-  std::unique_ptr<NodeBed> nodes_;
 };
 
 // Every shard of the job has `copies` in sync and none joining.
@@ -95,9 +83,7 @@ bool EveryShardHas(const proto::MembershipResponse& m, int copies) {
 TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBackWithIt) {
   const bool lost_host = GetParam() == HostFault::kLost;
   constexpr int kPasses = 16, kPerTask = 2;
-  auto nodes = NodeBed::Create(kNodes, dir_.path());
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
-  nodes_ = std::move(*nodes);
+  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
   // No --replicas: two copies of every shard is the default on several machines.
   const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task",
                                         std::to_string(kPerTask), "--lease_ms", "3000"};
@@ -191,7 +177,9 @@ TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBack
   if (!lost_host) std::this_thread::sleep_until(lost + seconds(10));
   ASSERT_TRUE(nodes_->bed().Heal(victim).ok());
   const auto healed = Clock::now();
-  if (lost_host) ASSERT_NO_FATAL_FAILURE(StartNode(victim, job));
+  if (lost_host) {
+    ASSERT_NO_FATAL_FAILURE(StartNode(victim, job));
+  }
   ASSERT_TRUE(WaitForMembership([](const proto::MembershipResponse& m) { return EveryShardHas(m, 2); },
                                 seconds(120), &m))
       << "the lost host's copies did not come back: " << m.ShortDebugString() << "\n" << nodes_->AllOutput();
