@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -173,6 +174,10 @@ StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildSpec& spe
   child->spec_ = spec;
   child->pid_ = pid;
   child->output_fd_ = read_fd;
+#ifdef SYS_pidfd_open
+  // Close-on-exec by the kernel's rule for pidfds; -1 (ENOSYS) leaves callers on timers.
+  child->exit_fd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#endif
   return child;
 }
 
@@ -182,6 +187,7 @@ ChildProcess::~ChildProcess() {
     WaitFor(std::chrono::seconds(5));
   }
   CloseOutput();
+  if (exit_fd_ >= 0) ::close(exit_fd_);
 }
 
 void ChildProcess::CloseOutput() {
@@ -209,6 +215,8 @@ bool ChildProcess::Poll() {
     if (errno == ECHILD) {  // reaped by someone else: its status is lost
       exit_.exited = true;
       exit_.code = -1;
+      if (exit_fd_ >= 0) ::close(exit_fd_);
+      exit_fd_ = -1;
       return true;
     }
     return false;
@@ -219,6 +227,8 @@ bool ChildProcess::Poll() {
   int st = 0;
   ::waitpid(pid_, &st, 0);
   exit_.exited = true;
+  if (exit_fd_ >= 0) ::close(exit_fd_);
+  exit_fd_ = -1;
   if (WIFSIGNALED(st)) {
     exit_.signal = WTERMSIG(st);
   } else {

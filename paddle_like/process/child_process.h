@@ -67,6 +67,10 @@ class ChildProcess {
   // or after CloseOutput().
   int output_fd() const { return output_fd_; }
   void CloseOutput();
+  // Readable once the child has exited (a pidfd), so a parent can wait for exits in the
+  // same poll() as its other file descriptors instead of polling on a timer; -1 once
+  // reaped, or where the kernel has no pidfd_open (before Linux 5.3).
+  int exit_fd() const { return exit_fd_; }
 
   // Sends `sig` to the child's process group (or to the pid when it has none). OK and
   // no-op once the child has been reaped.
@@ -89,6 +93,7 @@ class ChildProcess {
   ChildSpec spec_;
   pid_t pid_ = -1;
   int output_fd_ = -1;
+  int exit_fd_ = -1;
   ExitInfo exit_;
 };
 

@@ -106,6 +106,26 @@ TEST(SupervisorTest, RestartsAnAlwaysProcessThatIsKilled) {
   EXPECT_EQ(out.With("[pserver-1] up").size(), 2u);
 }
 
+// A pserver copy's death must reach the master at once (it promotes the backup on it),
+// not at the supervisor's next tick. Here the child's output pipe stays open (a
+// background grandchild holds it), so nothing but the exit itself can wake the poll.
+TEST(SupervisorTest, AnExitWakesAPumpWaitingOnNothingElse) {
+  Lines out;
+  Supervisor sup(Fast(), out.sink());
+  ASSERT_TRUE(sup.Start(Shell("pserver-0", "sleep 60 & echo up; exec sleep 60", RestartPolicy::kNever)).ok());
+  PumpUntil(sup, [&] { return out.Has("[pserver-0] up"); });
+  const pid_t pid = sup.Pid("pserver-0");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(testing::KillPid(pid, SIGKILL).ok());  // the pid alone: the grandchild lives on
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<ProcessEvent> events = sup.Pump(milliseconds(60000));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].exit.signal, SIGKILL);
+  // Not a speed bound: without the wake-up this Pump returns at its 60 s timeout.
+  EXPECT_LT(waited, std::chrono::seconds(30));
+}
+
 TEST(SupervisorTest, NeverPolicyOnlyReports) {
   Lines out;
   Supervisor sup(Fast(), out.sink());

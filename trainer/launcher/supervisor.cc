@@ -175,6 +175,13 @@ std::vector<ProcessEvent> Supervisor::Pump(milliseconds timeout, const std::vect
     }
   }
   const size_t num_children = fds.size();
+  // A child's exit wakes the poll at once (its pidfd): the master hears of a dead pserver
+  // copy without the wait for the next tick; its output pipe closes a moment before it
+  // can be reaped, so that alone would race.
+  for (auto& [name, e] : entries_) {
+    if (e.state == State::kRunning && e.child->exit_fd() >= 0) fds.push_back({e.child->exit_fd(), POLLIN, 0});
+  }
+  const size_t num_watched_before = fds.size();
   for (int fd : watch_fds) fds.push_back({fd, POLLIN, 0});
   int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
   if (n > 0) {
@@ -182,7 +189,7 @@ std::vector<ProcessEvent> Supervisor::Pump(milliseconds timeout, const std::vect
       if (fds[i].revents == 0) continue;
       if (i < num_children) {
         ReadOutput(owners[i]);
-      } else if (ready_fds != nullptr) {
+      } else if (i >= num_watched_before && ready_fds != nullptr) {
         ready_fds->push_back(fds[i].fd);
       }
     }
