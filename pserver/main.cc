@@ -164,6 +164,9 @@ pl::Status ReplicatedStartup(pl::pserver::Replicator* replicator, pl::pserver::P
     shard->SetFollowing(true);
     pl::log::Info(absl::StrCat("joining shard ", shard->index(), ": waiting for the primary's snapshot"));
   }
+  if (const char* ms = std::getenv("PL_TEST_ATTACH_DELAY_MS"); ms != nullptr && std::atoi(ms) > 0) {
+    absl::SleepFor(absl::Milliseconds(std::atoi(ms)));  // a test's slow startup: the stream may come first
+  }
   replicator->Attach(shard);
   return absl::OkStatus();
 }

@@ -173,6 +173,13 @@ void Replicator::Attach(ParameterShard* shard) {
   shard_ = shard;
 }
 
+ParameterShard* Replicator::AttachedShardLocked() {
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](ParameterShard** shard) { return *shard != nullptr; }, &shard_),
+                       kAttachWait);
+  return shard_;
+}
+
 Replicator::Role Replicator::role() const {
   absl::MutexLock l(&mu_);
   return role_;

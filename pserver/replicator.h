@@ -190,6 +190,11 @@ class Replicator : public ReplicationHook {
 
   mutable absl::Mutex mu_;
   ParameterShard* shard_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // shard_, waiting up to kAttachWait for Attach: a joiner is in the master's map (and
+  // may get the primary's first call) a moment before its startup attaches the shard;
+  // refusing that call would end the stream and drop the joiner. Null if it never came.
+  static constexpr absl::Duration kAttachWait = absl::Seconds(3);
+  ParameterShard* AttachedShardLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Role role_ ABSL_GUARDED_BY(mu_) = proto::ReplicaInfo::UNKNOWN;
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_known_version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -50,7 +50,7 @@ StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
   ParameterShard* shard = nullptr;
   {
     absl::MutexLock l(&mu_);
-    shard = shard_;
+    shard = AttachedShardLocked();
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return shard->version();
@@ -71,7 +71,7 @@ Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
   ParameterShard* shard = nullptr;
   {
     absl::MutexLock l(&mu_);
-    shard = shard_;
+    shard = AttachedShardLocked();
   }
   if (update.init) return shard->FollowInit(*update.init);
   if (update.push->header().has_evicted()) {
@@ -91,7 +91,7 @@ Status Replicator::OnInit(const proto::InitRequest& request) {
   ParameterShard* shard = nullptr;
   {
     absl::MutexLock l(&mu_);
-    shard = shard_;
+    shard = AttachedShardLocked();
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return absl::OkStatus();

@@ -45,7 +45,7 @@ StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotCh
       return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
     }
     epoch_ = chunk.replica_epoch();
-    shard = shard_;
+    shard = AttachedShardLocked();
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (snapshot_installed_) {

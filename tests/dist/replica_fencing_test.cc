@@ -176,7 +176,8 @@ TEST_F(ReplicaFencingTest, ASigtermedPrimaryHandsOverAtOnceAndALeavingBackupHold
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return CountOf(testing::ReadFileOrEmpty(Path("master.log")), "now a backup in sync") >= 2; },
       std::chrono::seconds(20)))
-      << testing::ReadFileOrEmpty(Path("master.log"));
+      << testing::ReadFileOrEmpty(Path("master.log")) << "ps-b (the new primary):\n"
+      << testing::ReadFileOrEmpty(Path("ps-b.log")) << "ps-c:\n" << testing::ReadFileOrEmpty(Path("ps-c.log"));
   ASSERT_TRUE(backup->Signal(SIGTERM).ok());
   auto backup_exit = testing::WaitForExit(*backup, std::chrono::seconds(20));
   ASSERT_TRUE(backup_exit.ok()) << backup_exit.status();

@@ -265,6 +265,23 @@ TEST_F(ReplicationTest, AReplacementSlowerThanTheTrainersStillCatchesUp) {
   ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
 }
 
+// A joiner is in the master's map a moment before its startup has its (empty) shard
+// ready; the primary may call it in between. A test hook stretches that moment to 0.5 s,
+// five of the primary's heartbeats, so its first call always comes first: the joiner
+// holds the call until it is ready instead of refusing it, which ended the stream and
+// dropped the joiner (seen once under load, after a SIGTERMed primary's handover).
+TEST_F(ReplicationTest, AJoinerCalledBeforeItsShardIsReadyStillJoins) {
+  Launch("slowstart", {"--trainers", "1", "--passes", "4", "--checkpoint_every_s", "0"}, {},
+         {{"PL_TEST_ATTACH_DELAY_MS", "500"}});
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 2)) << Output();
+  ASSERT_TRUE(WaitForOutput("pass 1 task", std::chrono::seconds(60))) << Output();
+  ASSERT_NO_FATAL_FAILURE(Control("kill-pserver 0"));
+  ASSERT_TRUE(WaitForOutput("now a backup in sync", std::chrono::seconds(60), 3)) << Output();
+  ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr("failed to follow the stream")));
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr("replica starting")));
+}
+
 // The master stopped (SIGSTOP) for 2.5 s, three pserver leases: nobody could renew a
 // lease meanwhile, so when it runs again it must not drop every replica (which would
 // leave each shard with no backup and lose it to its checkpoint). It gives every lease a
