@@ -106,6 +106,9 @@ ABSL_FLAG(bool, stream_shm, true,
 ABSL_FLAG(int32_t, stream_link_lanes, 0,
           "replicated, with --stream_link: connections each way of a primary's dense link to each backup (0: "
           "automatic, as a trainer's link)");
+ABSL_FLAG(int32_t, heartbeat_ms, 100,
+          "replicated: how often a replica tells the master it lives (and hears of promotions); keep it well under "
+          "the master's --pserver_lease_ms, whose default is 800 (10-10000)");
 ABSL_FLAG(bool, shm, true,
           "accept shared-memory regions from trainers on this host, and from a replicated primary's stream "
           "(--noshm: gRPC or dense links only)");
@@ -208,6 +211,7 @@ int Run(int argc, char** argv) {
                                    pl::cli::CheckRange("max_message_mb", max_mb, 1, 2047),
                                    pl::cli::CheckAtLeast("threads", absl::GetFlag(FLAGS_threads), 0),
                                    pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 1),
+                                   pl::cli::CheckRange("heartbeat_ms", absl::GetFlag(FLAGS_heartbeat_ms), 10, 10000),
                                    pl::cli::CheckRange("snapshot_lanes", absl::GetFlag(FLAGS_snapshot_lanes), 0,
                                                        pl::pserver::kMaxSnapshotLanes),
                                    pl::cli::CheckRange("stream_link_lanes", absl::GetFlag(FLAGS_stream_link_lanes), 0,
@@ -312,6 +316,7 @@ int Run(int argc, char** argv) {
     ro.master_address = master;
     ro.address = address;
     ro.listen_host = host;
+    ro.heartbeat_every = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_ms));
     ro.snapshot_socket = absl::GetFlag(FLAGS_snapshot_socket);
     ro.snapshot_lanes = absl::GetFlag(FLAGS_snapshot_lanes);
     // The primary's stream to each backup carries its dense blocks through shared memory

@@ -26,6 +26,11 @@ class ReplicationHook {
   // OK while this process may act as the shard's primary (its role and its lease);
   // else UNAVAILABLE naming why, which sends trainers to the master for the primary.
   virtual Status CheckPrimary() const = 0;
+  // CheckPrimary for a trainer's call, where waiting a moment may turn a refusal into
+  // service: a backup the master has just promoted hears of it at its next heartbeat,
+  // and the trainer that learned it first would otherwise wait out a retry. Never
+  // called under the shard's locks.
+  virtual Status AwaitPrimary() { return CheckPrimary(); }
   // Queue an update for every backup; return its stream position.
   virtual StatusOr<int64_t> ForwardPush(const PushFrame& push) = 0;
   virtual StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) = 0;

@@ -77,8 +77,14 @@ Replicator::~Replicator() {
   applier_.reset();  // after the server stopped: nothing enqueues any more
 }
 
+void Replicator::HeartbeatSoon() {
+  absl::MutexLock l(&beat_mu_);
+  beat_now_ = true;
+}
+
 void Replicator::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  HeartbeatSoon();  // wakes the loop to see stop_
   if (heartbeat_.joinable()) heartbeat_.join();
   std::vector<std::thread> snapshotters;
   {
@@ -216,7 +222,15 @@ std::string Replicator::Describe() const {
 // ------------------------------------------------------------------ heartbeat
 
 void Replicator::HeartbeatLoop() {
-  while (!stop_.WaitForNotificationWithTimeout(options_.heartbeat_every)) (void)Heartbeat();
+  while (true) {
+    {
+      absl::MutexLock l(&beat_mu_);
+      beat_mu_.AwaitWithTimeout(absl::Condition(&beat_now_), options_.heartbeat_every);
+      beat_now_ = false;
+    }
+    if (stop_.HasBeenNotified()) return;
+    (void)Heartbeat();
+  }
 }
 
 proto::RegisterPserverRequest Replicator::HeartbeatRequestLocked() const {
@@ -426,6 +440,26 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
 
 Status Replicator::CheckPrimary() const {
   absl::MutexLock l(&mu_);
+  if (leaving_) return LeavingError();
+  return CheckPrimaryLocked();
+}
+
+Status Replicator::AwaitPrimary() {
+  absl::MutexLock l(&mu_);
+  if (leaving_) return LeavingError();
+  // A joiner too: the master may have counted it in sync, and promoted it, before it
+  // heard it was a backup.
+  const Role asked_as = role_;
+  if ((asked_as != proto::ReplicaInfo::BACKUP && asked_as != proto::ReplicaInfo::JOINING) || fatal_ ||
+      shard_ == nullptr) {
+    return CheckPrimaryLocked();
+  }
+  HeartbeatSoon();
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (fatal_ || leaving_) return true;
+    return role_ == proto::ReplicaInfo::PRIMARY && !draining_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&settled), kPromotionWait);
   if (leaving_) return LeavingError();
   return CheckPrimaryLocked();
 }

@@ -145,6 +145,10 @@ class Replicator : public ReplicationHook {
 
   // ReplicationHook (the primary side).
   Status CheckPrimary() const override;
+  // A backup asked to serve heartbeats at once and waits up to kPromotionWait for the
+  // master's answer: promoted, it serves (once it has applied what it held).
+  Status AwaitPrimary() override;
+  static constexpr absl::Duration kPromotionWait = absl::Milliseconds(200);
   StatusOr<int64_t> ForwardPush(const PushFrame& push) override;
   StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) override;
   StatusOr<int64_t> ForwardStepComplete(int contributors) override;
@@ -240,6 +244,10 @@ class Replicator : public ReplicationHook {
   std::unique_ptr<SocketInstall> socket_install_ ABSL_GUARDED_BY(socket_mu_);
 
   absl::Notification stop_;
+  // A heartbeat wanted before the next period (AwaitPrimary, Stop).
+  absl::Mutex beat_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  bool beat_now_ ABSL_GUARDED_BY(beat_mu_) = false;
+  void HeartbeatSoon();
   std::thread heartbeat_;
 };
 

@@ -24,6 +24,7 @@ StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& req
   bool created = false;
   if (hook_ != nullptr) {
     int64_t position = 0;
+    PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
     {
       absl::MutexLock order(&order_mu_);
       PL_RETURN_IF_ERROR(hook_->CheckPrimary());
@@ -57,7 +58,7 @@ ShardCounters ParameterShard::Counters() const {
 
 Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame,
                             const DenseDestination& dense_out) {
-  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->CheckPrimary());  // backups serve no reads
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->AwaitPrimary());  // backups serve no reads
   if (request.min_version() > 0) PL_RETURN_IF_ERROR(clock_.WaitFor(request.min_version(), deadline));
   // Sync: the values and the version of one finished step.
   const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
@@ -73,7 +74,7 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
 // ---------------------------------------------------------------------------- Push
 
 StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, const DenseDestination& write_back) {
-  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->CheckPrimary());
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
   const bool sync = store_.sync();  // fixed once initialised
   // The push owns its frame: a queued one outlives this call.

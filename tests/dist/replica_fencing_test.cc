@@ -129,6 +129,31 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
   EXPECT_EQ(*after_retry, *acknowledged);
 }
 
+// A backup the master has just promoted hears of it at its next heartbeat; a trainer
+// that learned it first from the master is served at once, not refused until then.
+// The replicas heartbeat every 2 s here, so without that the push below would be
+// refused ("not the primary") all but always.
+TEST_F(ReplicaFencingTest, APromotedBackupServesTheFirstPushBeforeItsNextHeartbeat) {
+  pserver_flags_ = {"--heartbeat_ms", "2000"};
+  ASSERT_TRUE(StartMaster(10000).ok());
+  auto started = StartPrimaryAndBackup(master_address_);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  auto acknowledged = InitAndPushThree(stub.get());
+  ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+
+  ASSERT_TRUE(primary_->Signal(SIGTERM).ok());  // hands over: the master promotes at once
+  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
+                                 std::chrono::seconds(5)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  proto::PushResponse resp;
+  grpc::Status pushed = new_stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(4), &resp);
+  EXPECT_TRUE(pushed.ok()) << pushed.error_message() << "\n" << testing::ReadFileOrEmpty(Path("ps-b.log"));
+  EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-b.log")), HasSubstr("this replica is now the primary"));
+}
+
 // Preemption: SIGTERM, not SIGKILL. The primary hands over (its backup holds every push
 // it acknowledged) and tells the master, which promotes the backup at once, long
 // before the primary's lease (10 s here) could have run out; a retried push counts
