@@ -70,6 +70,7 @@ const std::vector<Binary>& Binaries() {
         {"dense_link", "bool, default true"},
         {"dense_link_max_mb", "int64, default 0"},
         {"full_checkpoint_every", "int32, default 10"},
+        {"heartbeat_ms", "int32, default 100"},
         {"host", "string, default \"127.0.0.1\""},
         {"index", "int32, default -1, env PL_PSERVER_INDEX"},
         {"insecure", "bool, default false"},
