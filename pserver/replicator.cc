@@ -154,8 +154,16 @@ StatusOr<Replicator::Role> Replicator::Join(absl::Duration timeout, int64_t chec
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
-  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   absl::MutexLock l(&mu_);
+  // A replica renews its lease only when it heartbeats: at a period near the lease, a
+  // late heartbeat or two lose it, and the master drops this replica again and again.
+  if (lease_ > absl::ZeroDuration() && options_.heartbeat_every * 2 > lease_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", options_.index, ": --heartbeat_ms ", absl::ToInt64Milliseconds(options_.heartbeat_every),
+        " is too slow for the master's pserver lease of ", absl::ToInt64Milliseconds(lease_),
+        " ms (pl-master --pserver_lease_ms): heartbeat at most every half lease, better a quarter"));
+  }
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   if (role_ == proto::ReplicaInfo::CANDIDATE) {
     log::Info(absl::StrCat("shard ", options_.index, " lost every replica: waiting while the master gathers those "
                            "that come back, to restore the newest checkpoint among them (this one's: ",
@@ -300,6 +308,7 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
       return r.first != replica_id_ && r.second == proto::ReplicaInfo::BACKUP;
     });
     if (resp.epoch() > epoch_) epoch_ = resp.epoch();
+    if (resp.lease_ms() > 0) lease_ = absl::Milliseconds(resp.lease_ms());
     last_known_version_ = std::max(last_known_version_, resp.last_known_version());
     if (role_ == proto::ReplicaInfo::PRIMARY) {
       primary = true;

@@ -204,6 +204,7 @@ class Replicator : public ReplicationHook {
   int64_t last_known_version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpoint_version_ ABSL_GUARDED_BY(mu_) = -1;  // told the master while not in the map
   absl::Time lease_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // the master's, from its last answer
   int64_t position_ ABSL_GUARDED_BY(mu_) = 0;  // primary: last forwarded; backup: last held (applied or queued)
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // promoted, still applying what it held as a backup
   // Primary: the streams, by replica id; `required_` are waited for before an ack.

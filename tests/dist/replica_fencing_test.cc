@@ -154,6 +154,20 @@ TEST_F(ReplicaFencingTest, APromotedBackupServesTheFirstPushBeforeItsNextHeartbe
   EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-b.log")), HasSubstr("this replica is now the primary"));
 }
 
+// A heartbeat period near the master's lease would lose the lease on the first late
+// heartbeat, again and again: the replica refuses to start, naming both values.
+TEST_F(ReplicaFencingTest, AHeartbeatTooSlowForTheLeaseIsRefusedNamingBoth) {
+  pserver_flags_ = {"--heartbeat_ms", "500"};
+  ASSERT_TRUE(StartMaster(800).ok());
+  auto ps = StartPserver("ps-a", master_address_);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  auto exit = testing::WaitForExit(**ps, std::chrono::seconds(20));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_FALSE(exit->success());
+  const std::string log = testing::ReadFileOrEmpty(Path("ps-a.log"));
+  EXPECT_THAT(log, HasSubstr("--heartbeat_ms 500 is too slow for the master's pserver lease of 800 ms")) << log;
+}
+
 // Preemption: SIGTERM, not SIGKILL. The primary hands over (its backup holds every push
 // it acknowledged) and tells the master, which promotes the backup at once, long
 // before the primary's lease (10 s here) could have run out; a retried push counts
