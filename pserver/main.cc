@@ -107,8 +107,8 @@ ABSL_FLAG(int32_t, stream_link_lanes, 0,
           "replicated, with --stream_link: connections each way of a primary's dense link to each backup (0: "
           "automatic, as a trainer's link)");
 ABSL_FLAG(int32_t, heartbeat_ms, 100,
-          "replicated: how often a replica tells the master it lives (and hears of promotions); keep it well under "
-          "the master's --pserver_lease_ms, whose default is 800 (10-10000)");
+          "replicated: how often a replica tells the master it lives (and hears of promotions); at most half the "
+          "master's --pserver_lease_ms, whose default is 800 (10-10000)");
 ABSL_FLAG(bool, shm, true,
           "accept shared-memory regions from trainers on this host, and from a replicated primary's stream "
           "(--noshm: gRPC or dense links only)");
