@@ -181,7 +181,7 @@ std::vector<ProcessEvent> Supervisor::Pump(milliseconds timeout, const std::vect
   for (auto& [name, e] : entries_) {
     if (e.state == State::kRunning && e.child->exit_fd() >= 0) fds.push_back({e.child->exit_fd(), POLLIN, 0});
   }
-  const size_t num_watched_before = fds.size();
+  const size_t first_watched = fds.size();
   for (int fd : watch_fds) fds.push_back({fd, POLLIN, 0});
   int n = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
   if (n > 0) {
@@ -189,7 +189,7 @@ std::vector<ProcessEvent> Supervisor::Pump(milliseconds timeout, const std::vect
       if (fds[i].revents == 0) continue;
       if (i < num_children) {
         ReadOutput(owners[i]);
-      } else if (i >= num_watched_before && ready_fds != nullptr) {
+      } else if (i >= first_watched && ready_fds != nullptr) {
         ready_fds->push_back(fds[i].fd);
       }
     }
