@@ -73,6 +73,15 @@ class ReplicaFencingTest : public OneReplicatedShardTest {
     return PullW(stub);
   }
 
+  // The master (pserver lease `lease_ms`), ps-a the primary and ps-b its backup in
+  // sync, then Init and pushes 1..3 acknowledged. Sets primary_address_; returns w.
+  StatusOr<std::vector<float>> StartAndPushThree(int64_t lease_ms) {
+    PL_RETURN_IF_ERROR(StartMaster(lease_ms));
+    PL_ASSIGN_OR_RETURN(primary_address_, StartPrimaryAndBackup(master_address_));
+    auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary_address_));
+    return InitAndPushThree(stub.get());
+  }
+
   static StatusOr<std::vector<float>> PullW(proto::ParameterServer::Stub* stub) {
     proto::PullRequest req;
     req.add_dense()->set_param("w");
@@ -84,6 +93,8 @@ class ReplicaFencingTest : public OneReplicatedShardTest {
     std::memcpy(w.data(), resp.dense(0).values().data(), 32);
     return w;
   }
+
+  std::string primary_address_;
 };
 
 TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTakesOverWithThem) {
@@ -135,13 +146,9 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
 // refused ("not the primary") all but always.
 TEST_F(ReplicaFencingTest, APromotedBackupServesTheFirstPushBeforeItsNextHeartbeat) {
   pserver_flags_ = {"--heartbeat_ms", "2000"};
-  ASSERT_TRUE(StartMaster(10000).ok());
-  auto started = StartPrimaryAndBackup(master_address_);
-  ASSERT_TRUE(started.ok()) << started.status();
-  const std::string primary = *started;
-  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
-  auto acknowledged = InitAndPushThree(stub.get());
+  auto acknowledged = StartAndPushThree(10000);
   ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+  const std::string primary = primary_address_;
 
   ASSERT_TRUE(primary_->Signal(SIGTERM).ok());  // hands over: the master promotes at once
   ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
@@ -175,13 +182,9 @@ TEST_F(ReplicaFencingTest, AHeartbeatTooSlowForTheLeaseIsRefusedNamingBoth) {
 // next push is not held waiting for its acknowledgement until its lease runs out.
 TEST_F(ReplicaFencingTest, ASigtermedPrimaryHandsOverAtOnceAndALeavingBackupHoldsNoPush) {
   constexpr int64_t kLongLeaseMs = 10000;
-  ASSERT_TRUE(StartMaster(kLongLeaseMs).ok());
-  auto started = StartPrimaryAndBackup(master_address_);
-  ASSERT_TRUE(started.ok()) << started.status();
-  const std::string primary = *started;
-  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
-  auto acknowledged = InitAndPushThree(stub.get());
+  auto acknowledged = StartAndPushThree(kLongLeaseMs);
   ASSERT_TRUE(acknowledged.ok()) << acknowledged.status();
+  const std::string primary = primary_address_;
 
   const auto term = std::chrono::steady_clock::now();
   ASSERT_TRUE(primary_->Signal(SIGTERM).ok());
