@@ -32,6 +32,7 @@
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
 #include "tests/testing/process.h"
+#include "paddle_like/core/runtime.h"
 
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
 ABSL_FLAG(bool, quick, false, "smaller runs");
@@ -312,6 +313,7 @@ void RunRecovery(const Options& o) {
 }
 
 int Main(int argc, char** argv) {
+  SkipMutexDeadlockChecks();
   const cli::Program program = {
       "pl-bench-dist", "[--data DIR] [--quick] [--only throughput,recovery]",
       "The distributed runtime end to end on real processes on loopback: throughput against one\n"

@@ -511,6 +511,7 @@ void RunMemory(const Options& o) {
 
 int Main(int argc, char** argv) {
   KeepLargeBuffersInHeap();  // as pl-trainer does: the client side is the trainer's
+  SkipMutexDeadlockChecks();
   const cli::Program program = {
       "pl-bench-ps", "[--quick] [--only loopback,dense,exchange,sparse,memory]",
       "What one real pl-pserver process moves and holds, each figure as a ratio against a\n"

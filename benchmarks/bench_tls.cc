@@ -115,6 +115,7 @@ StatusOr<double> FirstCallSeconds(Job& job, bool tls) {
 
 int Main(int argc, char** argv) {
   KeepLargeBuffersInHeap();  // as pl-trainer does
+  SkipMutexDeadlockChecks();
   const cli::Program program = {"pl-bench-tls", "[--rounds 3]",
                                 "What mutual TLS costs: the mlp's exchange and a connection's first call with and\n"
                                 "without it, against the cipher's own speed measured in the same run."};

@@ -20,6 +20,7 @@
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/nn/nn.h"
 #include "paddle_like/rpc/tls.h"
+#include "paddle_like/core/runtime.h"
 
 namespace {
 
@@ -42,6 +43,7 @@ int Fail(const std::string& why) {
 }  // namespace
 
 int main() {
+  pl::SkipMutexDeadlockChecks();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   const char* master_addr = std::getenv("PL_MASTER_ADDR");

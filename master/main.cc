@@ -24,6 +24,7 @@
 #include "master/status_page.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/data/chunk_index.h"
 #include "paddle_like/io/atomic_file.h"
 #include "paddle_like/metrics/job_events.h"
@@ -66,6 +67,7 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pl::SkipMutexDeadlockChecks();
   const pl::cli::Program program = {
       "pl-master",
       "--state_dir DIR --data DIR_OR_FILE [--port 0] [--port_file PATH] [flags]",

@@ -8,9 +8,11 @@
 
 #include "absl/strings/numbers.h"
 #include "paddle_like/core/cli.h"
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/metrics/http_server.h"
 
 int main(int argc, char** argv) {
+  pl::SkipMutexDeadlockChecks();
   const pl::cli::Program program = {"pl-status", "HOST:PORT",
                                     "Prints the status of the job whose master serves its status page on HOST:PORT\n"
                                     "(pl-master --http_port, pl-launch --http_port).",

@@ -455,5 +455,6 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   pl::KeepLargeBuffersInHeap();
+  pl::SkipMutexDeadlockChecks();
   return Run(argc, argv);
 }

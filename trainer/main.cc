@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
                                                               pl::kMaxEvictAfterSeconds)});
   pl::SetMathThreads(absl::GetFlag(FLAGS_threads));
   pl::KeepLargeBuffersInHeap();
+  pl::SkipMutexDeadlockChecks();
 
   pl::OptimizerSpec opt;
   auto kind = pl::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));

@@ -3,7 +3,12 @@
 #include <malloc.h>
 #include <omp.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include <Eigen/Core>
+
+#include "absl/synchronization/mutex.h"
 
 namespace pl {
 
@@ -18,5 +23,11 @@ void KeepLargeBuffersInHeap() {
 }
 
 void ReleaseFreeHeapMemory() { malloc_trim(0); }
+
+void SkipMutexDeadlockChecks() {
+  const char* keep = std::getenv("PL_MUTEX_DEADLOCK_CHECKS");
+  if (keep != nullptr && std::strcmp(keep, "1") == 0) return;
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 }  // namespace pl

@@ -11,6 +11,7 @@
 
 PYBIND11_MODULE(_C, m) {
   pl::SetMathThreads(0);  // keep Eigen's spinning GEMM threads out of shared machines
+  pl::SkipMutexDeadlockChecks();
   m.doc() = "paddle_like's C++ core (tensors, layers, optimizers, data, distributed clients)";
   pl::python::RegisterTensor(m);
   pl::python::RegisterNN(m);

@@ -15,6 +15,7 @@
 
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/core/runtime.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/launcher.h"
 
@@ -39,6 +40,7 @@ std::string SelfDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pl::SkipMutexDeadlockChecks();
   const pl::cli::CommandLine line = pl::cli::ParseOrExit(pl::LaunchProgram(), argc, argv);
   pl::StatusOr<pl::LaunchOptions> options = pl::LaunchOptionsFromFlags(line);
   if (!options.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), options.status().message());
