@@ -4,9 +4,10 @@
      mlp job (async, 2 pservers, 1 trainer, batch 64, --threads 1) over shared memory,
      then over gRPC (pl-trainer --shm=false --dense_link_lanes 0). From the trainer's
      closing line "per step: C ms computing, E ms exchanging parameters"; the best of
-     --reps runs each. R=2 twice: the primaries' streams with their dense blocks through
-     shared memory (the default with the backups on the same host), and over dense links
-     (PL_STREAM_SHM=false: the way between hosts).
+     --reps runs each. R=2 three times: the primaries' streams with their dense blocks
+     through shared memory and their calls rung there (the default with the backups on
+     the same host), over dense links (PL_STREAM_SHM=false: the way between hosts), and
+     through shared memory with their calls over gRPC (PL_STREAM_DOORBELL=false).
   2. Failover: `kill-pserver 0` (SIGKILL of shard 0's primary) --kills times in one
      async job, each once the replacement has caught up. Per kill: SIGKILL -> the
      master's promotion, and SIGKILL -> the new primary's first acknowledged update
@@ -89,8 +90,9 @@ def exchange_ms(build, tmp, replicas, passes, shm, reps, stream="shm"):
     every 50 ms from the trainer's connection to the job's end, so start-up, TLS
     handshakes and the replicas' first snapshots are not counted)."""
     best = None
-    env = dict(os.environ, PL_STREAM_SHM="true" if stream == "shm" else "false",
-               PL_STREAM_LINK="false" if stream == "inline" else "true")
+    env = dict(os.environ, PL_STREAM_SHM="true" if stream in ("shm", "shm-grpc") else "false",
+               PL_STREAM_LINK="false" if stream == "inline" else "true",
+               PL_STREAM_DOORBELL="false" if stream == "shm-grpc" else "true")
     for r in range(reps):
         work = os.path.join(tmp, f"x-r{replicas}-{'shm' if shm else 'grpc'}-{stream}-{r}")
         proc, log = launch(build, work, replicas, passes, () if shm else ("--shm=false", "--dense_link_lanes", "0"),
@@ -312,11 +314,14 @@ def main():
                 (r1, c1) = exchange_ms(build, tmp, 1, a.passes, shm, a.reps)
                 (r2, c2) = exchange_ms(build, tmp, 2, a.passes, shm, a.reps)
                 (r2_link, c2_link) = exchange_ms(build, tmp, 2, a.passes, shm, a.reps, stream="link")
+                (r2_call, c2_call) = exchange_ms(build, tmp, 2, a.passes, shm, a.reps, stream="shm-grpc")
                 print(f"{'shared memory' if shm else 'gRPC':14s} R=1 {r1:6.2f} ms  R=2 {r2:6.2f} ms  ratio {r2 / r1:4.2f}"
-                      f"   (stream over dense links, PL_STREAM_SHM=false: R=2 {r2_link:6.2f} ms, ratio {r2_link / r1:4.2f})")
+                      f"   (stream over dense links, PL_STREAM_SHM=false: R=2 {r2_link:6.2f} ms, ratio {r2_link / r1:4.2f};"
+                      f" its calls over gRPC, PL_STREAM_DOORBELL=false: R=2 {r2_call:6.2f} ms, ratio {r2_call / r1:4.2f})")
                 # Where the cores go: every process of the job, per step of training.
                 print(f"{'':14s} CPU per step R=1 {c1:6.2f} ms  R=2 {c2:6.2f} ms  ratio {c2 / c1:4.2f}"
-                      f"   (stream over dense links: {c2_link:6.2f} ms; {os.cpu_count()} cores)")
+                      f"   (stream over dense links: {c2_link:6.2f} ms; calls over gRPC: {c2_call:6.2f} ms;"
+                      f" {os.cpu_count()} cores)")
         loop = loopback_mb_s()
         if "failover" in parts:
             print(f"\n== failover: SIGKILL of shard 0's primary, {a.kills} times in one job (2 trainers) ==")

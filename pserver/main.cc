@@ -103,6 +103,9 @@ ABSL_FLAG(bool, stream_link, true,
 ABSL_FLAG(bool, stream_shm, true,
           "replicated: a primary sends its stream's dense blocks to a backup on this host through shared memory "
           "(tried before --stream_link; a backup with --noshm or /dev/shm of its own refuses it)");
+ABSL_FLAG(bool, stream_doorbell, true,
+          "replicated, with --stream_shm: a primary rings such a backup through the shared memory (a futex) "
+          "instead of calling it over gRPC for each update");
 ABSL_FLAG(int32_t, stream_link_lanes, 0,
           "replicated, with --stream_link: connections each way of a primary's dense link to each backup (0: "
           "automatic, as a trainer's link)");
@@ -188,7 +191,8 @@ int Run(int argc, char** argv) {
        {"snapshot_lanes", "PL_SNAPSHOT_LANES"},
        {"stream_link", "PL_STREAM_LINK"},
        {"stream_link_lanes", "PL_STREAM_LINK_LANES"},
-       {"stream_shm", "PL_STREAM_SHM"}}};
+       {"stream_shm", "PL_STREAM_SHM"},
+       {"stream_doorbell", "PL_STREAM_DOORBELL"}}};
   program.env = pl::rpc::WithTlsEnv(program.env);
   pl::cli::ParseOrExit(program, argc, argv);
   const int index = absl::GetFlag(FLAGS_index);
@@ -324,6 +328,7 @@ int Run(int argc, char** argv) {
     // (their --shm and --dense_link, the defaults).
     const int stream_link_lanes = absl::GetFlag(FLAGS_stream_link_lanes);
     ro.stream_shm = absl::GetFlag(FLAGS_stream_shm);
+    ro.stream_doorbell = absl::GetFlag(FLAGS_stream_doorbell);
     if (absl::GetFlag(FLAGS_stream_link)) {
       ro.stream_link_lanes =
           stream_link_lanes > 0 ? stream_link_lanes : pl::DefaultDenseLinkLanes(pl::rpc::TransportIsSecure());

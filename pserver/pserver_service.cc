@@ -191,7 +191,23 @@ Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, con
   return absl::OkStatus();
 }
 
-StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline) {
+StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time deadline,
+                                                  std::shared_ptr<SharedRegion> rung_in) {
+  if (replicator_ == nullptr) return absl::InvalidArgumentError("this pserver is not replicated");
+  if (frame.header().replica_seq() <= 0) return absl::InvalidArgumentError("a stream call without a stream position");
+  if (const absl::Duration d = replicator_->test_slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
+  PL_ASSIGN_OR_RETURN(std::vector<PushFrame> entries, FramesOfStreamCall(std::move(frame), deadline, std::move(rung_in)));
+  // In stream order; one refused stops the call, and the primary gives up on this
+  // replica (the entries before it are held, and a retry would not apply them twice).
+  int64_t version = 0;
+  for (PushFrame& entry : entries) {
+    PL_ASSIGN_OR_RETURN(version, replicator_->OnPush(std::move(entry)));
+  }
+  return version;
+}
+
+StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline,
+                                                                    std::shared_ptr<SharedRegion> rung_in) {
   google::protobuf::RepeatedPtrField<proto::PushRequest> batched;
   batched.Swap(frame.header().mutable_stream_batch());
   std::vector<PushFrame> frames;
@@ -203,15 +219,20 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
   if (!frame.dense().empty()) {
     return absl::InvalidArgumentError("a stream entry carries dense blocks both in a region and inline");
   }
-  PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame.header().shm_region()));
-  // In shared memory the blocks are there already; over a link, wait for them to land.
-  if (found.link != nullptr) {
-    if (Status landed = found.link->WaitFor(frame.header().link_seq(), deadline); !landed.ok()) {
-      return absl::AbortedError(absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+  std::shared_ptr<SharedRegion> region = std::move(rung_in);
+  if (region == nullptr) {
+    PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame.header().shm_region()));
+    // In shared memory the blocks are there already; over a link, wait for them to land.
+    if (found.link != nullptr) {
+      if (Status landed = found.link->WaitFor(frame.header().link_seq(), deadline); !landed.ok()) {
+        return absl::AbortedError(
+            absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+      }
     }
+    region = std::move(found.region);
   }
   // Copied out before the answer: the primary writes the next entries over them.
-  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), found.region, /*copy=*/true));
+  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), region, /*copy=*/true));
   frames.push_back(std::move(first));
   for (proto::PushRequest& entry : batched) {
     if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
@@ -219,7 +240,7 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
       return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
                                         "or no stream position");
     }
-    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), found.region, /*copy=*/true));
+    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), region, /*copy=*/true));
     frames.push_back(std::move(next));
   }
   return frames;
@@ -270,17 +291,9 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
     return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
   }
   if (frame.header().replica_seq() > 0) {  // the primary's stream
-    if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
-    if (const absl::Duration d = replicator_->test_slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
-    StatusOr<std::vector<PushFrame>> entries = FramesOfStreamCall(std::move(frame), DeadlineOf(context));
-    if (!entries.ok()) return rpc::ToGrpc(entries.status());
-    // In stream order; one refused stops the call, and the primary gives up on this
-    // replica (the entries before it are held, and a retry would not apply them twice).
-    for (PushFrame& entry : *entries) {
-      StatusOr<int64_t> version = replicator_->OnPush(std::move(entry));
-      if (!version.ok()) return rpc::ToGrpc(version.status());
-      response->set_version(*version);
-    }
+    StatusOr<int64_t> version = ServeStreamCall(std::move(frame), DeadlineOf(context));
+    if (!version.ok()) return rpc::ToGrpc(version.status());
+    response->set_version(*version);
     return grpc::Status::OK;
   }
   RegionRef found;  // the push's region, if any, and the link that mirrors it, if any
@@ -349,6 +362,7 @@ proto::StatsResponse PserverService::StatsNow() const {
     r.set_stream_entries_inline(replicator_->stream_entries_inline());
     r.set_stream_entries_shm(replicator_->stream_entries_shm());
     r.set_stream_calls(replicator_->stream_calls());
+    r.set_stream_calls_rung(replicator_->stream_calls_rung());
     r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
   }
   r.set_push_clients(shard_->ledger_clients());
@@ -398,7 +412,17 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
     response->set_region_token(linked->token);
     return grpc::Status::OK;
   }
-  StatusOr<uint64_t> id = regions_.Attach(*request);
+  DoorbellServer::Handler doorbell;
+  if (request->replica_stream() && request->stream_doorbell()) {
+    // The region's own calls: never through regions_.Find (see SharedRegionTable::Attach).
+    doorbell = [this](proto::PushRequest header, const std::shared_ptr<SharedRegion>& region) {
+      DataCall counted(&data_calls_);
+      PushFrame frame;
+      frame.header() = std::move(header);
+      return ServeStreamCall(std::move(frame), absl::InfiniteFuture(), region);
+    };
+  }
+  StatusOr<uint64_t> id = regions_.Attach(*request, std::move(doorbell));
   if (!id.ok()) return rpc::ToGrpc(id.status());
   log::Info(absl::StrFormat("%s attached %.1f MB of shared memory (region %d)",
                            request->replica_stream() ? std::string("the primary's stream")
@@ -409,6 +433,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   if (request->replica_stream()) {
     response->set_link_bf16(true);
     response->set_stream_batches(true);
+    response->set_stream_doorbell(request->stream_doorbell());
   }
   return grpc::Status::OK;
 }

@@ -115,7 +115,14 @@ class PserverService final : public PserverServiceBase {
   // blocks are in a region (shared with the primary, or mirrored by its link), it and
   // the entries batched behind it, rebuilt with copies of their blocks (the backup
   // queues entries; the next call reuses the region).
-  StatusOr<std::vector<PushFrame>> FramesOfStreamCall(PushFrame frame, absl::Time deadline);
+  // `rung_in`: the region of a doorbell call (stream_doorbell.h), instead of the one
+  // the header names.
+  StatusOr<std::vector<PushFrame>> FramesOfStreamCall(PushFrame frame, absl::Time deadline,
+                                                      std::shared_ptr<SharedRegion> rung_in = nullptr);
+  // A call of the primary's stream, made over gRPC or rung in `rung_in`: its entries
+  // held in order (Replicator::OnPush); the version of the last.
+  StatusOr<int64_t> ServeStreamCall(PushFrame frame, absl::Time deadline,
+                                    std::shared_ptr<SharedRegion> rung_in = nullptr);
   // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
   // when the link fails.
   static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);

@@ -337,6 +337,7 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
 }
 
 void ReplicaStream::DropRegion() {
+  doorbell_.reset();
   link_.reset();
   region_.reset();
   region_id_ = 0;
@@ -356,8 +357,10 @@ Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
 
 Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   // Room for twice this entry, as a link's: a shard's pushes carry its dense blocks, so
-  // they are alike, and a somewhat larger one still fits.
-  StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::Create(static_cast<size_t>(2 * payload_bytes));
+  // they are alike, and a somewhat larger one still fits; and for a call's header after
+  // them (the doorbell's).
+  StatusOr<std::shared_ptr<SharedRegion>> region =
+      SharedRegion::Create(static_cast<size_t>(2 * payload_bytes + kDoorbellRoom));
   if (!region.ok()) {
     shm_refused_ = true;
     log::Warning(absl::StrCat("shard ", options_.index, ": no shared memory for the stream to replica ",
@@ -370,6 +373,7 @@ Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
   request.set_nonce((*region)->nonce());
   request.set_replica_stream(true);
+  request.set_stream_doorbell(options_.doorbell);
   proto::AttachResponse response;
   Call call(this);
   const Status attached = rpc::FromGrpc(stub_->Attach(call.get(), request, &response));
@@ -390,8 +394,19 @@ Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   region_bf16_ = response.link_bf16();
   region_batches_ = response.stream_batches();
   link_.reset();
-  log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory",
-                            options_.index, options_.replica_id, region_->total_bytes() / 1e6));
+  doorbell_.reset();
+  std::string rung = "its calls over gRPC (the replica rings no doorbell)";
+  if (response.stream_doorbell()) {
+    StatusOr<std::unique_ptr<DoorbellCaller>> doorbell = DoorbellCaller::Connect(region_);
+    if (doorbell.ok()) {
+      doorbell_ = *std::move(doorbell);
+      rung = "its calls rung there too";
+    } else {
+      rung = absl::StrCat("its calls over gRPC (", doorbell.status().message(), ")");
+    }
+  }
+  log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory, %s",
+                            options_.index, options_.replica_id, region_->total_bytes() / 1e6, rung));
   return absl::OkStatus();
 }
 
@@ -480,14 +495,23 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
     }
   }
   if (options_.calls != nullptr) ++*options_.calls;
-  Call call(this);
   proto::PushResponse resp;
   if (!link_) {
     // Shared memory: the replica copies the blocks out before it answers, and the next
     // entry is written only after that answer.
     for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
+    if (doorbell_ != nullptr) {
+      StatusOr<int64_t> answered = doorbell_->Call(header.header(), options_.call_timeout, cancel_, at);
+      if (!absl::IsUnimplemented(answered.status())) {
+        if (options_.rung_calls != nullptr) ++*options_.rung_calls;
+        return answered.status();
+      }
+      // A header too large for the room after the blocks (a long batch): over gRPC.
+    }
+    Call call(this);
     return rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
   }
+  Call call(this);
   // Each piece is sent from where it is; the call goes while the bytes travel, and the
   // backup waits for them to land.
   if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {

@@ -7,7 +7,8 @@
 //
 // An entry's dense blocks travel beside its gRPC call where they can: through a
 // shared-memory region when the replica is on this host (one copy in, one copy out: no
-// socket, no cipher), else over a dense link; else inline in the call. Through a
+// socket, no cipher; and the call itself is rung through the region, stream_doorbell.h),
+// else over a dense link; else inline in the call. Through a
 // region, the entries that queued while a call was out (several trainers' pushes) go
 // in the next call together, as far as the region holds them.
 //
@@ -37,6 +38,7 @@
 #include "paddle_like/dist/dense_link.h"
 #include "proto/pserver.grpc.pb.h"
 #include "pserver/shard_snapshot.h"
+#include "pserver/stream_doorbell.h"
 
 namespace pl::pserver {
 
@@ -76,6 +78,8 @@ class ReplicaStream {
     // replica on another host (or with /dev/shm of its own, or --noshm) cannot open it,
     // and the stream asks for the link instead, once.
     bool shared_memory = false;
+    // Ring the replica through such a region (stream_doorbell.h) when it offers to.
+    bool doorbell = false;
     std::function<void()> on_progress;
     // Counted per entry sent (not owned; may be null): through shared memory, over the
     // link, or inline.
@@ -84,6 +88,7 @@ class ReplicaStream {
     std::atomic<int64_t>* inline_entries = nullptr;
     std::atomic<int64_t>* dense_bytes = nullptr;  // of the entries sent, either way
     std::atomic<int64_t>* calls = nullptr;        // the calls that carried them
+    std::atomic<int64_t>* rung_calls = nullptr;   // of those, rung through the region's mailbox
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
   // position `start`, then every appended entry after it.
@@ -111,6 +116,10 @@ class ReplicaStream {
   Status SendSnapshotInPieces(int64_t start);
   // The most entries one call carries.
   static constexpr size_t kMaxEntriesPerCall = 32;
+  // A shared-memory region's room beyond twice its first entry, for a call's header
+  // after the blocks: a push's takes tens of bytes a block, so a batch of a few KB fits
+  // (a longer one goes over gRPC).
+  static constexpr int64_t kDoorbellRoom = 8 << 10;
   // One entry, through the region where it can, else inline; `count_bytes`: into
   // options_.dense_bytes (not when SendBatch counted it already).
   Status Send(const StreamEntry& entry, bool count_bytes = true);
@@ -169,6 +178,8 @@ class ReplicaStream {
   bool region_batches_ = false;  // and takes several entries a call (PushRequest.stream_batch)
   std::unique_ptr<DenseLink> link_;
   uint64_t link_seq_ = 0;
+  // The replica's doorbell in a shared-memory region_ (null: the calls go over gRPC).
+  std::unique_ptr<DoorbellCaller> doorbell_;
   bool shm_refused_ = false;
   bool link_refused_ = false;
 

@@ -395,11 +395,13 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.snapshot_lanes = options_.snapshot_lanes;
       so.dense_link_lanes = options_.stream_link_lanes;
       so.shared_memory = options_.stream_shm;
+      so.doorbell = options_.stream_doorbell;
       so.shm_entries = &stream_entries_shm_;
       so.linked_entries = &stream_entries_linked_;
       so.inline_entries = &stream_entries_inline_;
       so.dense_bytes = &stream_dense_bytes_;
       so.calls = &stream_calls_;
+      so.rung_calls = &stream_calls_rung_;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();

@@ -90,8 +90,10 @@ struct ReplicatorOptions {
   // The stream's dense blocks over a dense link to each backup of this many
   // connections each way (replica_stream.h; 0: inline in the gRPC calls),
   int stream_link_lanes = 0;
-  // and, to a backup on this host, through shared memory (tried first).
+  // and, to a backup on this host, through shared memory (tried first),
   bool stream_shm = false;
+  // ringing it there instead of calling it over gRPC (stream_doorbell.h).
+  bool stream_doorbell = false;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
   std::string listen_host = "127.0.0.1";
 };
@@ -127,6 +129,7 @@ class Replicator : public ReplicationHook {
   int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
   int64_t stream_entries_shm() const { return stream_entries_shm_.load(); }
   int64_t stream_calls() const { return stream_calls_.load(); }  // that carried those entries
+  int64_t stream_calls_rung() const { return stream_calls_rung_.load(); }  // of those, by doorbell
   absl::Duration test_slow_stream_call() const { return options_.test_slow_stream_call; }
   int64_t stream_dense_bytes() const { return stream_dense_bytes_.load(); }
   // The highest version a primary of this shard reported to the master (what a
@@ -213,6 +216,7 @@ class Replicator : public ReplicationHook {
   std::atomic<int64_t> stream_entries_inline_{0};
   std::atomic<int64_t> stream_entries_shm_{0};
   std::atomic<int64_t> stream_calls_{0};
+  std::atomic<int64_t> stream_calls_rung_{0};
   std::atomic<int64_t> stream_dense_bytes_{0};
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);

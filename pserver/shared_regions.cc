@@ -32,7 +32,7 @@ SharedRegionTable::~SharedRegionTable() {
   regions_.clear();  // the links' threads end before the flag they poll goes
 }
 
-StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request) {
+StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request, DoorbellServer::Handler doorbell) {
   if (!options_.enabled) {
     return absl::FailedPreconditionError("this pserver does not take shared memory (--shm=false)");
   }
@@ -48,7 +48,10 @@ StatusOr<uint64_t> SharedRegionTable::Attach(const proto::AttachRequest& request
   }
   absl::MutexLock l(&mu_);
   const absl::Time now = absl::Now();
-  const uint64_t id = InsertLocked(Entry{region, request.client_id(), now}, now);
+  Entry entry{region, request.client_id(), now};
+  // Serving before the answer is written: the caller rings once it reads the answer.
+  if (doorbell) entry.doorbell = std::make_unique<DoorbellServer>(region, std::move(doorbell));
+  const uint64_t id = InsertLocked(std::move(entry), now);
   region->set_answer(id);
   return id;
 }
@@ -65,7 +68,7 @@ uint64_t SharedRegionTable::InsertLocked(Entry entry, absl::Time now) {
   while (static_cast<int>(regions_.size()) >= options_.max_regions) {
     auto oldest = regions_.begin();
     for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-      if (it->second.last_used < oldest->second.last_used) oldest = it;
+      if (it->second.LastUsed() < oldest->second.LastUsed()) oldest = it;
     }
     regions_.erase(oldest);
   }
@@ -174,7 +177,7 @@ void SharedRegionTable::DropIdle() {
 
 void SharedRegionTable::DropIdleLocked(absl::Time now) {
   for (auto it = regions_.begin(); it != regions_.end();) {
-    if (now - it->second.last_used > options_.idle_timeout) {
+    if (now - it->second.LastUsed() > options_.idle_timeout) {
       regions_.erase(it++);
     } else {
       ++it;

@@ -13,6 +13,7 @@
 #ifndef PSERVER_SHARED_REGIONS_H_
 #define PSERVER_SHARED_REGIONS_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,7 @@
 #include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/shared_region.h"
 #include "proto/pserver.pb.h"
+#include "pserver/stream_doorbell.h"
 
 namespace pl::pserver {
 
@@ -60,7 +62,10 @@ class SharedRegionTable {
   ~SharedRegionTable();
 
   // Maps the trainer's segment, checks its nonce, writes the answer; returns the id.
-  StatusOr<uint64_t> Attach(const proto::AttachRequest& request);
+  // With `doorbell` (a primary's stream that asked for one), a DoorbellServer answers
+  // the calls rung in the region with it while the region lives; `doorbell` must not
+  // call into this table (the table joins the server's thread under its lock).
+  StatusOr<uint64_t> Attach(const proto::AttachRequest& request, DoorbellServer::Handler doorbell = nullptr);
   // A region of request.shm_bytes in this process, to be mirrored over a dense link of
   // request.link_lanes connections each way; usable once AddLane has them all.
   StatusOr<LinkedRegion> AttachLinked(const proto::AttachRequest& request);
@@ -94,6 +99,8 @@ class SharedRegionTable {
     std::string link_token;
     DenseLink::Lanes to_pserver, to_trainer;
     std::shared_ptr<DenseLink> link;
+    std::unique_ptr<DoorbellServer> doorbell;  // calls rung through the region, if asked for
+    absl::Time LastUsed() const { return doorbell ? std::max(last_used, doorbell->last_rung()) : last_used; }
   };
   void DropIdleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `client`'s older region and the least recently used beyond max_regions, then

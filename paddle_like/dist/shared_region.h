@@ -9,7 +9,7 @@
 // then the creator unlinks the name: the memory lives while either side maps it and
 // is freed when both are gone, so a killed process leaves nothing in /dev/shm.
 //
-// Layout: a kHeaderBytes header (magic, nonce, answer), then the payload the two
+// Layout: a kHeaderBytes header (magic, nonce, answer, a mailbox), then the payload the two
 // sides agree on through their requests (see proto/pserver.proto, Attach).
 //
 // Thread-safety: the mapping is immutable once made; callers coordinate access to the
@@ -55,6 +55,11 @@ class SharedRegion {
   // The pserver's answer to the nonce, as the other side wrote it into the header.
   uint64_t answer() const;
   void set_answer(uint64_t value);
+  // [kMailboxAt, kHeaderBytes) of the header: zeroed at Create, free for the two
+  // sides to signal through (pserver/stream_doorbell.h).
+  static constexpr size_t kMailboxAt = 256;
+  static constexpr size_t kMailboxBytes = kHeaderBytes - kMailboxAt;
+  char* mailbox() const { return base_ + kMailboxAt; }
   // The payload: [kHeaderBytes, total_bytes) of the segment.
   char* payload() const { return base_ + kHeaderBytes; }
   size_t payload_bytes() const { return bytes_ - kHeaderBytes; }

@@ -30,6 +30,8 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
                                "dense values a replicated primary sent to its replicas (bfloat16: 2 bytes each)")),
       stream_calls_(NewCounter(t, "pl_pserver_stream_calls_total",
                                "calls a replicated primary's streams made (several updates each when batched)")),
+      stream_calls_rung_(NewCounter(t, "pl_pserver_stream_calls_rung_total",
+                                    "of those calls, the ones rung through shared memory instead of made over gRPC")),
       version_(NewGauge(t, "pl_pserver_version", "updates applied to this shard (its version)")),
       dense_bytes_(NewGauge(t, "pl_pserver_dense_bytes", "bytes of dense parameters this shard holds")),
       sparse_rows_(NewGauge(t, "pl_pserver_sparse_rows", "sparse rows this shard holds")),
@@ -69,6 +71,7 @@ void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   AdvanceCounter(stream_shm_, s.stream_entries_shm());
   AdvanceCounter(stream_bytes_, s.stream_dense_bytes());
   AdvanceCounter(stream_calls_, s.stream_calls());
+  AdvanceCounter(stream_calls_rung_, s.stream_calls_rung());
   version_->Set(s.version());
   dense_bytes_->Set(s.dense_elements() * 4.0);  // float32
   sparse_rows_->Set(s.sparse_rows());

@@ -57,7 +57,8 @@ class PserverSampler {
   proto::StatsResponse previous_;
   prometheus::Counter *pushes_, *rejected_, *pulls_, *rows_pulled_, *rows_pushed_;
   prometheus::Family<prometheus::Counter>* stream_entries_;
-  prometheus::Counter *stream_linked_, *stream_inline_, *stream_shm_, *stream_bytes_, *stream_calls_;
+  prometheus::Counter *stream_linked_, *stream_inline_, *stream_shm_, *stream_bytes_, *stream_calls_,
+      *stream_calls_rung_;
   prometheus::Gauge *version_, *dense_bytes_, *sparse_rows_, *rss_, *shm_regions_, *shm_bytes_, *dense_links_;
   prometheus::Family<prometheus::Gauge> *table_rows_, *table_bytes_, *hot_rate_;
   prometheus::Family<prometheus::Counter> *table_evicted_, *table_admitted_;

@@ -90,6 +90,7 @@ const std::vector<Binary>& Binaries() {
         {"snapshot_socket", "bool, default true"},
         {"sparse_disk_dir", "string, default \"\""},
         {"sparse_memory_mb", "int64, default 0"},
+        {"stream_doorbell", "bool, default true, env PL_STREAM_DOORBELL"},
         {"stream_link", "bool, default true, env PL_STREAM_LINK"},
         {"stream_link_lanes", "int32, default 0, env PL_STREAM_LINK_LANES"},
         {"stream_shm", "bool, default true, env PL_STREAM_SHM"},

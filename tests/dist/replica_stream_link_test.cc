@@ -191,6 +191,8 @@ TEST_P(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
   EXPECT_EQ(primary_stats.stream_entries_shm(), shm() ? 4 : 0);
   EXPECT_EQ(primary_stats.stream_entries_linked(), shm() ? 0 : 4);
   EXPECT_EQ(primary_stats.stream_entries_inline(), 1);
+  // Through shared memory each push's call was rung there, not made over gRPC.
+  EXPECT_EQ(primary_stats.stream_calls_rung(), shm() ? 4 : 0);
   EXPECT_EQ(primary_stats.stream_dense_bytes(), (kA * 4) + (kA + kB) * 4 + (kA * 2) + (kA + kB) * 4);
 
   const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
@@ -261,6 +263,7 @@ TEST_P(ReplicaStreamLinkTest, EntriesThatQueueBehindACallGoInTheNextOneTogether)
   EXPECT_EQ(stats.stream_entries_inline(), 1);  // the Init
   EXPECT_LT(stats.stream_calls(), 1 + kPushes - kRounds) << "entries per call: " << (1.0 + kPushes) / stats.stream_calls();
   EXPECT_GE(stats.stream_calls(), 1 + kRounds);  // each client waits for its push before the next
+  EXPECT_EQ(stats.stream_calls_rung(), shm() ? stats.stream_calls() - 1 : 0);  // all but the Init's
   const std::string primary_log = testing::ReadFileOrEmpty(Path("ps-a.log"));
   EXPECT_THAT(primary_log, Not(HasSubstr("failed"))) << primary_log;
 
