@@ -142,11 +142,23 @@ void ReplicaStream::Run() {
       } while (!queue_.empty() && entries.size() < kMaxEntriesPerCall &&
                Batches(entries.front(), queue_.front(), &payload));
     }
+    // Borrowed payloads are read through their loans while this call sends them.
+    std::vector<PushLoan::Reading> readings;
+    for (StreamEntry& e : entries) {
+      if (e.loan == nullptr) continue;
+      readings.push_back(e.loan->Read());
+      e.push = readings.back().frame();
+    }
     st = entries.size() == 1 ? Send(entries.front()) : SendBatch(entries);
+    const int64_t last = entries.back().position;
+    // Let go of them before the acknowledgement: the pushes' calls settle their loans
+    // once acknowledged, and one still held here would make them copy for nothing.
+    readings.clear();
+    entries.clear();
     {
       absl::MutexLock l(&mu_);
       backlog_bytes_ -= bytes;
-      if (st.ok()) acked_ = entries.back().position;
+      if (st.ok()) acked_ = last;
     }
     if (options_.on_progress) options_.on_progress();
   }

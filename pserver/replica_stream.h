@@ -37,6 +37,7 @@
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/dense_link.h"
 #include "proto/pserver.grpc.pb.h"
+#include "pserver/push_loan.h"
 #include "pserver/shard_snapshot.h"
 #include "pserver/stream_doorbell.h"
 
@@ -47,6 +48,8 @@ struct StreamEntry {
   int64_t position = 0;
   std::shared_ptr<const PushFrame> push;            // a push or the end of a sync step
   std::shared_ptr<const proto::InitRequest> init;   // or an Init
+  // Set when the push's payloads are borrowed (push_loan.h): read them through it.
+  std::shared_ptr<PushLoan> loan;
   int64_t bytes = 0;  // its size (StreamEntryBytes), counted in a stream's backlog
 };
 int64_t StreamEntryBytes(const StreamEntry& entry);

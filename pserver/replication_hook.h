@@ -12,11 +12,13 @@
 #define PSERVER_REPLICATION_HOOK_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "proto/pserver.pb.h"
+#include "pserver/push_loan.h"
 
 namespace pl::pserver {
 
@@ -33,6 +35,11 @@ class ReplicationHook {
   virtual Status AwaitPrimary() { return CheckPrimary(); }
   // Queue an update for every backup; return its stream position.
   virtual StatusOr<int64_t> ForwardPush(const PushFrame& push) = 0;
+  // ForwardPush whose backups' copy may borrow `push`'s payloads (push_loan.h): the
+  // caller settles *loan, when set, before `push` goes, on every way out.
+  virtual StatusOr<int64_t> ForwardBorrowedPush(const PushFrame& push, std::shared_ptr<PushLoan>* loan) {
+    return ForwardPush(push);
+  }
   virtual StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) = 0;
   virtual StatusOr<int64_t> ForwardStepComplete(int contributors) = 0;
   // Rows the primary is about to evict (ids only); `to_disk`: to its disk tier.

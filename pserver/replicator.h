@@ -153,6 +153,7 @@ class Replicator : public ReplicationHook {
   Status AwaitPrimary() override;
   static constexpr absl::Duration kPromotionWait = absl::Milliseconds(200);
   StatusOr<int64_t> ForwardPush(const PushFrame& push) override;
+  StatusOr<int64_t> ForwardBorrowedPush(const PushFrame& push, std::shared_ptr<PushLoan>* loan) override;
   StatusOr<int64_t> ForwardInit(const proto::InitRequest& request) override;
   StatusOr<int64_t> ForwardStepComplete(int contributors) override;
   StatusOr<int64_t> ForwardEviction(const proto::SparseRowsMsg& evicted, bool to_disk) override;

@@ -22,7 +22,10 @@ namespace {
 
 // The copy of a push that goes to the backups: the gradients inline (the primary's
 // shared-memory region is not theirs), stamped with the stream's epoch and position.
-std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch, int64_t position) {
+// `borrow`: float32 gradients that lie in one piece are referenced where they are, not
+// copied (PushLoan); *borrowed says whether any were.
+std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch, int64_t position,
+                                            bool borrow = false, bool* borrowed = nullptr) {
   auto copy = std::make_shared<PushFrame>();
   proto::PushRequest& h = copy->header();
   h = push.header();
@@ -43,6 +46,11 @@ std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch
         d.values.CopyTo(gathered.data());
         copy->AddDenseBf16(d.param, d.block, gathered.data(), d.values.size());
       }
+      continue;
+    }
+    if (const float* in_place = d.values.contiguous(); borrow && in_place != nullptr) {
+      copy->AddDenseRef(d.param, d.block, in_place, d.values.size(), nullptr);
+      *borrowed = true;
       continue;
     }
     float* values = copy->AddDenseBuffer(d.param, d.block, d.values.size());
@@ -131,6 +139,30 @@ StatusOr<int64_t> Replicator::ForwardPush(const PushFrame& push) {
   StreamEntry entry;
   entry.position = position;
   if (anyone) entry.push = StreamCopy(push, epoch, position);  // outside mu_: copying takes a while
+  return Append(std::move(entry));
+}
+
+StatusOr<int64_t> Replicator::ForwardBorrowedPush(const PushFrame& push, std::shared_ptr<PushLoan>* loan) {
+  int64_t position = 0, epoch = 0;
+  bool anyone = false;
+  {
+    absl::MutexLock l(&mu_);
+    PL_RETURN_IF_ERROR(CheckPrimaryLocked());
+    position = position_ + 1;  // stable: the shard's order lock is held by the caller
+    epoch = epoch_;
+    anyone = !streams_.empty() || !snapshot_pending_.empty();
+  }
+  StreamEntry entry;
+  entry.position = position;
+  if (anyone) {
+    bool borrowed = false;
+    entry.push = StreamCopy(push, epoch, position, /*borrow=*/true, &borrowed);
+    if (borrowed) {
+      entry.loan = std::make_shared<PushLoan>(
+          entry.push, [&push, epoch, position] { return StreamCopy(push, epoch, position); });
+      *loan = entry.loan;
+    }
+  }
   return Append(std::move(entry));
 }
 

@@ -22,6 +22,9 @@ StatusOr<int64_t> ParameterShard::PushReplicated(const PendingPush& push, absl::
   const proto::PushRequest& header = push.frame.header();
   int64_t position = 0;
   int64_t version = 0;
+  // The streams may read push's gradients where they are until this call returns.
+  std::shared_ptr<PushLoan> loan;
+  SettleOnExit settle(&loan);
   {
     absl::MutexLock order(&order_mu_);
     PL_RETURN_IF_ERROR(hook_->CheckPrimary());
@@ -36,7 +39,7 @@ StatusOr<int64_t> ParameterShard::PushReplicated(const PendingPush& push, absl::
       position = hook_->last_position();
       version = clock_.version();
     } else {
-      PL_ASSIGN_OR_RETURN(position, hook_->ForwardPush(push.frame));
+      PL_ASSIGN_OR_RETURN(position, hook_->ForwardBorrowedPush(push.frame, &loan));
       {
         absl::MutexLock l(&ledger_mu_);
         ledger_.Record(header.client_id(), header.push_id());

@@ -274,6 +274,61 @@ TEST_P(ReplicaStreamLinkTest, EntriesThatQueueBehindACallGoInTheNextOneTogether)
   EXPECT_EQ(taken_over->b, acknowledged->b);
 }
 
+// A replacement backup whose snapshot takes 2 s to install (a test hook) is not waited
+// for meanwhile: the pushes of that time are acknowledged and their calls end
+// while their entries still queue in its stream. Those entries borrowed the calls'
+// gradients (pserver/push_loan.h), so each call copied its entry before it ended; a test
+// hook turns the memory it came in to NaN as soon as the call is done with it, as the
+// trainer's next push would overwrite its region. Promoted, the replacement holds every
+// push's hand-computed SGD step.
+TEST_P(ReplicaStreamLinkTest, EntriesQueuedForAJoinerOutliveTheCallsTheyCameIn) {
+  Values start;
+  // Each call's gradients turn to NaN the moment the call lets go of them.
+  setenv("PL_TEST_SCRIBBLE_LENT_PUSHES", "1", 1);
+  auto started = StartInitialisedShard(&start);
+  unsetenv("PL_TEST_SCRIBBLE_LENT_PUSHES");
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  Values expected = start;
+  auto push = [&](int64_t id) {
+    proto::PushResponse resp;
+    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(10)).get(), Push(id, true, false), &resp);
+    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
+    const std::vector<float> ga = GradA(id), gb = GradB(id);
+    for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
+    for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
+  };
+  ASSERT_NO_FATAL_FAILURE(push(1));
+  ASSERT_NO_FATAL_FAILURE(push(2));
+
+  ASSERT_TRUE(backup_->Signal(SIGKILL).ok());
+  ASSERT_TRUE(backup_->WaitFor(std::chrono::seconds(10)));
+  ASSERT_TRUE(MasterLogSays("lost its lease", std::chrono::seconds(20)));
+  setenv("PL_TEST_SLOW_JOINER_MS", "50", 1);  // installs its snapshot 2 s late, 50 ms an entry after
+  StatusOr<std::unique_ptr<ChildProcess>> joiner = StartPserver("ps-c", master_address_);
+  unsetenv("PL_TEST_SLOW_JOINER_MS");
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  backup_ = *std::move(joiner);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return CountOf(testing::ReadFileOrEmpty(Path("ps-a.log")), "sending a snapshot") >= 2; },
+      std::chrono::seconds(20)));
+  const absl::Time pushing = absl::Now();
+  for (int64_t id = 3; id <= 12; ++id) ASSERT_NO_FATAL_FAILURE(push(id));
+  // Not waited for: the joiner was still installing its snapshot (else this test would
+  // not test the copies, and says so).
+  ASSERT_LT(absl::Now() - pushing, absl::Milliseconds(1800)) << "the pushes waited for the joiner";
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return CountOf(testing::ReadFileOrEmpty(Path("master.log")), "now a backup in sync") >= 2; },
+      std::chrono::seconds(30)))
+      << testing::ReadFileOrEmpty(Path("master.log"));
+
+  StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(taken_over->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
+  for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(taken_over->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
+}
+
 INSTANTIATE_TEST_SUITE_P(Ways, ReplicaStreamLinkTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("SharedMemory") : std::string("DenseLink");
