@@ -126,21 +126,7 @@ StatusOr<int64_t> Replicator::Append(StreamEntry entry) {
   return position_;
 }
 
-StatusOr<int64_t> Replicator::ForwardPush(const PushFrame& push) {
-  int64_t position = 0, epoch = 0;
-  bool anyone = false;
-  {
-    absl::MutexLock l(&mu_);
-    PL_RETURN_IF_ERROR(CheckPrimaryLocked());
-    position = position_ + 1;  // stable: the shard's order lock is held by the caller
-    epoch = epoch_;
-    anyone = !streams_.empty() || !snapshot_pending_.empty();
-  }
-  StreamEntry entry;
-  entry.position = position;
-  if (anyone) entry.push = StreamCopy(push, epoch, position);  // outside mu_: copying takes a while
-  return Append(std::move(entry));
-}
+StatusOr<int64_t> Replicator::ForwardPush(const PushFrame& push) { return ForwardBorrowedPush(push, nullptr); }
 
 StatusOr<int64_t> Replicator::ForwardBorrowedPush(const PushFrame& push, std::shared_ptr<PushLoan>* loan) {
   int64_t position = 0, epoch = 0;
@@ -156,7 +142,7 @@ StatusOr<int64_t> Replicator::ForwardBorrowedPush(const PushFrame& push, std::sh
   entry.position = position;
   if (anyone) {
     bool borrowed = false;
-    entry.push = StreamCopy(push, epoch, position, /*borrow=*/true, &borrowed);
+    entry.push = StreamCopy(push, epoch, position, /*borrow=*/loan != nullptr, &borrowed);
     if (borrowed) {
       entry.loan = std::make_shared<PushLoan>(
           entry.push, [&push, epoch, position] { return StreamCopy(push, epoch, position); });
