@@ -348,6 +348,10 @@ int Run(int argc, char** argv) {
     if (const char* ms = std::getenv("PL_TEST_SLOW_STREAM_CALL_MS"); ms != nullptr && std::atoi(ms) > 0) {
       ro.test_slow_stream_call = absl::Milliseconds(std::atoi(ms));
     }
+    // Tests of a backup that applies behind what it acknowledged (replica_stream_link_test.cc).
+    if (const char* ms = std::getenv("PL_TEST_SLOW_APPLY_MS"); ms != nullptr && std::atoi(ms) > 0) {
+      ro.test_slow_apply = absl::Milliseconds(std::atoi(ms));
+    }
     // Tests of a snapshot in many pieces (tests/dist/replication_test.cc) make them small
     // (and so ask for pieces, not the socket).
     if (const char* n = std::getenv("PL_TEST_SNAPSHOT_PIECE_BYTES"); n != nullptr && std::atoll(n) > 0) {

@@ -192,11 +192,13 @@ Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, con
 }
 
 StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time deadline,
-                                                  std::shared_ptr<SharedRegion> rung_in) {
+                                                  std::shared_ptr<SharedRegion> rung_in,
+                                                  std::shared_ptr<const void> hold) {
   if (replicator_ == nullptr) return absl::InvalidArgumentError("this pserver is not replicated");
   if (frame.header().replica_seq() <= 0) return absl::InvalidArgumentError("a stream call without a stream position");
   if (const absl::Duration d = replicator_->test_slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
-  PL_ASSIGN_OR_RETURN(std::vector<PushFrame> entries, FramesOfStreamCall(std::move(frame), deadline, std::move(rung_in)));
+  PL_ASSIGN_OR_RETURN(std::vector<PushFrame> entries,
+                      FramesOfStreamCall(std::move(frame), deadline, std::move(rung_in), std::move(hold)));
   // In stream order; one refused stops the call, and the primary gives up on this
   // replica (the entries before it are held, and a retry would not apply them twice).
   int64_t version = 0;
@@ -207,7 +209,8 @@ StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time de
 }
 
 StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline,
-                                                                    std::shared_ptr<SharedRegion> rung_in) {
+                                                                    std::shared_ptr<SharedRegion> rung_in,
+                                                                    std::shared_ptr<const void> hold) {
   google::protobuf::RepeatedPtrField<proto::PushRequest> batched;
   batched.Swap(frame.header().mutable_stream_batch());
   std::vector<PushFrame> frames;
@@ -231,8 +234,10 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
     }
     region = std::move(found.region);
   }
-  // Copied out before the answer: the primary writes the next entries over them.
-  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), region, /*copy=*/true));
+  // Copied out before the answer, where the primary writes the next entries over them;
+  // read in place under `hold` where it waits for that (a doorbell call's).
+  const bool copy = hold == nullptr;
+  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), region, copy, hold));
   frames.push_back(std::move(first));
   for (proto::PushRequest& entry : batched) {
     if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
@@ -240,7 +245,7 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
       return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
                                         "or no stream position");
     }
-    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), region, /*copy=*/true));
+    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), region, copy, hold));
     frames.push_back(std::move(next));
   }
   return frames;
@@ -255,7 +260,8 @@ Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector
 }
 
 StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
-                                                    const std::shared_ptr<SharedRegion>& region, bool copy) {
+                                                    const std::shared_ptr<SharedRegion>& region, bool copy,
+                                                    const std::shared_ptr<const void>& hold) {
   copy = copy || (header.defer_apply() && !shard_->sync());
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
@@ -271,7 +277,8 @@ StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
     if (copy) {
       frame.AddDenseCopy(b.param(), b.block(), values, b.count());
     } else {
-      frame.AddDenseRef(b.param(), b.block(), values, b.count(), region);
+      frame.AddDenseRef(b.param(), b.block(), values, b.count(),
+                        hold != nullptr ? hold : std::shared_ptr<const void>(region));
     }
   }
   header.clear_shm_region();
@@ -415,11 +422,12 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   DoorbellServer::Handler doorbell;
   if (request->replica_stream() && request->stream_doorbell()) {
     // The region's own calls: never through regions_.Find (see SharedRegionTable::Attach).
-    doorbell = [this](proto::PushRequest header, const std::shared_ptr<SharedRegion>& region) {
+    doorbell = [this](proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
+                      const std::shared_ptr<const void>& hold) {
       DataCall counted(&data_calls_);
       PushFrame frame;
       frame.header() = std::move(header);
-      return ServeStreamCall(std::move(frame), absl::InfiniteFuture(), region);
+      return ServeStreamCall(std::move(frame), absl::InfiniteFuture(), region, hold);
     };
   }
   StatusOr<uint64_t> id = regions_.Attach(*request, std::move(doorbell));

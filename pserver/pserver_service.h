@@ -105,8 +105,10 @@ class PserverService final : public PserverServiceBase {
 
   // A shared-memory push as a frame whose payloads point into the region (copies when
   // the push is deferred: the trainer reuses the region once it has the reply).
+  // `hold`: keeps the blocks read in place from being written over (stream_doorbell.h);
+  // by default the region.
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
-                                      bool copy = false);
+                                      bool copy = false, const std::shared_ptr<const void>& hold = nullptr);
   // A pull with bf16 set into a linked region: the values rounded to bfloat16 at the
   // pull's shm_offsets (2 bytes each); `written` gets the spans to send back.
   Status PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region, absl::Time deadline,
@@ -116,13 +118,16 @@ class PserverService final : public PserverServiceBase {
   // the entries batched behind it, rebuilt with copies of their blocks (the backup
   // queues entries; the next call reuses the region).
   // `rung_in`: the region of a doorbell call (stream_doorbell.h), instead of the one
-  // the header names.
+  // the header names; `hold`: its blocks are read in place (not copied) under it.
   StatusOr<std::vector<PushFrame>> FramesOfStreamCall(PushFrame frame, absl::Time deadline,
-                                                      std::shared_ptr<SharedRegion> rung_in = nullptr);
+                                                      std::shared_ptr<SharedRegion> rung_in = nullptr,
+                                                      std::shared_ptr<const void> hold = nullptr);
   // A call of the primary's stream, made over gRPC or rung in `rung_in`: its entries
   // held in order (Replicator::OnPush); the version of the last.
+  // With `hold` (a doorbell call's), the entries read their blocks in place, holding it.
   StatusOr<int64_t> ServeStreamCall(PushFrame frame, absl::Time deadline,
-                                    std::shared_ptr<SharedRegion> rung_in = nullptr);
+                                    std::shared_ptr<SharedRegion> rung_in = nullptr,
+                                    std::shared_ptr<const void> hold = nullptr);
   // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
   // when the link fails.
   static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);

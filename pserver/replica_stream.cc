@@ -350,6 +350,7 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
 
 void ReplicaStream::DropRegion() {
   doorbell_.reset();
+  next_half_ = kHalf0;
   link_.reset();
   region_.reset();
   region_id_ = 0;
@@ -407,6 +408,7 @@ Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
   region_batches_ = response.stream_batches();
   link_.reset();
   doorbell_.reset();
+  next_half_ = kHalf0;
   std::string rung = "its calls over gRPC (the replica rings no doorbell)";
   if (response.stream_doorbell()) {
     StatusOr<std::unique_ptr<DoorbellCaller>> doorbell = DoorbellCaller::Connect(region_);
@@ -480,12 +482,27 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
     }
   }
   if (pushes.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
+  // Rung, the backup reads the blocks in place until it has applied them: a call goes in
+  // the half the last one did not use, where it fits there with its header (else over
+  // the whole payload), once the backup released the call that used it before.
+  uint32_t halves = kHalf0 | kHalf1;
+  int64_t base = 0, limit = static_cast<int64_t>(region_->payload_bytes());
+  if (doorbell_ != nullptr) {
+    const int64_t half = (static_cast<int64_t>(region_->payload_bytes()) / 2) & ~int64_t{63};
+    if (payload + kDoorbellRoom / 4 <= half) {
+      halves = next_half_;
+      base = halves == kHalf0 ? 0 : half;
+      limit = base + half;
+      next_half_ = halves == kHalf0 ? kHalf1 : kHalf0;
+    }
+    PL_RETURN_IF_ERROR(doorbell_->AwaitFree(halves, options_.call_timeout, cancel_));
+  }
   PushFrame header;
   header.header() = pushes.front()->header();
   header.header().set_shm_region(region_id_);
   if (link_) header.header().set_link_seq(++link_seq_);
   std::vector<DenseLink::Range> ranges;
-  int64_t at = 0;
+  int64_t at = base;
   for (size_t k = 0; k < pushes.size(); ++k) {
     proto::PushRequest* entry = &header.header();
     if (k > 0) {
@@ -509,11 +526,11 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
   if (options_.calls != nullptr) ++*options_.calls;
   proto::PushResponse resp;
   if (!link_) {
-    // Shared memory: the replica copies the blocks out before it answers, and the next
-    // entry is written only after that answer.
+    // Shared memory: over gRPC the replica copies the blocks out before it answers, and
+    // the next entry is written only after that answer; rung, see above.
     for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
     if (doorbell_ != nullptr) {
-      StatusOr<int64_t> answered = doorbell_->Call(header.header(), options_.call_timeout, cancel_, at);
+      StatusOr<int64_t> answered = doorbell_->Call(header.header(), options_.call_timeout, cancel_, halves, at, limit);
       if (!absl::IsUnimplemented(answered.status())) {
         if (options_.rung_calls != nullptr) ++*options_.rung_calls;
         return answered.status();

@@ -183,6 +183,7 @@ class ReplicaStream {
   uint64_t link_seq_ = 0;
   // The replica's doorbell in a shared-memory region_ (null: the calls go over gRPC).
   std::unique_ptr<DoorbellCaller> doorbell_;
+  uint32_t next_half_ = kHalf0;  // where its next call's blocks go
   bool shm_refused_ = false;
   bool link_refused_ = false;
 

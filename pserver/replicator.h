@@ -79,6 +79,8 @@ struct ReplicatorOptions {
   // Tests only: a backup takes this long over every call of the primary's stream, so
   // that the entries behind it queue up (and go in the next call together).
   absl::Duration test_slow_stream_call = absl::ZeroDuration();
+  // Tests only: a backup takes this long before applying each entry it holds.
+  absl::Duration test_slow_apply = absl::ZeroDuration();
   // A joiner's snapshot goes in pieces of this size (tests make them small, to send many).
   int64_t snapshot_piece_bytes = 8 << 20;
   // Whether a snapshot may come over TCP sockets of its own (paddle_like/rpc/bulk_socket.h, with

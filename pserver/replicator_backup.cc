@@ -68,6 +68,7 @@ StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
 }
 
 Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
+  if (options_.test_slow_apply > absl::ZeroDuration()) absl::SleepFor(options_.test_slow_apply);
   ParameterShard* shard = nullptr;
   {
     absl::MutexLock l(&mu_);

@@ -29,6 +29,10 @@ struct Mailbox {
   std::atomic<uint32_t> closed;    // 1 once the backup stopped serving
   uint32_t request_bytes;
   int64_t request_at;       // offset in the payload
+  // The halves of the payload the call's blocks lie in (kHalf0 | kHalf1), and, per half,
+  // the last call whose blocks there the backup no longer reads (futex words).
+  uint32_t request_halves;
+  std::atomic<uint32_t> released[2];
   int32_t code;             // the answer: absl::StatusCode, 0 for OK
   uint32_t message_bytes;
   int64_t version;
@@ -62,6 +66,30 @@ uint64_t PidNamespace() {
 
 // How often a waiting side looks beyond its futex (the backup's process, a cancel).
 constexpr absl::Duration kWatchEvery = absl::Milliseconds(10);
+
+// A hold on call `call`'s blocks: marks its halves released when the last copy goes
+// (a non-null object, so that holders can tell it from no hold).
+struct BlocksHeld {
+  std::shared_ptr<SharedRegion> region;
+  uint32_t halves = 0;
+  uint32_t call = 0;
+  ~BlocksHeld() {
+    Mailbox* box = MailboxOf(*region);
+    for (int h = 0; h < 2; ++h) {
+      if ((halves & (1u << h)) == 0) continue;
+      box->released[h].store(call, std::memory_order_release);
+      FutexWakeAll(&box->released[h]);
+    }
+  }
+};
+
+std::shared_ptr<const void> HoldBlocks(std::shared_ptr<SharedRegion> region, uint32_t halves, uint32_t call) {
+  auto held = std::make_shared<BlocksHeld>();
+  held->region = std::move(region);
+  held->halves = halves;
+  held->call = call;
+  return held;
+}
 
 }  // namespace
 
@@ -102,6 +130,8 @@ void DoorbellServer::Run(uint32_t seen) {
     StatusOr<int64_t> answer = absl::InvalidArgumentError("no request");
     const int64_t at = box->request_at;
     const uint32_t n = box->request_bytes;
+    // Released when the handler and whatever it kept of the call are done with it.
+    std::shared_ptr<const void> hold = HoldBlocks(region_, box->request_halves & (kHalf0 | kHalf1), rung);
     proto::PushRequest header;
     if (at < 0 || at > static_cast<int64_t>(region_->payload_bytes()) ||
         n > region_->payload_bytes() - static_cast<size_t>(at)) {
@@ -110,8 +140,9 @@ void DoorbellServer::Run(uint32_t seen) {
     } else if (!header.ParseFromArray(region_->payload() + at, static_cast<int>(n))) {
       answer = absl::InvalidArgumentError("a doorbell request that does not parse as a PushRequest");
     } else {
-      answer = handler_(std::move(header), region_);
+      answer = handler_(std::move(header), region_, hold);
     }
+    hold.reset();
     box->code = static_cast<int32_t>(answer.status().code());
     box->version = answer.ok() ? *answer : 0;
     const absl::string_view message = answer.status().message();
@@ -150,45 +181,65 @@ bool DoorbellCaller::BackupExited() const {
   return ::poll(&p, 1, 0) > 0;
 }
 
+Status DoorbellCaller::Await(std::atomic<uint32_t>* word, const std::function<bool(uint32_t)>& done,
+                             absl::Time deadline, const std::atomic<bool>& cancel, absl::string_view awaited) const {
+  const Mailbox* box = MailboxOf(*region_);
+  while (true) {
+    const uint32_t now_holds = word->load(std::memory_order_acquire);
+    if (done(now_holds)) return absl::OkStatus();
+    if (box->closed.load(std::memory_order_acquire) != 0) {
+      return absl::AbortedError(absl::StrCat("the replica let the region go before ", awaited, ": attach again"));
+    }
+    if (cancel) return absl::CancelledError("the stream is stopping");
+    if (BackupExited()) {
+      return absl::UnavailableError(absl::StrCat("the replica's process (", box->server_pid, ") ended before ", awaited));
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError(absl::StrCat("the replica did not ", awaited, " in time"));
+    FutexWait(word, now_holds, std::min(kWatchEvery, deadline - now));
+  }
+}
+
+Status DoorbellCaller::AwaitFree(uint32_t halves, absl::Duration timeout, const std::atomic<bool>& cancel) {
+  Mailbox* box = MailboxOf(*region_);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (int h = 0; h < 2; ++h) {
+    if ((halves & (1u << h)) == 0) continue;
+    const uint32_t last = last_use_[h];
+    PL_RETURN_IF_ERROR(Await(&box->released[h], [last](uint32_t released) { return released == last; }, deadline,
+                             cancel, "applying the entries it holds in the region"));
+  }
+  return absl::OkStatus();
+}
+
 StatusOr<int64_t> DoorbellCaller::Call(const proto::PushRequest& header, absl::Duration timeout,
-                                       const std::atomic<bool>& cancel, int64_t free_from) {
+                                       const std::atomic<bool>& cancel, uint32_t halves, int64_t free_from,
+                                       int64_t free_to) {
   Mailbox* box = MailboxOf(*region_);
   if (box->closed.load(std::memory_order_acquire) != 0) {
     return absl::AbortedError("the replica let the region go: attach again");
   }
   const int64_t at = (std::max<int64_t>(free_from, 0) + 7) & ~int64_t{7};
   const size_t n = header.ByteSizeLong();
-  if (at > static_cast<int64_t>(region_->payload_bytes()) || n > region_->payload_bytes() - static_cast<size_t>(at)) {
-    return absl::UnimplementedError("the call's header does not fit the region");
+  free_to = std::min<int64_t>(free_to, static_cast<int64_t>(region_->payload_bytes()));
+  if (at > free_to || static_cast<int64_t>(n) > free_to - at) {
+    return absl::UnimplementedError("the call's header does not fit after its blocks");
   }
   if (!header.SerializeToArray(region_->payload() + at, static_cast<int>(n))) {
     return absl::InternalError("a stream call's header did not serialise");
   }
   box->request_at = at;
   box->request_bytes = static_cast<uint32_t>(n);
+  box->request_halves = halves;
   const uint32_t call = box->rung.load(std::memory_order_relaxed) + 1;
+  // From here the backup may hold these halves until it releases this call.
+  for (int h = 0; h < 2; ++h) {
+    if ((halves & (1u << h)) != 0) last_use_[h] = call;
+  }
   box->rung.store(call, std::memory_order_release);
   FutexWakeAll(&box->rung);
-
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    const uint32_t answered = box->answered.load(std::memory_order_acquire);
-    if (answered == call) break;
-    if (box->closed.load(std::memory_order_acquire) != 0) {
-      return absl::AbortedError("the replica let the region go during a call: attach again");
-    }
-    if (cancel) return absl::CancelledError("the stream is stopping");
-    if (BackupExited()) {
-      return absl::UnavailableError(
-          absl::StrCat("the replica's process (", box->server_pid, ") ended before it answered"));
-    }
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("the replica did not answer a doorbell call in ",
-                                                      absl::FormatDuration(timeout)));
-    }
-    FutexWait(&box->answered, answered, std::min(kWatchEvery, deadline - now));
-  }
+  PL_RETURN_IF_ERROR(Await(&box->answered, [call](uint32_t answered) { return answered == call; },
+                           absl::Now() + timeout, cancel, "answering a doorbell call"));
   const auto code = static_cast<absl::StatusCode>(box->code);
   if (code == absl::StatusCode::kOk) return box->version;
   return Status(code, std::string(box->message, std::min<size_t>(box->message_bytes, kMessageBytes)));

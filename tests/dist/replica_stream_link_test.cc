@@ -115,15 +115,19 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::W
   }
 
   // The master, the primary and the backup (both --noshm for the link's way) with
-  // PL_TEST_SLOW_STREAM_CALL_MS set if given, and the shard initialised. Returns the
+  // PL_TEST_SLOW_STREAM_CALL_MS and PL_TEST_SLOW_APPLY_MS set if given, and the shard
+  // initialised. Returns the
   // primary's address; *start: its values after Init.
-  StatusOr<std::string> StartInitialisedShard(Values* start, const char* slow_stream_call_ms = nullptr) {
+  StatusOr<std::string> StartInitialisedShard(Values* start, const char* slow_stream_call_ms = nullptr,
+                                              const char* slow_apply_ms = nullptr) {
     if (!shm()) pserver_flags_ = {"--noshm"};
     PL_RETURN_IF_ERROR(StartMaster(/*pserver_lease_ms=*/1000));
     // Read by the backup (and by the primary, which takes no stream calls).
     if (slow_stream_call_ms != nullptr) setenv("PL_TEST_SLOW_STREAM_CALL_MS", slow_stream_call_ms, 1);
+    if (slow_apply_ms != nullptr) setenv("PL_TEST_SLOW_APPLY_MS", slow_apply_ms, 1);
     StatusOr<std::string> primary = StartPrimaryAndBackup(master_address_);
     unsetenv("PL_TEST_SLOW_STREAM_CALL_MS");
+    unsetenv("PL_TEST_SLOW_APPLY_MS");
     PL_RETURN_IF_ERROR(primary.status());
     auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(*primary));
     proto::InitResponse init;
@@ -272,6 +276,35 @@ TEST_P(ReplicaStreamLinkTest, EntriesThatQueueBehindACallGoInTheNextOneTogether)
   ASSERT_TRUE(taken_over.ok()) << taken_over.status();
   EXPECT_EQ(taken_over->a, acknowledged->a);
   EXPECT_EQ(taken_over->b, acknowledged->b);
+}
+
+// A backup that applies each entry 100 ms after it acknowledged it (a test hook) reads
+// the entries it holds where they lie in the shared region; pushes go on meanwhile, and
+// the primary writes each into the half of the region the last one did not use, coming
+// back to a half only once the backup let go of what it held there. Promoted, the
+// backup holds every push's hand-computed SGD step.
+TEST_P(ReplicaStreamLinkTest, ABackupApplyingBehindItsAcknowledgementsIsNotWrittenOver) {
+  Values start;
+  auto started = StartInitialisedShard(&start, /*slow_stream_call_ms=*/nullptr, /*slow_apply_ms=*/"100");
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string primary = *started;
+  auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
+  Values expected = start;
+  for (int64_t id = 1; id <= 8; ++id) {
+    proto::PushResponse resp;
+    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(10)).get(), Push(id, true, false), &resp);
+    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
+    const std::vector<float> ga = GradA(id), gb = GradB(id);
+    for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
+    for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
+  }
+  proto::StatsResponse stats;
+  ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &stats).ok());
+  EXPECT_EQ(stats.stream_calls_rung(), shm() ? 8 : 0);
+  StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(taken_over->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
+  for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(taken_over->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
 }
 
 // A replacement backup whose snapshot takes 2 s to install (a test hook) is not waited
