@@ -95,6 +95,16 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::W
     return req;
   }
 
+  // Pushes `id`'s gradients of a and b and takes their SGD step in *expected.
+  static void PushBoth(proto::ParameterServer::Stub* stub, int64_t id, Values* expected) {
+    proto::PushResponse resp;
+    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(10)).get(), Push(id, true, false), &resp);
+    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
+    const std::vector<float> ga = GradA(id), gb = GradB(id);
+    for (int64_t i = 0; i < kA; ++i) expected->a[i] -= kLr * ga[i];
+    for (int64_t i = 0; i < kB; ++i) expected->b[i] -= kLr * gb[i];
+  }
+
   static StatusOr<Values> Pull(proto::ParameterServer::Stub* stub) {
     proto::PullRequest req;
     req.add_dense()->set_param("a");
@@ -290,14 +300,7 @@ TEST_P(ReplicaStreamLinkTest, ABackupApplyingBehindItsAcknowledgementsIsNotWritt
   const std::string primary = *started;
   auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
   Values expected = start;
-  for (int64_t id = 1; id <= 8; ++id) {
-    proto::PushResponse resp;
-    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(10)).get(), Push(id, true, false), &resp);
-    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
-    const std::vector<float> ga = GradA(id), gb = GradB(id);
-    for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
-    for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
-  }
+  for (int64_t id = 1; id <= 8; ++id) ASSERT_NO_FATAL_FAILURE(PushBoth(stub.get(), id, &expected));
   proto::StatsResponse stats;
   ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &stats).ok());
   EXPECT_EQ(stats.stream_calls_rung(), shm() ? 8 : 0);
@@ -324,14 +327,7 @@ TEST_P(ReplicaStreamLinkTest, EntriesQueuedForAJoinerOutliveTheCallsTheyCameIn) 
   const std::string primary = *started;
   auto stub = proto::ParameterServer::NewStub(rpc::MakeChannel(primary));
   Values expected = start;
-  auto push = [&](int64_t id) {
-    proto::PushResponse resp;
-    grpc::Status st = stub->Push(rpc::MakeContext(std::chrono::seconds(10)).get(), Push(id, true, false), &resp);
-    ASSERT_TRUE(st.ok()) << "push " << id << ": " << st.error_message();
-    const std::vector<float> ga = GradA(id), gb = GradB(id);
-    for (int64_t i = 0; i < kA; ++i) expected.a[i] -= kLr * ga[i];
-    for (int64_t i = 0; i < kB; ++i) expected.b[i] -= kLr * gb[i];
-  };
+  auto push = [&](int64_t id) { PushBoth(stub.get(), id, &expected); };
   ASSERT_NO_FATAL_FAILURE(push(1));
   ASSERT_NO_FATAL_FAILURE(push(2));
 
