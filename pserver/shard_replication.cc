@@ -95,7 +95,10 @@ StatusOr<int64_t> ParameterShard::FollowPush(PushFrame frame) {
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
   auto push = std::make_unique<PendingPush>(std::move(frame));
   const bool sync = store_.sync();
-  if (Status valid = Validate(push.get(), sync, nullptr); !valid.ok()) {
+  // The primary checked the gradients' values and applied them: this replica applies
+  // them as they are (checking again would cost a pass over them, and refusing one
+  // would only make the replicas differ).
+  if (Status valid = store_.Resolve(push->frame, &push->resolved, /*check_finite=*/false); !valid.ok()) {
     return Annotate(valid, "a push of the primary's stream does not fit this replica");
   }
   const proto::PushRequest& header = push->frame.header();

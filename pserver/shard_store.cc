@@ -284,7 +284,7 @@ StatusOr<SparseTable*> ShardStore::FindRows(const proto::SparseRowsMsg& msg, boo
   return it->second.get();
 }
 
-Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out) const {
+Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out, bool check_finite) const {
   absl::ReaderMutexLock l(&mu_);
   const proto::PushRequest& request = frame.header();
   out->dense.reserve(frame.dense().size());
@@ -304,9 +304,11 @@ Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out) const {
     floats += blk->n;
   }
   std::vector<int64_t> bad(out->dense.size(), -1);
-  ParallelFor(
-      static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
-      [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); }, /*another_follows=*/true);
+  if (check_finite) {
+    ParallelFor(
+        static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
+        [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); }, /*another_follows=*/true);
+  }
   for (size_t i = 0; i < bad.size(); ++i) {
     if (bad[i] < 0) continue;
     const DenseFramePayload& msg = frame.dense()[i];
@@ -324,7 +326,7 @@ Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out) const {
                                                      " need ", msg.ids_size() * t->dim,
                                                      " gradient values, got ", grad.size()));
     }
-    const int64_t bad_at = FirstNonFinite(grad.data(), grad.size());
+    const int64_t bad_at = check_finite ? FirstNonFinite(grad.data(), grad.size()) : -1;
     if (bad_at >= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient of ", what, " has a non-finite value (", grad.data()[bad_at], ") at row id ",

@@ -67,9 +67,11 @@ class ShardStore {
   // FAILED_PRECONDITION until Init (or Load) succeeded. Lock-free.
   Status CheckInitialized() const;
 
-  // Checks the whole push (every block and row is this shard's, sizes match, every
-  // gradient is finite) and says where each payload goes. Changes nothing.
-  Status Resolve(const PushFrame& frame, ResolvedPush* out) const;
+  // Checks the whole push (every block and row is this shard's, sizes match, and with
+  // `check_finite` every gradient is finite) and says where each payload goes. Changes
+  // nothing. A backup passes false for its primary's stream: the primary checked and
+  // applied each push, so a replica must apply it as is, never refuse it.
+  Status Resolve(const PushFrame& frame, ResolvedPush* out, bool check_finite = true) const;
   // Async: applies a resolved push with each block's and row's own step count, and
   // writes each block's new values to its write_back, if any.
   void Apply(const ResolvedPush& push);

@@ -322,6 +322,32 @@ TEST(ShardValidation, EveryMalformedPushIsRefusedAndChangesNothing) {
   EXPECT_EQ(Dump(shard), before);
 }
 
+// A replica applies what its primary's stream carries as it is: the primary refused
+// non-finite gradients already, and a replica that refused one the primary had applied
+// would differ from it from then on. A push that does not fit the replica is refused.
+TEST(ShardValidation, AReplicaAppliesItsPrimarysPushesWithoutCheckingTheirValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  ParameterShard primary(0, 1), replica(0, 1);
+  for (ParameterShard* s : {&primary, &replica}) {
+    ASSERT_TRUE(s->Init(MakeInit({DenseSpec("p", {4}, 4, InitSpec::Constant(1.0f))}, Sgd(0.1f))).ok());
+  }
+  proto::PushRequest push;
+  AddDense(&push, "p", 0, {1, inf, 3, 4});
+  EXPECT_EQ(primary.Push(PushFrame::FromProtoRef(push)).status().code(), absl::StatusCode::kInvalidArgument);
+  auto v = replica.FollowPush(PushFrame::FromProtoRef(push));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 1);
+  const std::vector<float> got = PullBlock(replica, "p", 0);
+  EXPECT_FLOAT_EQ(got[0], 0.9f);
+  EXPECT_EQ(got[1], -inf);
+
+  proto::PushRequest misfit;
+  AddDense(&misfit, "p", 0, {1, 2, 3});
+  EXPECT_THAT(replica.FollowPush(PushFrame::FromProtoRef(misfit)).status().message(),
+              HasSubstr("expected 4 gradient values, got 3"));
+  EXPECT_EQ(replica.version(), 1);
+}
+
 TEST(ShardConcurrency, ParallelPushesToManyBlocksAllLand) {
   ParameterShard shard(0, 1);
   ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("w", {64}, 4, InitSpec::Zeros()), SparseSpec("e", 2, 0, InitSpec::Zeros())},
