@@ -1,7 +1,7 @@
 // pl-bench-ps: what one real pl-pserver process moves and holds, each figure as a
 // ratio against a reference measured in this same run.
 //
-//   Raw loopback  a plain TCP sender/receiver thread pair on 127.0.0.1: streaming
+//   Raw TCP       a plain TCP sender/receiver thread pair on 127.0.0.1: streaming
 //                 bandwidth (64 MB x several) and, per size S, a ping-pong that moves
 //                 S bytes up and S bytes back, the same bytes as a push + pull.
 //   Dense         push+pull of one dense parameter of 1 KB .. 64 MB through
@@ -22,7 +22,12 @@
 //                 stored sparse row after pushing 1M rows, / the raw row bytes
 //                 (id + value + 2 slots + step count).
 //
-//   pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory] [--dense_link_lanes K]
+//   With --bed the pserver runs on a host of the multi-host test bed (tests/netbed: its
+//   own network namespace, behind a veth pair and the bed's switch) and this process
+//   reaches it from the switch's other side, as a trainer on another machine would; the
+//   raw references then run between the same two points.
+//
+//   pl-bench-ps [--quick] [--only loopback,dense,exchange,sparse,memory] [--dense_link_lanes K] [--bed]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,11 +51,17 @@
 #include "tests/testing/process.h"
 #include "trainer/models.h"
 #include "paddle_like/client/param_client.h"
+#ifdef PL_BENCH_WITH_BED
+#include "tests/netbed/test_bed.h"
+#endif
 
 ABSL_FLAG(bool, quick, false, "smaller sizes and fewer repetitions");
 ABSL_FLAG(int32_t, dense_link_lanes, -1, "connections each way of the dense link lines (-1: the trainer's default)");
 ABSL_FLAG(std::vector<std::string>, only, {},
           "run only these parts: loopback, dense, exchange, sparse, memory (empty: all)");
+ABSL_FLAG(bool, bed, false,
+          "the pserver on a host of the multi-host test bed (needs root), this process on the bed's switch: "
+          "every figure between two network stacks, as between machines, instead of through 127.0.0.1");
 
 namespace pl::bench {
 namespace {
@@ -60,9 +71,17 @@ struct Options {
   int dense_link_lanes = -1;
   std::set<std::string> only;
   bool Want(const std::string& part) const { return only.empty() || only.count(part) > 0; }
+  PserverPlace place;  // where each pserver runs; the raw pairs connect the same way
+  // The test bed's host 0 (with --bed): the raw pairs' server side is a socket inside it.
+  std::function<StatusOr<int>()> bed_socket;
+  // The ways a trainer's dense blocks can go: no shared memory with another host.
+  std::vector<DensePath> Paths() const {
+    if (bed_socket) return {DensePath::kGrpc, DensePath::kDenseLink};
+    return {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory};
+  }
 };
 
-// ---- raw loopback ----------------------------------------------------------------
+// ---- raw TCP ---------------------------------------------------------------------
 
 bool WriteAll(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -83,20 +102,31 @@ bool ReadAll(int fd, char* p, size_t n) {
   return true;
 }
 
-// A connected pair of loopback TCP sockets (client, server side), Nagle off as gRPC does.
-bool LoopbackPair(int* client, int* server) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+// A connected pair of TCP sockets (client, server side) between this process and where
+// the pserver runs (127.0.0.1, or the bed's host), Nagle off as gRPC does.
+bool ConnectedPair(const Options& o, int* client, int* server) {
+  int listener = -1;
+  if (o.bed_socket) {
+    StatusOr<int> fd = o.bed_socket();
+    if (!fd.ok()) return false;
+    listener = *fd;
+  } else {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listener, 1) != 0 ||
+  if (inet_pton(AF_INET, o.place.address.c_str(), &addr.sin_addr) != 1 ||
+      bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listener, 1) != 0 ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     close(listener);
     return false;
   }
   *client = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(*client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
+  if (connect(*client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(listener);
+    return false;
+  }
   *server = accept(listener, nullptr, nullptr);
   close(listener);
   const int one = 1;
@@ -107,9 +137,9 @@ bool LoopbackPair(int* client, int* server) {
 
 // Streaming: the sender writes `total` bytes in 1 MB writes, the receiver thread reads
 // them all and answers one byte. Returns the best MB/s of `reps`.
-double RawStreamMBps(size_t total, int reps) {
+double RawStreamMBps(const Options& o, size_t total, int reps) {
   int c = -1, s = -1;
-  if (!LoopbackPair(&c, &s)) return 0;
+  if (!ConnectedPair(o, &c, &s)) return 0;
   std::vector<char> buf(1 << 20, 'x');
   double best = 0;
   for (int r = 0; r < reps; ++r) {
@@ -139,9 +169,9 @@ double RawStreamMBps(size_t total, int reps) {
 
 // Ping-pong: S bytes to the server thread, S bytes back, like one push and one pull.
 // Returns the best seconds per round trip.
-double RawPingPongSeconds(size_t size, int reps, double min_seconds) {
+double RawPingPongSeconds(const Options& o, size_t size, int reps, double min_seconds) {
   int c = -1, s = -1;
-  if (!LoopbackPair(&c, &s)) return 0;
+  if (!ConnectedPair(o, &c, &s)) return 0;
   std::atomic<bool> stop{false};
   std::thread server([&] {
     std::vector<char> in(size);
@@ -209,7 +239,7 @@ void RunDense(const Options& o, double stream_mbps) {
   std::vector<size_t> sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   if (o.quick) sizes = {1 << 10, 64 << 10, 1 << 20, 16 << 20};
   std::map<size_t, double> f32_sgd_mbps;  // gRPC, float32 wire: what bfloat16 is compared with
-  for (const DensePath path : {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory}) {
+  for (const DensePath path : o.Paths()) {
   const bool grpc = path == DensePath::kGrpc;
   for (const WireDtype wire : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
   for (OptimizerKind kind : {OptimizerKind::kSGD, OptimizerKind::kAdam}) {
@@ -219,7 +249,7 @@ void RunDense(const Options& o, double stream_mbps) {
       // bfloat16 wire: over gRPC (a region carries float32), SGD, sizes where bytes count.
       if (wire == WireDtype::kBfloat16 && (!grpc || kind != OptimizerKind::kSGD || bytes < (1u << 20))) continue;
       PserverProcess ps;
-      if (Status s = ps.Start("dense"); !s.ok()) {
+      if (Status s = ps.Start("dense", "", o.place); !s.ok()) {
         std::cout << "  " << s << std::endl;
         return;
       }
@@ -248,7 +278,7 @@ void RunDense(const Options& o, double stream_mbps) {
         std::cout << "  " << SizeName(bytes) << ": " << error << std::endl;
         continue;
       }
-      const double raw = RawPingPongSeconds(bytes, reps, min_s);
+      const double raw = RawPingPongSeconds(o, bytes, reps, min_s);
       const double mbps = 2.0 * bytes / t_both / 1e6, raw_mbps = 2.0 * bytes / raw / 1e6;
       const std::string opt = std::string(kind == OptimizerKind::kSGD ? "sgd" : "adam") +
                               (grpc ? "" : std::string(", ") + DensePathName(path)) +
@@ -304,9 +334,9 @@ void RunExchange(const Options& o) {
       },
       5, min_s);
   std::printf("  in-process Adam step over %lld floats: %.3f ms\n", static_cast<long long>(floats), t_local * 1e3);
-  for (const DensePath path : {DensePath::kGrpc, DensePath::kDenseLink, DensePath::kSharedMemory}) {
+  for (const DensePath path : o.Paths()) {
     PserverProcess ps;
-    if (Status s = ps.Start("exchange"); !s.ok()) {
+    if (Status s = ps.Start("exchange", "", o.place); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
     }
@@ -369,7 +399,7 @@ void RunSparse(const Options& o, double stream_mbps) {
   const int64_t batch = 10000, batches = 10;
   for (int64_t dim : {8, 64}) {
     PserverProcess ps;
-    if (Status s = ps.Start("sparse"); !s.ok()) {
+    if (Status s = ps.Start("sparse", "", o.place); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
     }
@@ -427,7 +457,7 @@ void RunMemory(const Options& o) {
   for (const bool shm : {false, true}) {
     const int64_t n = o.quick ? (4 << 20) : (16 << 20);  // floats
     PserverProcess ps;
-    if (Status s = ps.Start("mem-dense"); !s.ok()) {
+    if (Status s = ps.Start("mem-dense", "", o.place); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
     }
@@ -483,7 +513,7 @@ void RunMemory(const Options& o) {
   for (int64_t dim : {8, 64}) {
     const int64_t rows = o.quick ? 200000 : 1000000, batch = 10000;
     PserverProcess ps;
-    if (Status s = ps.Start("mem-sparse"); !s.ok()) {
+    if (Status s = ps.Start("mem-sparse", "", o.place); !s.ok()) {
       std::cout << "  " << s << std::endl;
       return;
     }
@@ -521,10 +551,28 @@ int Main(int argc, char** argv) {
   o.quick = absl::GetFlag(FLAGS_quick);
   o.dense_link_lanes = absl::GetFlag(FLAGS_dense_link_lanes);
   o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"loopback", "dense", "exchange", "sparse", "memory"});
+#ifdef PL_BENCH_WITH_BED
+  std::unique_ptr<netbed::TestBed> bed;
+  if (absl::GetFlag(FLAGS_bed)) {
+    if (Status supported = netbed::TestBed::CheckSupported(); !supported.ok()) {
+      cli::ExitWithUsageError(program, absl::StrCat("--bed: ", supported.message()));
+    }
+    StatusOr<std::unique_ptr<netbed::TestBed>> made = netbed::TestBed::Create(1);
+    if (!made.ok()) cli::ExitWithUsageError(program, absl::StrCat("--bed: ", made.status().message()));
+    bed = std::move(*made);
+    netbed::TestBed* b = bed.get();
+    o.place.address = b->host(0).address();
+    o.place.start = [b](const std::vector<std::string>& argv, const std::string& log) { return b->Start(0, argv, log); };
+    o.bed_socket = [b] { return b->Socket(0, SOCK_STREAM); };
+  }
+#else
+  if (absl::GetFlag(FLAGS_bed)) cli::ExitWithUsageError(program, "--bed: this build has no test bed (tests/netbed not configured)");
+#endif
   std::printf("pl-bench-ps: load average at start %s\n", LoadAverage().c_str());
-  Header("Raw loopback TCP (the reference)");
-  const double stream = RawStreamMBps(64u << 20, o.quick ? 3 : 5);
-  std::printf("  raw loopback stream, 64 MB x %d (best): %.0f MB/s\n", o.quick ? 3 : 5, stream);
+  const std::string where = o.bed_socket ? "between this process and test-bed host " + o.place.address : "loopback";
+  Header("Raw TCP, " + where + " (the reference)");
+  const double stream = RawStreamMBps(o, 64u << 20, o.quick ? 3 : 5);
+  std::printf("  raw %s stream, 64 MB x %d (best): %.0f MB/s\n", where.c_str(), o.quick ? 3 : 5, stream);
   if (o.Want("dense")) {
     Header("Dense push+pull through pl-pserver (ParameterClient), MB/s = 2*size/time");
     RunDense(o, stream);

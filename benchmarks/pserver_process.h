@@ -1,11 +1,13 @@
-// A real pl-pserver process for the benchmarks (shard 0 of 1, on 127.0.0.1), optionally
-// on mutual TLS, and a ParameterClient connected to it: the trainer's real path.
+// A real pl-pserver process for the benchmarks (shard 0 of 1, on 127.0.0.1, or on a host
+// of the multi-host test bed), optionally on mutual TLS, and a ParameterClient connected
+// to it: the trainer's real path.
 //
 // Thread-safety: not thread-safe; one benchmark thread uses it.
 #ifndef PADDLE_LIKE_BENCHMARKS_PSERVER_PROCESS_H_
 #define PADDLE_LIKE_BENCHMARKS_PSERVER_PROCESS_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,19 +21,31 @@
 
 namespace pl::bench {
 
+// Where a benchmark's pserver runs: on 127.0.0.1, or (bed set) on host 0 of a test bed,
+// reached from the bed's switch by this process in the root namespace, as a machine
+// beside it would (paddle_like/tests/netbed/test_bed.h). `start` spawns argv there.
+struct PserverPlace {
+  std::string address = "127.0.0.1";  // where the pserver listens and is dialled
+  std::function<StatusOr<std::unique_ptr<ChildProcess>>(const std::vector<std::string>& argv,
+                                                        const std::string& log)>
+      start;  // empty: a local child
+};
+
 class PserverProcess {
  public:
   // `tls_dir`: the pserver's certificate directory (empty: insecure). The channel this
   // process dials uses whatever transport this process has configured (rpc/tls.h).
-  Status Start(const std::string& tag, const std::string& tls_dir = "") {
+  Status Start(const std::string& tag, const std::string& tls_dir = "", const PserverPlace& place = {}) {
     if (dir_.path().empty()) return absl::InternalError("cannot create a temp dir");
     PL_ASSIGN_OR_RETURN(std::string bin, BinPath("pl-pserver"));
     const std::string port_file = dir_.path() + "/ps.port";
-    std::vector<std::string> argv = {bin, "--index", "0", "--num_pservers", "1", "--port", "0", "--port_file", port_file};
+    std::vector<std::string> argv = {bin,         "--index", "0", "--num_pservers", "1", "--host", place.address,
+                                     "--port",    "0",       "--port_file",   port_file};
     if (!tls_dir.empty()) argv.insert(argv.end(), {"--tls_dir", tls_dir});
-    PL_ASSIGN_OR_RETURN(child_, testing::Spawn(argv, dir_.path() + "/" + tag + ".log"));
+    const std::string log = dir_.path() + "/" + tag + ".log";
+    PL_ASSIGN_OR_RETURN(child_, place.start ? place.start(argv, log) : testing::Spawn(argv, log));
     PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(port_file, std::chrono::seconds(20), child_.get()));
-    address_ = "127.0.0.1:" + std::to_string(port);
+    address_ = place.address + ":" + std::to_string(port);
     stub_ = proto::ParameterServer::NewStub(rpc::MakeChannel(address_));
     return absl::OkStatus();
   }
