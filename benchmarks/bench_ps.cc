@@ -543,7 +543,7 @@ int Main(int argc, char** argv) {
   KeepLargeBuffersInHeap();  // as pl-trainer does: the client side is the trainer's
   SkipMutexDeadlockChecks();
   const cli::Program program = {
-      "pl-bench-ps", "[--quick] [--only loopback,dense,exchange,sparse,memory]",
+      "pl-bench-ps", "[--quick] [--only loopback,dense,exchange,sparse,memory] [--bed]",
       "What one real pl-pserver process moves and holds, each figure as a ratio against a\n"
       "reference measured in the same run (see benchmarks/README.md). Loopback always runs."};
   cli::ParseOrExit(program, argc, argv);
