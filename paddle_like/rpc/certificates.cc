@@ -139,11 +139,24 @@ Status MakeDir(const std::string& dir) {
 Status EnsureJobCa(const std::string& dir, const std::string& job, absl::Duration valid_for) {
   const std::string ca = dir + "/ca";
   if (fs::exists(ca + "/ca.crt") && fs::exists(ca + "/ca.key")) return absl::OkStatus();
-  PL_RETURN_IF_ERROR(MakeDir(ca));
+  std::error_code ec;
+  // Half a CA (one file lost): made afresh, as before this directory had any.
+  for (const char* file : {"/ca.crt", "/ca.key"}) fs::remove(ca + file, ec);
+  return MakeCa(ca, job, valid_for);
+}
+
+Status MakeCa(const std::string& ca_dir, const std::string& job, absl::Duration valid_for) {
+  for (const char* file : {"/ca.crt", "/ca.key"}) {
+    if (fs::exists(ca_dir + file)) {
+      return absl::AlreadyExistsError(absl::StrCat(ca_dir, file, " exists: a job's CA is not replaced (its "
+                                                   "certificates would no longer verify); choose another directory"));
+    }
+  }
+  PL_RETURN_IF_ERROR(MakeDir(ca_dir));
   PL_ASSIGN_OR_RETURN(Key key, NewKey());
   PL_ASSIGN_OR_RETURN(Cert cert, MakeCert(job, key.get(), nullptr, nullptr, absl::InfinitePast(), valid_for));
-  PL_RETURN_IF_ERROR(WriteKey(ca + "/ca.key", key.get()));
-  return WriteCert(ca + "/ca.crt", cert.get());
+  PL_RETURN_IF_ERROR(WriteKey(ca_dir + "/ca.key", key.get()));
+  return WriteCert(ca_dir + "/ca.crt", cert.get());
 }
 
 Status IssueCertificate(const std::string& dir, const std::string& name, absl::Duration valid_for,

@@ -27,6 +27,11 @@ inline constexpr char kJobServerName[] = "paddle-like.job";
 
 // Makes DIR/ca/{ca.crt, ca.key} (a new CA named `job`) unless DIR/ca holds one already.
 Status EnsureJobCa(const std::string& dir, const std::string& job, absl::Duration valid_for = absl::Hours(24 * 365));
+// Writes a new CA named `job` to CA_DIR/{ca.crt, ca.key} (the directory made if need
+// be): what `pl-launch --make_ca` gives the nodes of a job on several machines.
+// ALREADY_EXISTS, writing nothing, when either file is there: a job's CA is never
+// replaced under its certificates.
+Status MakeCa(const std::string& ca_dir, const std::string& job, absl::Duration valid_for = absl::Hours(24 * 365));
 // Writes DIR/<name>/{tls.crt, tls.key, ca.crt}, signed by DIR/ca. `not_before` and
 // `valid_for` default to a certificate valid now; tests pass others (an expired one).
 Status IssueCertificate(const std::string& dir, const std::string& name,

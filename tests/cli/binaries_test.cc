@@ -131,6 +131,7 @@ const std::vector<Binary>& Binaries() {
         {"kill_trainer_after_s", "double, default -1"},
         {"lease_ms", "int64, default 3000"},
         {"logdir", "string, default \"\""},
+        {"make_ca", "string, default \"\""},
         {"master_addr", "string, default \"\""},
         {"master_wait_s", "double, default 60"},
         {"metrics_port", "int32, default -1"},

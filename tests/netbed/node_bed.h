@@ -40,9 +40,15 @@ class NodeBed {
       PL_ASSIGN_OR_RETURN(nb->bin_[name], testing::BinaryPath(name));
     }
     PL_ASSIGN_OR_RETURN(nb->bed_, TestBed::Create(hosts));
-    // One CA for the job, handed to every node (--tls_ca): their processes talk mutual
-    // TLS across the bed's hosts.
-    PL_RETURN_IF_ERROR(rpc::EnsureJobCa(nb->dir_ + "/job-tls", "netbed job"));
+    // One CA for the job, made as a user makes it (pl-launch --make_ca) and handed to
+    // every node (--tls_ca): their processes talk mutual TLS across the bed's hosts.
+    PL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> make_ca,
+                        testing::Spawn({nb->bin_["pl-launch"], "--make_ca", nb->dir_ + "/job-tls/ca"},
+                                       nb->dir_ + "/make-ca.log"));
+    PL_ASSIGN_OR_RETURN(ExitInfo made, testing::WaitForExit(*make_ca, std::chrono::seconds(30)));
+    if (!made.success()) {
+      return absl::InternalError("pl-launch --make_ca failed: " + testing::ReadFileOrEmpty(nb->dir_ + "/make-ca.log"));
+    }
     // The test reads the master's JobStatus: as one of the job's processes.
     PL_RETURN_IF_ERROR(rpc::IssueCertificate(nb->dir_ + "/job-tls", "launch"));
     PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(nb->dir_ + "/job-tls/launch"));

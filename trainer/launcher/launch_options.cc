@@ -51,6 +51,9 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, tls_ca, "",
           "the job's CA: a directory with ca.crt and ca.key, the same on every node (needed with --nnodes > 1 "
           "unless --insecure; default: a new CA in WORKDIR/tls/ca)");
+ABSL_FLAG(std::string, make_ca, "",
+          "write a new CA for a job on several machines to this directory (ca.crt, ca.key) and exit; copy "
+          "it to every machine and pass it as --tls_ca there (takes no other flag)");
 ABSL_FLAG(double, master_wait_s, 60,
           "with --nnodes > 1: how long a node waits for the master to answer, at start and when it goes "
           "away mid-job (> 0)");
@@ -116,7 +119,8 @@ const cli::Program& LaunchProgram() {
       "Several machines: run on each  pl-launch --nnodes N --node_rank R --master_addr HOST:PORT\n"
       "--pservers P --trainers T ... -- <trainer command>; node 0 runs the master, every node\n"
       "its P pservers (indexes R*P..) and T trainers (ranks R*T..); with --replicas K (2 by\n"
-      "default there) copy k of pserver i runs on node (i/P + k) mod N.",
+      "default there) copy k of pserver i runs on node (i/P + k) mod N; each node needs the\n"
+      "same --tls_ca DIR, made once with  pl-launch --make_ca DIR  (or --insecure everywhere).",
       /*env=*/{},
       /*max_positional=*/0,
       /*command_after_separator=*/true,
@@ -185,6 +189,22 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
     return absl::InvalidArgumentError("no trainer command: put it after '--', e.g. -- pl-trainer --model mlp");
   }
   return o;
+}
+
+StatusOr<std::string> MakeCaDirFromFlags(const cli::CommandLine& line) {
+  if (line.given.count("make_ca") == 0) return std::string();
+  const std::string dir = absl::GetFlag(FLAGS_make_ca);
+  if (dir.empty()) return absl::InvalidArgumentError("--make_ca: give the directory to write the CA to");
+  for (const std::string& flag : line.given) {
+    if (flag != "make_ca") {
+      return absl::InvalidArgumentError(absl::StrCat("--make_ca writes a CA and exits; it takes no other flag (--",
+                                                     flag, " given)"));
+    }
+  }
+  if (line.has_separator || !line.command.empty()) {
+    return absl::InvalidArgumentError("--make_ca writes a CA and exits; it runs no trainer command");
+  }
+  return dir;
 }
 
 StatusOr<LaunchOptions> ParseLaunchFlags(const std::vector<std::string>& args) {

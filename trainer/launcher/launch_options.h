@@ -90,6 +90,10 @@ const cli::Program& LaunchProgram();
 // --nnodes > 1, and for --nnodes > 1 without a valid --master_addr.
 StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line);
 
+// `pl-launch --make_ca DIR`: DIR, or empty when the flag is not given. INVALID_ARGUMENT
+// for an empty DIR, or another flag or a trainer command beside it.
+StatusOr<std::string> MakeCaDirFromFlags(const cli::CommandLine& line);
+
 // cli::Parse(LaunchProgram(), args, no environment), then LaunchOptionsFromFlags:
 // INVALID_ARGUMENT naming the flag for an unknown flag or a malformed value too, and for
 // --help or --version, which only cli::ParseOrExit answers.

@@ -3,19 +3,22 @@
 // launcher.h for what it does and launch_options.h for its flags.
 //
 // Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input (also
-// a --nnodes that differs from node 0's);
+// a --nnodes that differs from node 0's); with --make_ca DIR: 0 written, 1 not (DIR
+// holds a CA already, or cannot be written);
 // 130 / 143 stopped by SIGINT / SIGTERM.
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/core/runtime.h"
+#include "paddle_like/rpc/certificates.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/launcher.h"
 
@@ -37,11 +40,29 @@ std::string SelfDir() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+// pl-launch --make_ca DIR: one CA for the nodes of a job on several machines.
+int MakeCa(const std::string& dir) {
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(dir, ec).string();
+  pl::Status made = pl::rpc::MakeCa(dir, "paddle-like job CA " + (ec ? dir : absolute));
+  if (!made.ok()) {
+    std::fprintf(stderr, "pl-launch: error: --make_ca: %s\n", std::string(made.message()).c_str());
+    return 1;
+  }
+  std::printf("pl-launch: wrote the job's CA to %s (ca.crt, ca.key: keep ca.key secret); copy the directory to "
+              "every machine of the job and pass --tls_ca %s there\n",
+              dir.c_str(), dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   pl::SkipMutexDeadlockChecks();
   const pl::cli::CommandLine line = pl::cli::ParseOrExit(pl::LaunchProgram(), argc, argv);
+  pl::StatusOr<std::string> ca_dir = pl::MakeCaDirFromFlags(line);
+  if (!ca_dir.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), ca_dir.status().message());
+  if (!ca_dir->empty()) return MakeCa(*ca_dir);
   pl::StatusOr<pl::LaunchOptions> options = pl::LaunchOptionsFromFlags(line);
   if (!options.ok()) pl::cli::ExitWithUsageError(pl::LaunchProgram(), options.status().message());
   options->bin_dir = SelfDir();
