@@ -124,6 +124,7 @@ bool ConnectedPair(const Options& o, int* client, int* server) {
   }
   *client = socket(AF_INET, SOCK_STREAM, 0);
   if (connect(*client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(*client);
     close(listener);
     return false;
   }

@@ -23,7 +23,7 @@ namespace pl::bench {
 
 // Where a benchmark's pserver runs: on 127.0.0.1, or (bed set) on host 0 of a test bed,
 // reached from the bed's switch by this process in the root namespace, as a machine
-// beside it would (paddle_like/tests/netbed/test_bed.h). `start` spawns argv there.
+// beside it would (tests/netbed/test_bed.h). `start` spawns argv there.
 struct PserverPlace {
   std::string address = "127.0.0.1";  // where the pserver listens and is dialled
   std::function<StatusOr<std::unique_ptr<ChildProcess>>(const std::vector<std::string>& argv,
