@@ -451,10 +451,13 @@ StatusOr<proto::JobStatusResponse> Launcher::QueryStatus() {
   auto ctx = rpc::MakeContext(options_.rpc_timeout);
   Status s = rpc::FromGrpc(master_->JobStatus(ctx.get(), req, &resp));
   if (!s.ok()) {
-    // Another node's master: the next poll dials afresh. A channel that failed through
-    // a network partition was seen to fail every call long after it healed (this node
-    // then took the finished job for a lost master); a new one connects at once.
-    if (multi_node() && !runs_master()) master_ = proto::Master::NewStub(rpc::MakeChannel(options_.master_addr));
+    // The next poll dials afresh. A channel that failed through a network partition was
+    // seen to fail every call long after it healed (this node then took the finished job
+    // for a lost master), and so was one to this node's master after three restarts in
+    // a second (each handshake cut off; the job, done, then waited for a trainer
+    // forever): a new channel connects at once.
+    master_ = proto::Master::NewStub(rpc::MakeChannel(runs_master() ? absl::StrCat("127.0.0.1:", master_port_)
+                                                                     : options_.master_addr));
     return s;
   }
   return resp;
