@@ -1,5 +1,6 @@
 #include "tests/dist/cluster.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -282,6 +283,21 @@ int CountOf(const std::string& text, const std::string& needle) {
   int n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
   return n;
+}
+
+Status SendControl(const std::string& fifo, const std::string& command, milliseconds timeout) {
+  int fd = -1;
+  // A FIFO opened for writing without blocking fails (ENXIO) until its reader has it open.
+  if (!testing::WaitUntil([&] { return (fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, timeout)) {
+    return absl::UnavailableError(absl::StrCat("nobody reads the control FIFO ", fifo));
+  }
+  const std::string line = command + "\n";
+  const ssize_t written = ::write(fd, line.data(), line.size());
+  ::close(fd);
+  if (written != static_cast<ssize_t>(line.size())) {
+    return absl::InternalError(absl::StrCat("wrote ", written, " of ", line.size(), " bytes to ", fifo));
+  }
+  return absl::OkStatus();
 }
 
 std::optional<Clock::time_point> WaitForText(const std::string& path, const std::string& needle,

@@ -160,6 +160,10 @@ std::optional<double> LastNumberAfter(const std::string& text, const std::string
 // Number of non-overlapping occurrences of `needle` in `text`.
 int CountOf(const std::string& text, const std::string& needle);
 
+// Writes `command` as one line to pl-launch's control FIFO `fifo`, once the launcher
+// reads it (within `timeout`); UNAVAILABLE when it never does, INTERNAL on a short write.
+Status SendControl(const std::string& fifo, const std::string& command, milliseconds timeout = seconds(10));
+
 // Polls file `path` every 5 ms until it contains `needle`. Returns the time it was
 // first seen, nullopt on timeout.
 std::optional<Clock::time_point> WaitForText(const std::string& path, const std::string& needle,

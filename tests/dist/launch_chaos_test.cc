@@ -6,9 +6,6 @@
 // trainer only while another one trains. The job must finish with every chunk trained
 // once per pass, no shard restored from a checkpoint, no trainer leaving on its own (the
 // failure issue 11 was filed for) and the accuracy of a job that learned everything.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -106,12 +103,8 @@ TEST(DistChaosTest, KillsOfTrainersPrimariesAndTheMasterLoseNoChunkNoUpdateAndNo
     // the one before it still unsettled.
     const int tasks_before = Count(output(), trained);
     ASSERT_THAT(output(), Not(HasSubstr("launch: job done"))) << "the job ended before command " << step;
-    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    ASSERT_GE(fd, 0) << fifo;
     std::cout << "chaos command " << step << ": " << command << std::endl;
-    const std::string line = command + "\n";
-    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-    ::close(fd);
+    ASSERT_TRUE(SendControl(fifo, command).ok()) << output();
     wait_for(trained, tasks_before + 2, "training after '" + command + "'");
   }
   ASSERT_GE(trainer_kills + primary_kills + master_kills, 5) << "the seed's schedule kills too little";

@@ -2,9 +2,6 @@
 // of a task (through the control FIFO, once it has logged a step, so it provably holds
 // a lease) and another is added by the --add_trainer_after_s timer while the job runs;
 // the job still completes, pl-launch exits 0 and a trainer prints the final accuracy.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -56,11 +53,7 @@ TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes)
   const std::string before_kill = testing::ReadFileOrEmpty(log);
   ASSERT_TRUE(std::regex_search(before_kill, id, std::regex(R"(\[trainer-0\] \S+ INFO trainer-0: registered as trainer (\d+))")))
       << before_kill;
-  const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-  ASSERT_GE(fd, 0) << fifo;
-  const std::string line = "kill-trainer 0\n";
-  ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-  ::close(fd);
+  ASSERT_TRUE(SendControl(fifo, "kill-trainer 0").ok()) << testing::ReadFileOrEmpty(log);
   auto exit = testing::WaitForExit(**child, seconds(240));
   ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << testing::ReadFileOrEmpty(log);
   const std::string out = testing::ReadFileOrEmpty(log);

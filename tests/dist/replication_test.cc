@@ -103,13 +103,8 @@ class ReplicationTest : public ::testing::Test {
   }
 
   void Control(const std::string& command) {
-    int fd = -1;
-    ASSERT_TRUE(testing::WaitUntil([&] { return (fd = ::open(Path("control").c_str(), O_WRONLY | O_NONBLOCK)) >= 0; },
-                                   std::chrono::seconds(10)))
-        << "no control FIFO\n" << Output();
-    const std::string line = command + "\n";
-    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-    ::close(fd);
+    const Status sent = SendControl(Path("control"), command);
+    ASSERT_TRUE(sent.ok()) << sent << "\n" << Output();
   }
 
   // Waits for pl-launch to end; it must report the job done with every trainer at 0.
