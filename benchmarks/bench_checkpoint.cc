@@ -7,7 +7,7 @@
 // checkpoint is written: its time and size / the full one's (and, between the two, an
 // incremental one after every row changed). Also the cost of marking changed rows:
 // sparse push rows/s with the marks / without. Both are
-// written as pl-pserver writes them (pserver/checkpoint.h: buffered, CRC-32C, fsync,
+// written as pl-pserver writes them (pserver/checkpoint/checkpoint.h: buffered, CRC-32C, fsync,
 // rename), under --dir.
 //
 //   pl-bench-checkpoint [--rows 1000000] [--dim 16] [--changed_percent 1] [--dir /tmp]
@@ -20,8 +20,8 @@
 #include "benchmarks/bench_util.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/nn/init.h"
-#include "pserver/checkpoint.h"
-#include "pserver/shard.h"
+#include "pserver/checkpoint/checkpoint.h"
+#include "pserver/store/shard.h"
 
 ABSL_FLAG(int64_t, rows, 1000000, "rows of the embedding table (>= 100)");
 ABSL_FLAG(int64_t, dim, 16, "the table's dimension (>= 1)");

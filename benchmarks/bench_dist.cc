@@ -31,7 +31,7 @@
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "paddle_like/core/runtime.h"
 
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");

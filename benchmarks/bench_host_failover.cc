@@ -2,7 +2,7 @@
 // that primary dies (issue 11's failover time, for the fault a SIGKILL does not show:
 // no FIN, no RST, every process of the machine gone at once).
 //
-// On the multi-host test bed (tests/netbed/test_bed.h) three hosts each run pl-launch
+// On the multi-host test bed (paddle_like/testing/test_bed.h) three hosts each run pl-launch
 // --nnodes 3 (one pserver, one trainer; two copies of every shard, on different hosts,
 // the default there) on the mlp job of a Fashion-MNIST subset. Node 0 also runs the
 // master, so hosts 1 and 2 hold shard 1's two copies. Each repetition loses the host
@@ -37,9 +37,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "benchmarks/bench_util.h"
-#include "tests/dist/cluster.h"
-#include "tests/netbed/node_bed.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/cluster.h"
+#include "paddle_like/testing/node_bed.h"
+#include "paddle_like/testing/test_bed.h"
 
 ABSL_FLAG(int, reps, 10, "hosts lost, one after the other (>= 1)");
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");

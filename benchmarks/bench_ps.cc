@@ -22,7 +22,7 @@
 //                 stored sparse row after pushing 1M rows, / the raw row bytes
 //                 (id + value + 2 slots + step count).
 //
-//   With --bed the pserver runs on a host of the multi-host test bed (tests/netbed: its
+//   With --bed the pserver runs on a host of the multi-host test bed (paddle_like/testing/test_bed.h: its
 //   own network namespace, behind a veth pair and the bed's switch) and this process
 //   reaches it from the switch's other side, as a trainer on another machine would; the
 //   raw references then run between the same two points.
@@ -48,12 +48,10 @@
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "trainer/models.h"
 #include "paddle_like/client/param_client.h"
-#ifdef PL_BENCH_WITH_BED
-#include "tests/netbed/test_bed.h"
-#endif
+#include "paddle_like/testing/test_bed.h"
 
 ABSL_FLAG(bool, quick, false, "smaller sizes and fewer repetitions");
 ABSL_FLAG(int32_t, dense_link_lanes, -1, "connections each way of the dense link lines (-1: the trainer's default)");
@@ -552,7 +550,6 @@ int Main(int argc, char** argv) {
   o.quick = absl::GetFlag(FLAGS_quick);
   o.dense_link_lanes = absl::GetFlag(FLAGS_dense_link_lanes);
   o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"loopback", "dense", "exchange", "sparse", "memory"});
-#ifdef PL_BENCH_WITH_BED
   std::unique_ptr<netbed::TestBed> bed;
   if (absl::GetFlag(FLAGS_bed)) {
     if (Status supported = netbed::TestBed::CheckSupported(); !supported.ok()) {
@@ -566,9 +563,6 @@ int Main(int argc, char** argv) {
     o.place.start = [b](const std::vector<std::string>& argv, const std::string& log) { return b->Start(0, argv, log); };
     o.bed_socket = [b] { return b->Socket(0, SOCK_STREAM); };
   }
-#else
-  if (absl::GetFlag(FLAGS_bed)) cli::ExitWithUsageError(program, "--bed: this build has no test bed (tests/netbed not configured)");
-#endif
   std::printf("pl-bench-ps: load average at start %s\n", LoadAverage().c_str());
   const std::string where = o.bed_socket ? "between this process and test-bed host " + o.place.address : "loopback";
   Header("Raw TCP, " + where + " (the reference)");

@@ -1,6 +1,6 @@
 // pl-bench-scaling: how the distributed runtime scales across hosts (issue #12).
 //
-// On the multi-host test bed (tests/netbed/test_bed.h: hosts as network namespaces,
+// On the multi-host test bed (paddle_like/testing/test_bed.h: hosts as network namespaces,
 // each with its own address and /dev/shm, joined by a bridge) the master, every
 // pserver and every trainer run on a host of their own, so all parameter traffic goes
 // over gRPC through the hosts' links. Every link is shaped (tc tbf, each direction) to
@@ -68,9 +68,9 @@
 #include "absl/strings/str_format.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/process/cpu_times.h"
-#include "tests/dist/cluster.h"
-#include "tests/netbed/bed_placement.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/cluster.h"
+#include "paddle_like/testing/bed_placement.h"
+#include "paddle_like/testing/test_bed.h"
 
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
 ABSL_FLAG(std::string, bin_dir, "",

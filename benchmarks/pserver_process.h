@@ -17,13 +17,13 @@
 #include "paddle_like/dist/bf16.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl::bench {
 
 // Where a benchmark's pserver runs: on 127.0.0.1, or (bed set) on host 0 of a test bed,
 // reached from the bed's switch by this process in the root namespace, as a machine
-// beside it would (tests/netbed/test_bed.h). `start` spawns argv there.
+// beside it would (paddle_like/testing/test_bed.h). `start` spawns argv there.
 struct PserverPlace {
   std::string address = "127.0.0.1";  // where the pserver listens and is dialled
   std::function<StatusOr<std::unique_ptr<ChildProcess>>(const std::vector<std::string>& argv,

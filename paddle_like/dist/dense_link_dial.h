@@ -1,6 +1,6 @@
 // DialDenseLink: the asking side of a dense link (dense_link.h; proto/pserver.proto,
 // Attach): once a pserver granted one, open its lanes, each presenting the tokens and
-// its preamble (pserver/dense_link_listener.h reads them), wait for the pserver's byte
+// its preamble (pserver/service/dense_link_listener.h reads them), wait for the pserver's byte
 // on every lane, and start the link over this side's copy of the region. A trainer asks
 // for one (param_client.h); so does a primary for its stream to a backup.
 //

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "paddle_like/core/cli.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

@@ -11,8 +11,8 @@
 #include "paddle_like/nn/nn.h"
 #include "paddle_like/rpc/bulk_socket.h"
 #include "paddle_like/rpc/rpc.h"
-#include "pserver/pserver_service.h"
-#include "pserver/shard.h"
+#include "pserver/service/pserver_service.h"
+#include "pserver/store/shard.h"
 #include "tests/client/one_pserver.h"
 
 namespace pl {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/nn/nn.h"
 #include "paddle_like/rpc/rpc.h"
-#include "pserver/pserver_service.h"
-#include "pserver/shard.h"
+#include "pserver/service/pserver_service.h"
+#include "pserver/store/shard.h"
 #include "paddle_like/client/param_client.h"
 #include "tests/client/one_pserver.h"
 

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "paddle_like/client/pipelined_exchange.h"
 #include "paddle_like/nn/nn.h"
-#include "pserver/replication_hook.h"
+#include "pserver/store/replication_hook.h"
 #include "tests/client/one_pserver.h"
 
 namespace pl {

@@ -14,8 +14,8 @@
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/nn/nn.h"
 #include "paddle_like/rpc/rpc.h"
-#include "pserver/pserver_service.h"
-#include "pserver/shard.h"
+#include "pserver/service/pserver_service.h"
+#include "pserver/store/shard.h"
 
 namespace pl {
 

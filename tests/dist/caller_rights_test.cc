@@ -20,7 +20,7 @@
 #include "paddle_like/rpc/tls.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 
 namespace pl::dist_testing {
 namespace {

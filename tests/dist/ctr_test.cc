@@ -8,7 +8,7 @@
 
 #include <iostream>
 
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 
 namespace pl::dist_testing {
 namespace {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 
 namespace pl::dist_testing {

@@ -14,7 +14,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 
 namespace pl::dist_testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "paddle_like/nn/init.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

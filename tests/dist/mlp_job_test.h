@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 
 namespace pl::dist_testing {
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -22,16 +23,19 @@
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/dist/cluster.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/cluster.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl::dist_testing {
 
 class OneReplicatedShardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : {"pl-master", "pl-pserver"}) {
-      auto path = testing::BinaryPath(name);
+    // The pservers take their faults (PL_TEST_*) from a test's own build of pl-pserver
+    // (tests/pserver/faulty_pserver_main.cc); without any it is pl-pserver.
+    for (auto [name, binary] : {std::pair<const char*, const char*>{"pl-master", "pl-master"},
+                                {"pl-pserver", "pl-pserver-faulty"}}) {
+      auto path = testing::BinaryPath(binary);
       if (!path.ok()) GTEST_SKIP() << "needs the real binaries: " << path.status().message();
       bin_[name] = *path;
     }

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/nn/module_file.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 #include "trainer/batching.h"
 #include "trainer/example_data.h"

@@ -21,9 +21,9 @@
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/pserver.grpc.pb.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/one_replicated_shard.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "tests/testing/tcp_relay.h"
 
 namespace pl::dist_testing {

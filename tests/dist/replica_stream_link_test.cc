@@ -1,5 +1,5 @@
 // A primary sends its stream's dense blocks to the backup beside the gRPC calls
-// (pserver/replica_stream.h): through shared memory, the backup being on the same host,
+// (pserver/replication/replica_stream.h): through shared memory, the backup being on the same host,
 // or, where the backup refuses shared memory (--noshm, as one on another host cannot
 // open it), over a dense link. Entries of every size and dtype share that region: an
 // entry larger than the region (sized from the first entry) brings a larger one, a
@@ -313,7 +313,7 @@ TEST_P(ReplicaStreamLinkTest, ABackupApplyingBehindItsAcknowledgementsIsNotWritt
 // A replacement backup whose snapshot takes 2 s to install (a test hook) is not waited
 // for meanwhile: the pushes of that time are acknowledged and their calls end
 // while their entries still queue in its stream. Those entries borrowed the calls'
-// gradients (pserver/push_loan.h), so each call copied its entry before it ended; a test
+// gradients (pserver/store/push_loan.h), so each call copied its entry before it ended; a test
 // hook turns the memory it came in to NaN as soon as the call is done with it, as the
 // trainer's next push would overwrite its region. Promoted, the replacement holds every
 // push's hand-computed SGD step.

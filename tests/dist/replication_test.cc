@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <regex>
@@ -28,8 +29,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/nn/module_file.h"
-#include "tests/dist/cluster.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/cluster.h"
+#include "paddle_like/testing/process.h"
 #include "trainer/models.h"
 
 namespace pl::dist_testing {
@@ -91,9 +92,31 @@ class ReplicationTest : public ::testing::Test {
     argv.insert(argv.end(), {"--", bin_["pl-trainer"], "--model", "mlp", "--threads", "1", "--lr", "0.001",
                              "--test_data", test_, "--test_limit", "500", "--log_every_s", "0.2"});
     argv.insert(argv.end(), trainer_flags.begin(), trainer_flags.end());
+    if (!env.empty()) ASSERT_NO_FATAL_FAILURE(argv[0] = FaultyLauncher());
     auto child = testing::Spawn(argv, Path("launch.log"), env);
     ASSERT_TRUE(child.ok()) << child.status();
     launch_ = std::move(*child);
+  }
+
+  // A job whose pservers take faults (PL_TEST_* variables): pl-launch starts the
+  // pl-pserver of its own directory, so a copy of it goes into one where pl-pserver is
+  // the test's build with faults (tests/pserver/faulty_pserver_main.cc).
+  std::string FaultyLauncher() {
+    namespace fs = std::filesystem;
+    auto faulty = testing::BinaryPath("pl-pserver-faulty");
+    EXPECT_TRUE(faulty.ok()) << faulty.status();
+    const fs::path dir = dir_.path() + "/faulty-bin";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::copy_file(bin_["pl-launch"], dir / "pl-launch", fs::copy_options::overwrite_existing, ec);
+    EXPECT_FALSE(ec) << "copying pl-launch: " << ec.message();
+    for (auto [name, target] : {std::pair<const char*, std::string>{"pl-master", bin_["pl-master"]},
+                                {"pl-pserver", faulty.value_or("")}}) {
+      fs::remove(dir / name, ec);
+      fs::create_symlink(target, dir / name, ec);
+      EXPECT_FALSE(ec) << "linking " << name << ": " << ec.message();
+    }
+    return (dir / "pl-launch").string();
   }
 
   std::string Path(const std::string& what) const { return absl::StrCat(dir_.path(), "/", name_, ".", what); }
@@ -127,7 +150,7 @@ class ReplicationTest : public ::testing::Test {
   }
 
   // Snapshots of a trained shard (not the empty ones of the job's start) that a joiner
-  // installed `how`: "over sockets" (pserver/snapshot_lanes.h, one or more) or "in pieces".
+  // installed `how`: "over sockets" (pserver/replication/snapshot_lanes.h, one or more) or "in pieces".
   int TrainedSnapshots(const std::string& how) const {
     static const std::regex re(R"(installed the primary's snapshot \(([\d.]+) MB (over (?:a socket|\d+ sockets)|in pieces))");
     const std::string text = Output();

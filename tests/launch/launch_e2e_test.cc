@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/flags/reflection.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/rpc/certificates.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "trainer/launcher/launch_options.h"
 
 namespace pl {

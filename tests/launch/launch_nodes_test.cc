@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/flags/reflection.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/launcher.h"
 #include "trainer/launcher/node_role.h"

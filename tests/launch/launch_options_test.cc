@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/flags/reflection.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 #include "trainer/launcher/launcher.h"
 
 namespace pl {

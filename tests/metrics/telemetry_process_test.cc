@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "paddle_like/metrics/http_server.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

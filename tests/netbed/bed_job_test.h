@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/dist/mlp_job_test.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/test_bed.h"
 
 namespace pl::dist_testing {
 

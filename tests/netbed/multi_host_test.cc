@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
-#include "tests/netbed/bed_placement.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/bed_placement.h"
+#include "paddle_like/testing/test_bed.h"
 
 namespace pl::dist_testing {
 namespace {

@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
-#include "tests/netbed/node_bed.h"
+#include "paddle_like/testing/node_bed.h"
 #include "tests/netbed/node_bed_job_test.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/test_bed.h"
 
 namespace pl::dist_testing {
 namespace {

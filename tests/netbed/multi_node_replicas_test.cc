@@ -20,12 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
-#include "tests/dist/cluster.h"
+#include "paddle_like/testing/cluster.h"
 #include "tests/dist/mlp_job_test.h"
 #include "tests/netbed/bed_job_test.h"
-#include "tests/netbed/node_bed.h"
+#include "paddle_like/testing/node_bed.h"
 #include "tests/netbed/node_bed_job_test.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl::dist_testing {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tests/netbed/bed_job_test.h"
-#include "tests/netbed/node_bed.h"
+#include "paddle_like/testing/node_bed.h"
 
 namespace pl::dist_testing {
 

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/dist/one_replicated_shard.h"
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/test_bed.h"
 
 namespace pl::dist_testing {
 namespace {

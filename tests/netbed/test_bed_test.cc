@@ -4,7 +4,7 @@
 // nothing the bed made outlives it (nor a bed whose process died).
 //
 // Sockets inside hosts come from TestBed::Socket, so most checks need no binary.
-#include "tests/netbed/test_bed.h"
+#include "paddle_like/testing/test_bed.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl::netbed {
 namespace {

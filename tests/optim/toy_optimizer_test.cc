@@ -14,7 +14,7 @@
 #include "paddle_like/nn/linear.h"
 #include "paddle_like/optim/optimizer.h"
 #include "paddle_like/optim/optimizer_registry.h"
-#include "pserver/shard.h"
+#include "pserver/store/shard.h"
 #include "tests/pserver/pserver_test_util.h"
 
 namespace pl {

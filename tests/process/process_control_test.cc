@@ -1,5 +1,5 @@
 // paddle_like/process: spawn, capture, kill by pid, bounded waits, ports, ChildProcess.
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 #include <signal.h>
 #include <sys/wait.h>

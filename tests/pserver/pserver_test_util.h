@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
-#include "pserver/shard.h"
+#include "pserver/store/shard.h"
 
 namespace pl::pserver::testing {
 

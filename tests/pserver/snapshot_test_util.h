@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pserver/shard.h"
+#include "pserver/store/shard.h"
 #include "tests/pserver/pserver_test_util.h"
 
 namespace pl::pserver::snapshot_testing {

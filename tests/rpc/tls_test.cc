@@ -19,8 +19,8 @@
 #include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/pserver.grpc.pb.h"
-#include "pserver/pserver_service.h"
-#include "pserver/shard.h"
+#include "pserver/service/pserver_service.h"
+#include "pserver/store/shard.h"
 
 namespace pl::rpc {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/testing/process.h"
+#include "paddle_like/testing/process.h"
 
 namespace pl {
 namespace {

@@ -1,0 +1,557 @@
+#include "pserver/replication/replica_stream.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/caller.h"
+#include "paddle_like/dist/dense_link_dial.h"
+#include "pserver/replication/snapshot_lanes.h"
+
+namespace pl::pserver {
+
+namespace {
+
+bool HasBf16(const PushFrame& push) {
+  for (const DenseFramePayload& d : push.dense()) {
+    if (d.bf16) return true;
+  }
+  return false;
+}
+
+// Where a block starts in the link's region: float32 blocks 4-byte aligned.
+int64_t AlignedTo4(int64_t at) { return (at + 3) & ~int64_t{3}; }
+
+}  // namespace
+
+ReplicaStream::ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch)
+    : options_(std::move(options)),
+      epoch_(epoch),
+      snapshot_bytes_(static_cast<int64_t>(snapshot.size())),
+      snapshot_(std::move(snapshot)) {
+  std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(options_.address);
+  stub_ = proto::ParameterServer::NewStub(channel);
+  frames_ = std::make_unique<PserverFrameStub>(channel);
+  acked_ = start;
+  snapshot_sent_ = snapshot_.empty();
+  thread_ = std::thread([this] { Run(); });
+}
+
+ReplicaStream::~ReplicaStream() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  cancel_ = true;
+  {
+    absl::MutexLock l(&calls_mu_);
+    for (grpc::ClientContext* call : calls_) call->TryCancel();
+  }
+  thread_.join();
+  link_.reset();  // its lanes poll cancel_: gone before it is
+}
+
+ReplicaStream::Call::Call(ReplicaStream* stream)
+    : stream_(stream),
+      context_(rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(stream->options_.call_timeout)))) {
+  absl::MutexLock l(&stream_->calls_mu_);
+  stream_->calls_.insert(context_.get());
+  // The destructor set cancel_ before it cancelled the calls it found: one made since
+  // cancels itself.
+  if (stream_->cancel_) context_->TryCancel();
+}
+
+ReplicaStream::Call::~Call() {
+  absl::MutexLock l(&stream_->calls_mu_);
+  stream_->calls_.erase(context_.get());
+}
+
+int64_t StreamEntryBytes(const StreamEntry& entry) {
+  int64_t bytes = 0;
+  if (entry.push) {
+    bytes += static_cast<int64_t>(entry.push->header().ByteSizeLong());
+    for (const DenseFramePayload& d : entry.push->dense()) bytes += d.values.num_bytes();
+  }
+  if (entry.init) bytes += static_cast<int64_t>(entry.init->ByteSizeLong());
+  return bytes;
+}
+
+void ReplicaStream::Append(StreamEntry entry) {
+  absl::MutexLock l(&mu_);
+  backlog_bytes_ += entry.bytes;
+  queue_.push_back(std::move(entry));
+}
+
+int64_t ReplicaStream::backlog_bytes() const {
+  absl::MutexLock l(&mu_);
+  return backlog_bytes_;
+}
+
+int64_t ReplicaStream::acked() const {
+  absl::MutexLock l(&mu_);
+  return acked_;
+}
+
+bool ReplicaStream::snapshot_sent() const {
+  absl::MutexLock l(&mu_);
+  return snapshot_sent_;
+}
+
+Status ReplicaStream::failure() const {
+  absl::MutexLock l(&mu_);
+  return failure_;
+}
+
+absl::Duration ReplicaStream::snapshot_time() const {
+  absl::MutexLock l(&mu_);
+  return snapshot_time_;
+}
+
+void ReplicaStream::Run() {
+  Status st;
+  if (!snapshot_.empty()) {
+    const absl::Time start = absl::Now();
+    st = SendSnapshot();
+    snapshot_.Release();
+    absl::MutexLock l(&mu_);
+    snapshot_sent_ = st.ok();
+    snapshot_time_ = absl::Now() - start;
+  }
+  while (st.ok()) {
+    std::vector<StreamEntry> entries;
+    int64_t bytes = 0;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !queue_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      // The entries that queued while the last call was out go in one call when the
+      // region takes them all: one round trip for several trainers' pushes.
+      int64_t payload = 0;
+      do {
+        bytes += queue_.front().bytes;
+        entries.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      } while (!queue_.empty() && entries.size() < kMaxEntriesPerCall &&
+               Batches(entries.front(), queue_.front(), &payload));
+    }
+    // Borrowed payloads are read through their loans while this call sends them.
+    std::vector<PushLoan::Reading> readings;
+    for (StreamEntry& e : entries) {
+      if (e.loan == nullptr) continue;
+      readings.push_back(e.loan->Read());
+      e.push = readings.back().frame();
+    }
+    st = entries.size() == 1 ? Send(entries.front()) : SendBatch(entries);
+    const int64_t last = entries.back().position;
+    // Let go of them before the acknowledgement: the pushes' calls settle their loans
+    // once acknowledged, and one still held here would make them copy for nothing.
+    readings.clear();
+    entries.clear();
+    {
+      absl::MutexLock l(&mu_);
+      backlog_bytes_ -= bytes;
+      if (st.ok()) acked_ = last;
+    }
+    if (options_.on_progress) options_.on_progress();
+  }
+  {
+    absl::MutexLock l(&mu_);
+    failure_ = Annotate(st, absl::StrCat("replica ", absl::Hex(options_.replica_id), " at ", options_.address));
+  }
+  if (options_.on_progress) options_.on_progress();
+}
+
+Status ReplicaStream::SendSnapshot() {
+  int64_t start = 0;
+  {
+    absl::MutexLock l(&mu_);
+    start = acked_;
+  }
+  if (options_.snapshot_socket) {
+    proto::SnapshotChunk open;
+    open.set_replica_epoch(epoch_);
+    open.set_seq(start);
+    open.set_total(static_cast<int64_t>(snapshot_.size()));
+    open.set_replica_id(options_.replica_id);
+    open.set_open_socket(true);
+    open.set_socket_lanes(options_.snapshot_lanes);
+    proto::SnapshotAck ack;
+    Call call(this);
+    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), open, &ack)), "snapshot socket"));
+    if (ack.socket_port() > 0) {
+      const std::string host = rpc::HostOf(options_.address);
+      StatusOr<SnapshotLanes> lanes =
+          DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(),
+                    snapshot_.payload_bytes(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
+      // The joiner reads the bytes straight into its shard as they come; a stall of the
+      // whole call timeout means it is gone.
+      if (lanes.ok()) {
+        return SendOverLanes(*lanes, snapshot_.size(), snapshot_.payload_bytes(),
+                             [this](uint64_t from, uint64_t to, const ByteWriter& write) {
+                               return snapshot_.Send(from, to, write);
+                             },
+                             options_.call_timeout);
+      }
+      // A firewall that lets only the gRPC port through, say: nothing is sent yet, and
+      // the pieces take the gRPC port.
+      log::Warning(absl::StrCat("shard ", options_.index, ": cannot reach the snapshot socket of replica ",
+                                absl::Hex(options_.replica_id), " at ", host, ":", ack.socket_port(), " (",
+                                lanes.status().message(), "); sending the snapshot through gRPC instead"));
+    }
+  }
+  return SendSnapshotInPieces(start);
+}
+
+Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
+  const int64_t total = static_cast<int64_t>(snapshot_.size());
+  const int64_t piece = std::max<int64_t>(1, options_.snapshot_piece_bytes);
+  const int64_t pieces = (total + piece - 1) / piece;
+  // The receiver places each piece at its offset, so they may arrive in any order.
+  std::atomic<int64_t> next{0};
+  absl::Mutex error_mu;
+  Status error;
+  auto send_pieces = [&] {
+    for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
+      {
+        absl::MutexLock l(&mu_);
+        if (stop_) {
+          absl::MutexLock e(&error_mu);
+          if (error.ok()) error = absl::CancelledError("stream stopped");
+          return;
+        }
+      }
+      const int64_t offset = i * piece;
+      const int64_t n = std::min(piece, total - offset);
+      proto::SnapshotChunk chunk;
+      chunk.set_replica_epoch(epoch_);
+      chunk.set_seq(start);
+      chunk.set_offset(offset);
+      std::string* data = chunk.mutable_data();
+      data->reserve(n);
+      Status copied = snapshot_.Send(offset, offset + n, [data](const void* bytes, size_t k) {
+        data->append(static_cast<const char*>(bytes), k);
+        return absl::OkStatus();
+      });
+      if (!copied.ok()) {
+        next = pieces;
+        absl::MutexLock e(&error_mu);
+        if (error.ok()) error = copied;
+        return;
+      }
+      chunk.set_last(offset + n == total);
+      chunk.set_total(total);
+      chunk.set_replica_id(options_.replica_id);
+      proto::SnapshotAck ack;
+      Call call(this);
+      Status s = Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), chunk, &ack)), "snapshot");
+      if (!s.ok()) {
+        next = pieces;  // the others stop after their piece
+        absl::MutexLock e(&error_mu);
+        if (error.ok()) error = s;
+        return;
+      }
+    }
+  };
+  const int helpers = static_cast<int>(std::min<int64_t>(std::max(options_.snapshot_calls_in_flight, 1), pieces)) - 1;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < helpers; ++t) threads.emplace_back(send_pieces);
+  send_pieces();
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock e(&error_mu);
+  return error;
+}
+
+Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
+  if (count_bytes && options_.dense_bytes != nullptr && entry.push) {
+    for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
+  }
+  // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
+  // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
+  if (entry.push && !entry.push->dense().empty() && MayUseRegion()) {
+    const bool shm = region_ != nullptr ? link_ == nullptr : options_.shared_memory && !shm_refused_;
+    Status sent = SendThroughRegion({entry.push.get()});
+    if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
+      std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
+      if (sent.ok() && counter != nullptr) ++*counter;
+      return sent;
+    }
+    if (absl::IsAborted(sent)) {
+      // The link failed, or the replica let the region go (unused for its idle timeout):
+      // the entry goes inline and the next one asks for a new region. A backup that
+      // applied it already knows its position and does not apply it twice.
+      if (region_ != nullptr) {
+        log::Warning(absl::StrCat("shard ", options_.index, ": the ", shm ? "shared memory" : "dense link",
+                                  " to replica ", absl::Hex(options_.replica_id), " (", options_.address,
+                                  ") failed: ", sent.message(), "; sending inline"));
+      }
+      DropRegion();
+    }
+  }
+  if (options_.inline_entries != nullptr) ++*options_.inline_entries;
+  if (options_.calls != nullptr) ++*options_.calls;
+  Call call(this);
+  if (entry.init) {
+    proto::InitResponse resp;
+    return rpc::FromGrpc(stub_->Init(call.get(), *entry.init, &resp));
+  }
+  proto::PushResponse resp;
+  return rpc::FromGrpc(frames_->Push(call.get(), *entry.push, &resp));
+}
+
+bool ReplicaStream::Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const {
+  // Only behind an entry that goes through the region, and into a region that holds
+  // them all (its thread alone touches region_, and this is its thread).
+  if (region_ == nullptr || !region_batches_ || !first.push || first.push->dense().empty() || !next.push) return false;
+  if (*payload == 0) *payload = RegionBytes(*first.push);
+  const int64_t with_next = AlignedTo4(*payload) + RegionBytes(*next.push);
+  if (with_next > static_cast<int64_t>(region_->payload_bytes())) return false;
+  *payload = with_next;
+  return true;
+}
+
+Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
+  std::vector<const PushFrame*> pushes;
+  for (const StreamEntry& e : entries) {
+    pushes.push_back(e.push.get());
+    if (options_.dense_bytes != nullptr) {
+      for (const DenseFramePayload& d : e.push->dense()) *options_.dense_bytes += d.values.num_bytes();
+    }
+  }
+  const bool shm = link_ == nullptr;
+  Status sent = SendThroughRegion(pushes);
+  if (sent.ok()) {
+    std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
+    if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
+    return sent;
+  }
+  if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) return sent;
+  if (absl::IsAborted(sent)) {
+    log::Warning(absl::StrCat("shard ", options_.index, ": the ", shm ? "shared memory" : "dense link", " to replica ",
+                              absl::Hex(options_.replica_id), " (", options_.address, ") failed: ", sent.message(),
+                              "; sending ", entries.size(), " entries one by one"));
+    DropRegion();
+  }
+  // One by one, as they would have gone (a backup that holds some already knows their
+  // positions and does not apply them twice); their bytes are counted once.
+  for (const StreamEntry& e : entries) {
+    sent = Send(e, /*count_bytes=*/false);
+    if (!sent.ok()) break;
+  }
+  return sent;
+}
+
+void ReplicaStream::DropRegion() {
+  doorbell_.reset();
+  next_half_ = kHalf0;
+  link_.reset();
+  region_.reset();
+  region_id_ = 0;
+}
+
+Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
+  if (options_.shared_memory && !shm_refused_) {
+    Status attached = AttachSharedMemory(payload_bytes);
+    // Refused for good (another host, say): the link is asked next.
+    if (attached.ok() || !shm_refused_) return attached;
+  }
+  if (options_.dense_link_lanes <= 0 || link_refused_) {
+    return absl::UnimplementedError("neither shared memory nor a dense link reaches the replica");
+  }
+  return OpenLink(payload_bytes);
+}
+
+Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
+  // Room for twice this entry, as a link's: a shard's pushes carry its dense blocks, so
+  // they are alike, and a somewhat larger one still fits; and for a call's header after
+  // them (the doorbell's).
+  StatusOr<std::shared_ptr<SharedRegion>> region =
+      SharedRegion::Create(static_cast<size_t>(2 * payload_bytes + kDoorbellRoom));
+  if (!region.ok()) {
+    shm_refused_ = true;
+    log::Warning(absl::StrCat("shard ", options_.index, ": no shared memory for the stream to replica ",
+                              absl::Hex(options_.replica_id), ": ", region.status().message()));
+    return absl::AbortedError(region.status().message());
+  }
+  proto::AttachRequest request;
+  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
+  request.set_shm_name((*region)->name());
+  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
+  request.set_nonce((*region)->nonce());
+  request.set_replica_stream(true);
+  request.set_stream_doorbell(options_.doorbell);
+  proto::AttachResponse response;
+  Call call(this);
+  const Status attached = rpc::FromGrpc(stub_->Attach(call.get(), request, &response));
+  (*region)->Unlink();  // both sides map it now (or never will)
+  if (!attached.ok() || (*region)->answer() != response.region()) {
+    const std::string why = attached.ok() ? "its answer did not appear in the shared memory"
+                                          : std::string(attached.message());
+    // A replica on another host cannot open the name: expected, and said once.
+    if (attached.ok() || !rpc::IsRetryable(attached)) {
+      shm_refused_ = true;
+      log::Info(absl::StrCat("shard ", options_.index, ": replica ", absl::Hex(options_.replica_id),
+                             " shares no memory with this process (", why, ")"));
+    }
+    return absl::AbortedError(why);
+  }
+  region_ = *std::move(region);
+  region_id_ = response.region();
+  region_bf16_ = response.link_bf16();
+  region_batches_ = response.stream_batches();
+  link_.reset();
+  doorbell_.reset();
+  next_half_ = kHalf0;
+  std::string rung = "its calls over gRPC (the replica rings no doorbell)";
+  if (response.stream_doorbell()) {
+    StatusOr<std::unique_ptr<DoorbellCaller>> doorbell = DoorbellCaller::Connect(region_);
+    if (doorbell.ok()) {
+      doorbell_ = *std::move(doorbell);
+      rung = "its calls rung there too";
+    } else {
+      rung = absl::StrCat("its calls over gRPC (", doorbell.status().message(), ")");
+    }
+  }
+  log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory, %s",
+                            options_.index, options_.replica_id, region_->total_bytes() / 1e6, rung));
+  return absl::OkStatus();
+}
+
+Status ReplicaStream::OpenLink(int64_t payload_bytes) {
+  // Room for twice this entry: a shard's pushes carry its dense blocks, so they are alike.
+  const int64_t region_bytes = 2 * payload_bytes;
+  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, SharedRegion::CreatePrivate(region_bytes));
+  proto::AttachRequest request;
+  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
+  request.set_shm_bytes(static_cast<int64_t>(region->total_bytes()));
+  request.set_link_lanes(options_.dense_link_lanes);
+  request.set_replica_stream(true);
+  proto::AttachResponse response;
+  Call call(this);
+  if (Status s = rpc::FromGrpc(stub_->Attach(call.get(), request, &response)); !s.ok()) {
+    if (!rpc::IsRetryable(s)) link_refused_ = true;  // an older build, or --dense_link=false: inline for good
+    return absl::AbortedError(absl::StrCat("no dense link: ", s.message()));
+  }
+  StatusOr<std::unique_ptr<DenseLink>> link = DialDenseLink(options_.address, response, options_.dense_link_lanes,
+                                                            rpc::PserverIdentity(options_.index), region, &cancel_);
+  if (!link.ok()) {
+    link_refused_ = true;
+    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", absl::Hex(options_.replica_id), " (",
+                              link.status().message(), "); its stream's dense blocks go inline"));
+    return absl::AbortedError(link.status().message());
+  }
+  link_ = *std::move(link);
+  region_ = std::move(region);
+  region_id_ = response.region();
+  link_seq_ = 0;
+  region_bf16_ = response.link_bf16();
+  region_batches_ = response.stream_batches();
+  return absl::OkStatus();
+}
+
+int64_t ReplicaStream::RegionBytes(const PushFrame& push) {
+  int64_t bytes = 0;
+  for (const DenseFramePayload& d : push.dense()) bytes = AlignedTo4(bytes) + d.values.num_bytes();
+  return bytes;
+}
+
+Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pushes) {
+  // The region's layout: the entries' blocks back to back, float32 ones 4-byte aligned.
+  int64_t payload = 0;
+  for (const PushFrame* push : pushes) payload = AlignedTo4(payload) + RegionBytes(*push);
+  if (region_ && payload > static_cast<int64_t>(region_->payload_bytes())) {
+    // The region was sized from an earlier, smaller entry (a client pushing some of its
+    // keys): a larger one replaces it, and the replica lets the old one go.
+    log::Info(absl::StrCat("shard ", options_.index, ": the ", link_ ? "dense link" : "shared memory",
+                           " to replica ", absl::Hex(options_.replica_id),
+                           absl::StrFormat(" grows from %.2f to %.2f MB for a larger entry",
+                                           region_->payload_bytes() / 1e6, 2 * payload / 1e6)));
+    DropRegion();
+  }
+  if (!region_) PL_RETURN_IF_ERROR(OpenRegion(payload));
+  if (!region_bf16_) {
+    for (const PushFrame* push : pushes) {
+      if (HasBf16(*push)) return absl::UnimplementedError("the replica reads only float32 from a region");
+    }
+  }
+  if (pushes.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
+  // Rung, the backup reads the blocks in place until it has applied them: a call goes in
+  // the half the last one did not use, where it fits there with its header (else over
+  // the whole payload), once the backup released the call that used it before.
+  uint32_t halves = kHalf0 | kHalf1;
+  int64_t base = 0, limit = static_cast<int64_t>(region_->payload_bytes());
+  if (doorbell_ != nullptr) {
+    const int64_t half = (static_cast<int64_t>(region_->payload_bytes()) / 2) & ~int64_t{63};
+    if (payload + kDoorbellRoom / 4 <= half) {
+      halves = next_half_;
+      base = halves == kHalf0 ? 0 : half;
+      limit = base + half;
+      next_half_ = halves == kHalf0 ? kHalf1 : kHalf0;
+    }
+    PL_RETURN_IF_ERROR(doorbell_->AwaitFree(halves, options_.call_timeout, cancel_));
+  }
+  PushFrame header;
+  header.header() = pushes.front()->header();
+  header.header().set_shm_region(region_id_);
+  if (link_) header.header().set_link_seq(++link_seq_);
+  std::vector<DenseLink::Range> ranges;
+  int64_t at = base;
+  for (size_t k = 0; k < pushes.size(); ++k) {
+    proto::PushRequest* entry = &header.header();
+    if (k > 0) {
+      entry = header.header().add_stream_batch();
+      *entry = pushes[k]->header();
+    }
+    for (const DenseFramePayload& d : pushes[k]->dense()) {
+      at = AlignedTo4(at);
+      proto::ShmBlock* b = entry->add_shm_dense();
+      b->set_param(d.param);
+      b->set_block(d.block);
+      b->set_offset(at);
+      b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
+      b->set_bf16(d.bf16);
+      d.values.ForEachPiece([&](const char* data, size_t n) {
+        ranges.push_back({at, static_cast<int64_t>(n), data});
+        at += static_cast<int64_t>(n);
+      });
+    }
+  }
+  if (options_.calls != nullptr) ++*options_.calls;
+  proto::PushResponse resp;
+  if (!link_) {
+    // Shared memory: over gRPC the replica copies the blocks out before it answers, and
+    // the next entry is written only after that answer; rung, see above.
+    for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
+    if (doorbell_ != nullptr) {
+      StatusOr<int64_t> answered = doorbell_->Call(header.header(), options_.call_timeout, cancel_, halves, at, limit);
+      if (!absl::IsUnimplemented(answered.status())) {
+        if (options_.rung_calls != nullptr) ++*options_.rung_calls;
+        return answered.status();
+      }
+      // A header too large for the room after the blocks (a long batch): over gRPC.
+    }
+    Call call(this);
+    return rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
+  }
+  Call call(this);
+  // Each piece is sent from where it is; the call goes while the bytes travel, and the
+  // backup waits for them to land.
+  if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
+    return absl::AbortedError(started.message());
+  }
+  const Status called = rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
+  // An answered call means the bytes landed; a link that broke after stays broken, and
+  // the next entry finds it so.
+  const Status sent = link_->FinishSend();
+  if (called.ok() || sent.ok()) return called;
+  return absl::AbortedError(sent.message());
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,108 @@
+// Replicator, backup side: holding the primary's stream in order (CheckEntry, OnPush,
+// OnInit) and applying it on the StreamApplier's thread (ApplyFollowed). A joiner's
+// snapshot: replicator_snapshot.cc. See replicator.h.
+#include "pserver/replication/replicator.h"
+
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
+
+namespace pl::pserver {
+
+// ------------------------------------------------------------------ backup
+
+Status Replicator::CheckEntry(int64_t epoch, int64_t position, bool* duplicate) {
+  absl::MutexLock l(&mu_);
+  *duplicate = false;
+  if (fatal_) return absl::FailedPreconditionError(*fatal_);
+  if (role_ == proto::ReplicaInfo::PRIMARY) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": this replica is the primary of epoch ",
+                                                      epoch_, "; refusing a stream of epoch ", epoch));
+  }
+  if (epoch < epoch_) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": a stream of epoch ", epoch,
+                                                      " is older than epoch ", epoch_, ": its sender is no longer primary"));
+  }
+  epoch_ = epoch;
+  if (!snapshot_installed_ && role_ != proto::ReplicaInfo::BACKUP) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": joining, no snapshot installed yet"));
+  }
+  if (position <= position_) {
+    *duplicate = true;
+    return absl::OkStatus();
+  }
+  if (position != position_ + 1) {
+    return absl::OutOfRangeError(absl::StrCat("shard ", options_.index, ": stream position ", position,
+                                              " after ", position_, ": an entry is missing"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
+  absl::MutexLock follow(&follow_mu_);
+  bool duplicate = false;
+  const int64_t position = frame.header().replica_seq();
+  PL_RETURN_IF_ERROR(CheckEntry(frame.header().replica_epoch(), position, &duplicate));
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = AttachedShardLocked();
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (duplicate) return shard->version();
+  if (joined_trained_ && options_.faults.slow_joiner > absl::ZeroDuration()) absl::SleepFor(options_.faults.slow_joiner);
+  // Held in order is acknowledged: the applier's thread applies it while the next
+  // update travels (stream_applier.h).
+  StreamApplier::Update update;
+  update.position = position;
+  update.push = std::make_unique<PushFrame>(std::move(frame));
+  for (const DenseFramePayload& d : update.push->dense()) update.bytes += d.values.num_bytes();
+  applier_->Enqueue(std::move(update));
+  absl::MutexLock l(&mu_);
+  position_ = position;
+  return shard->version();
+}
+
+Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
+  if (options_.faults.slow_apply > absl::ZeroDuration()) absl::SleepFor(options_.faults.slow_apply);
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = AttachedShardLocked();
+  }
+  if (update.init) return shard->FollowInit(*update.init);
+  if (update.push->header().has_evicted()) {
+    return shard->FollowEviction(update.push->header().evicted(), update.push->header().evicted_to_disk());
+  }
+  if (const int c = update.push->header().complete_step_contributors(); c > 0) {
+    shard->FollowStepComplete(c);
+    return absl::OkStatus();
+  }
+  return shard->FollowPush(std::move(*update.push)).status();
+}
+
+Status Replicator::OnInit(const proto::InitRequest& request) {
+  absl::MutexLock follow(&follow_mu_);
+  bool duplicate = false;
+  PL_RETURN_IF_ERROR(CheckEntry(request.replica_epoch(), request.replica_seq(), &duplicate));
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    shard = AttachedShardLocked();
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (duplicate) return absl::OkStatus();
+  StreamApplier::Update update;
+  update.position = request.replica_seq();
+  update.init = std::make_unique<proto::InitRequest>(request);
+  applier_->Enqueue(std::move(update));
+  absl::MutexLock l(&mu_);
+  position_ = request.replica_seq();
+  return absl::OkStatus();
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,199 @@
+// Replicator, a joiner's side of its snapshot: in gRPC pieces, or read off sockets
+// (snapshot_lanes.h) that the primary's first InstallSnapshot call opens. See
+// replicator.h.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/rpc/caller.h"
+#include "pserver/replication/replicator.h"
+#include "pserver/replication/snapshot_lanes.h"
+
+namespace pl::pserver {
+namespace {
+
+// The primary dials right after the call that opened the socket returns.
+constexpr absl::Duration kSocketAcceptWithin = absl::Seconds(30);
+// A sender that moves no byte for this long is taken for dead.
+constexpr absl::Duration kSocketIdle = absl::Seconds(30);
+
+Status RefuseEpoch(int index, int64_t epoch, proto::ReplicaInfo::Role role, int64_t own_epoch) {
+  return absl::FailedPreconditionError(absl::StrCat("shard ", index, ": a snapshot of epoch ", epoch, " reached a ",
+                                                    ReplicaRoleName(role), " replica of epoch ", own_epoch));
+}
+
+}  // namespace
+
+Replicator::SocketInstall::~SocketInstall() {
+  cancel = true;
+  if (thread.joinable()) thread.join();
+}
+
+StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotChunk& chunk) {
+  ParameterShard* shard = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (chunk.replica_id() != replica_id_) {
+      return absl::InvalidArgumentError(absl::StrCat("a snapshot for replica ", absl::Hex(chunk.replica_id()),
+                                                      " reached replica ", absl::Hex(replica_id_)));
+    }
+    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+    }
+    epoch_ = chunk.replica_epoch();
+    shard = AttachedShardLocked();
+  }
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  if (snapshot_installed_) {
+    SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
+    return absl::FailedPreconditionError("snapshot already installed");
+  }
+  const int64_t total = chunk.total();
+  if (total <= 0 || total >= (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("a snapshot announces a size of ", total, " bytes"));
+  }
+  return shard;
+}
+
+void Replicator::Installed(const ParameterShard& shard, int64_t position) {
+  snapshot_installed_ = true;
+  joined_trained_ = shard.version() > 0;
+  if (joined_trained_) absl::SleepFor(options_.faults.slow_joiner * 40);
+  absl::MutexLock l(&mu_);
+  position_ = position;
+}
+
+Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (chunk.open_socket()) return OpenSnapshotSocket(chunk, ack);
+  absl::MutexLock follow(&follow_mu_);
+  PL_ASSIGN_OR_RETURN(ParameterShard* shard, AcceptSnapshotFrom(chunk));
+  // Pieces come several at a time, in any order: each lands at its offset in a buffer
+  // of the announced size, and the snapshot is installed once all its bytes are in.
+  const int64_t total = chunk.total();
+  if (snapshot_total_ == 0) {
+    snapshot_buffer_.reset(new char[total]);  // not zeroed: every byte is written once
+    snapshot_total_ = total;
+    snapshot_received_ = 0;
+    snapshot_offsets_.clear();
+  }
+  const int64_t n = static_cast<int64_t>(chunk.data().size());
+  if (total != snapshot_total_ || chunk.offset() < 0 || n > total - chunk.offset() ||
+      !snapshot_offsets_.insert(chunk.offset()).second) {
+    return absl::FailedPreconditionError(absl::StrCat("a snapshot piece of ", n, " bytes at ", chunk.offset(),
+                                                      " does not fit the snapshot of ", snapshot_total_,
+                                                      " bytes under way (or came twice)"));
+  }
+  std::memcpy(snapshot_buffer_.get() + chunk.offset(), chunk.data().data(), n);
+  snapshot_received_ += n;
+  const int64_t received = snapshot_received_;
+  ack->set_received(received);
+  if (received < snapshot_total_) return absl::OkStatus();
+  const absl::Time load_start = absl::Now();
+  if (Status s = shard->LoadSnapshot(std::string_view(snapshot_buffer_.get(), snapshot_total_)); !s.ok()) {
+    SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+    return s;
+  }
+  snapshot_buffer_.reset();
+  snapshot_total_ = 0;
+  Installed(*shard, chunk.seq());
+  log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB in pieces, version %d, position %d; "
+                            "loading it took %s)",
+                            options_.index, received / 1e6, shard->version(), chunk.seq(),
+                            absl::FormatDuration(absl::Now() - load_start)));
+  return absl::OkStatus();
+}
+
+Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (!options_.snapshot_socket) return absl::OkStatus();  // no port: the pieces follow
+  {
+    // Checked before an earlier offer is cancelled, so a stale primary's call cannot
+    // end the transfer of the current one.
+    absl::MutexLock l(&mu_);
+    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+    }
+  }
+  absl::MutexLock socket(&socket_mu_);
+  socket_install_.reset();  // an earlier primary's offer: its wait (or its transfer) ends
+  {
+    absl::MutexLock follow(&follow_mu_);
+    PL_RETURN_IF_ERROR(AcceptSnapshotFrom(chunk).status());
+  }
+  auto install = std::make_unique<SocketInstall>();
+  PL_ASSIGN_OR_RETURN(install->listener, rpc::BulkListener::Open(options_.listen_host, &install->cancel,
+                                                                         rpc::PserverIdentity(options_.index)));
+  const int lanes = std::clamp(std::min(chunk.socket_lanes(), options_.snapshot_lanes), 1, kMaxSnapshotLanes);
+  ack->set_socket_port(install->listener->port());
+  ack->set_socket_token(install->listener->token());
+  ack->set_socket_lanes(lanes);
+  SocketInstall* raw = install.get();
+  install->thread = std::thread([this, raw, chunk, lanes] { InstallFromSocket(raw, chunk, lanes); });
+  socket_install_ = std::move(install);
+  return absl::OkStatus();
+}
+
+void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes) {
+  const absl::Time offered = absl::Now();
+  StatusOr<std::unique_ptr<LaneReceiver>> receiver =
+      LaneReceiver::Accept(install->listener.get(), lanes, absl::Now() + kSocketAcceptWithin);
+  if (!receiver.ok()) {
+    if (!absl::IsCancelled(receiver.status())) {
+      log::Warning(absl::StrCat("shard ", options_.index, ": the primary never connected for its snapshot: ",
+                                receiver.status().message()));
+    }
+    return;
+  }
+  LaneReceiver& in = **receiver;
+  const absl::Time start = absl::Now();
+  const absl::Duration connecting = start - offered;  // the primary's dial and every lane's handshake
+  Status s;
+  int64_t version = 0;
+  {
+    absl::MutexLock follow(&follow_mu_);
+    StatusOr<ParameterShard*> shard = AcceptSnapshotFrom(chunk);  // still joining, still this epoch
+    s = shard.status();
+    if (s.ok()) {
+      uint64_t left = static_cast<uint64_t>(chunk.total());
+      auto take = [&](uint64_t n) -> Status {
+        if (n > left) return absl::DataLossError(absl::StrCat("the snapshot runs past its ", chunk.total(), " bytes"));
+        left -= n;
+        return absl::OkStatus();
+      };
+      // Straight from the sockets into the shard's blocks and rows: no buffer.
+      s = (*shard)->LoadSnapshot(
+          [&](void* data, size_t n) -> Status {
+            PL_RETURN_IF_ERROR(take(n));
+            return in.Read(data, n, kSocketIdle);
+          },
+          [&](const ByteSpans& spans) -> Status {
+            uint64_t n = 0;
+            for (const absl::Span<char>& span : spans) n += span.size();
+            PL_RETURN_IF_ERROR(take(n));
+            return in.Scatter(spans, kSocketIdle);
+          });
+      if (s.ok() && left != 0) s = absl::DataLossError(absl::StrCat(left, " bytes of the snapshot were not read"));
+      if (s.ok()) {
+        version = (*shard)->version();
+        Installed(**shard, chunk.seq());
+      } else if (!absl::IsCancelled(s)) {
+        // A shard half read, or a disk tier holding part of it: only a fresh start is clean.
+        SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+      }
+    }
+  }
+  // The primary starts the stream once it reads this.
+  (void)in.Reply(s, kSocketIdle);
+  if (s.ok()) {
+    log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB over %s, version %d, position %d; "
+                              "connecting took %s, receiving and loading it %s)",
+                              options_.index, chunk.total() / 1e6,
+                              in.lanes() == 1 ? "a socket" : absl::StrCat(in.lanes(), " sockets"), version, chunk.seq(),
+                              absl::FormatDuration(connecting), absl::FormatDuration(absl::Now() - start)));
+  }
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,501 @@
+#include "pserver/service/pserver_service.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/rpc.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/dist/bf16.h"
+
+namespace pl::pserver {
+
+int64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+namespace {
+// Counts a Push or Pull when it starts and again when it ends, so that a long call
+// still counts as traffic while it runs.
+class DataCall {
+ public:
+  explicit DataCall(std::atomic<int64_t>* counter) : counter_(counter) { ++*counter_; }
+  ~DataCall() { ++*counter_; }
+
+ private:
+  std::atomic<int64_t>* counter_;
+};
+
+absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
+  const auto d = context.deadline();
+  // gRPC reports "no deadline" as the far future; keep absl's arithmetic in range.
+  if (d >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+}  // namespace
+
+// Init and Push come from the job's trainers, or, as the primary's stream
+// (replica_seq > 0), from another process of this shard.
+grpc::Status PserverService::AuthorizeUpdate(const grpc::ServerContextBase* context, bool from_primary,
+                                             absl::string_view method) const {
+  if (from_primary) {
+    return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::PserverOf(shard_->index())},
+                                           absl::StrCat(method, " of the replication stream")));
+  }
+  return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, method));
+}
+
+PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
+                               std::string restored_from, SharedRegionOptions shm)
+    : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)), regions_(shm) {
+  // The restored file already holds this state: no need to write it again.
+  if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
+}
+
+grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::InitRequest* request,
+                                  proto::InitResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeUpdate(context, request->replica_seq() > 0, "Init"); !s.ok()) return s;
+  if (request->replica_seq() > 0) {  // the primary's stream
+    if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+    return rpc::ToGrpc(replicator_->OnInit(*request));
+  }
+  StatusOr<proto::InitResponse> result = shard_->Init(*request);
+  if (!result.ok()) {
+    log::Warning(absl::StrCat("Init refused: ", result.status().message()));
+    return rpc::ToGrpc(result.status());
+  }
+  if (result->created()) {
+    log::Info(absl::StrCat("initialised ", request->params_size(),
+                          " parameters (", request->sync() ? "sync" : "async", ", seed ",
+                          request->seed(), ")"));
+  }
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* PserverService::Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response, Handler handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The message limit that follows the model: nothing this shard holds needs more.
+  const int64_t limit = shard_->largest_request_bytes();
+  if (const auto size = static_cast<int64_t>(request->Length()); limit > 0 && size > limit) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("a request of ", size, " bytes is larger than this shard's parameters allow (", limit,
+                     " bytes: every value it holds and at most ", ShardStore::kRowsPerPushBound,
+                     " rows per table, plus a margin)")));
+    return reactor;
+  }
+  // gRPC keeps context, request and response until Finish. A parsed frame holds its
+  // own references to the received slices, so a deferred push outlives the call.
+  auto parsed = std::make_shared<Request>();
+  grpc::ByteBuffer in(*request);  // shares the received slices; parsing consumes it
+  if (grpc::Status s = grpc::SerializationTraits<Request>::Deserialize(&in, parsed.get()); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  auto run = [context, response, reactor, handler, parsed] {
+    Response reply;
+    grpc::Status s = handler(*context, *parsed, &reply);
+    if (s.ok()) {
+      bool own_buffer;
+      s = grpc::SerializationTraits<Response>::Serialize(reply, response, &own_buffer);
+    }
+    reactor->Finish(s);
+  };
+  // A sync shard's Pull waits for the other trainers' pushes (and a push may wait at the
+  // barrier, or for a backup): on gRPC's threads that could starve the calls it waits
+  // for. Any other shard's calls wait on nothing but locks (a deferred push on its
+  // bounded queue).
+  if (shard_->calls_may_wait()) {
+    handler_threads_.Run(std::move(run));
+  } else {
+    run();
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PserverService::Pull(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return Serve<proto::PullRequest, PullFrame>(
+      context, request, response,
+      [this](const grpc::ServerContextBase& c, const proto::PullRequest& r, PullFrame* out) {
+        return HandlePull(c, r, out);
+      });
+}
+
+grpc::ServerUnaryReactor* PserverService::Push(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return Serve<PushFrame, proto::PushResponse>(
+      context, request, response,
+      [this](const grpc::ServerContextBase& c, PushFrame& frame, proto::PushResponse* out) {
+        return HandlePush(c, std::move(frame), out);
+      });
+}
+
+grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, const proto::PullRequest& request,
+                                        PullFrame* response) {
+  if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Pull")); !s.ok()) return s;
+  DataCall counted(&data_calls_);
+  if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
+  StatusOr<RegionRef> found = regions_.Find(request.shm_region());
+  if (!found.ok()) return rpc::ToGrpc(found.status());
+  if (request.shm_offsets_size() != request.dense_size()) {
+    return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "pull names ", request.dense_size(), " dense blocks but ", request.shm_offsets_size(), " shared-memory offsets")));
+  }
+  const SharedRegion& r = *found->region;
+  std::vector<DenseLink::Range> written(request.dense_size());
+  Status pulled;
+  if (request.bf16() && found->link != nullptr) {
+    pulled = PullIntoLinkAsBf16(request, r, DeadlineOf(context), response, &written);
+  } else {
+    // Shared memory on one host always takes float32 (a bfloat16 pull's flag aside).
+    pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
+      written[i] = {request.shm_offsets(i), n * 4};
+      return r.Floats(request.shm_offsets(i), n);
+    });
+  }
+  if (pulled.ok() && found->link != nullptr) pulled = SendBack(*found->link, request.link_seq(), written);
+  return rpc::ToGrpc(pulled);
+}
+
+Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region,
+                                          absl::Time deadline, PullFrame* response,
+                                          std::vector<DenseLink::Range>* written) {
+  // The values come out of the shard as float32 into this thread's buffers (kept from
+  // call to call: no allocation per pull), then go into the region rounded.
+  thread_local std::vector<std::vector<float>> scratch;
+  if (scratch.size() < static_cast<size_t>(request.dense_size())) scratch.resize(request.dense_size());
+  std::vector<uint16_t*> out(request.dense_size(), nullptr);
+  PL_RETURN_IF_ERROR(shard_->Pull(request, deadline, response, [&](int i, int64_t n) -> StatusOr<float*> {
+    PL_ASSIGN_OR_RETURN(out[i], region.Halves(request.shm_offsets(i), n));
+    if (static_cast<int64_t>(scratch[i].size()) < n) scratch[i].resize(n);
+    (*written)[i] = {request.shm_offsets(i), n * 2};
+    return scratch[i].data();
+  }));
+  for (int i = 0; i < request.dense_size(); ++i) EncodeBf16(scratch[i].data(), (*written)[i].bytes / 2, out[i]);
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time deadline,
+                                                  std::shared_ptr<SharedRegion> rung_in,
+                                                  std::shared_ptr<const void> hold) {
+  if (replicator_ == nullptr) return absl::InvalidArgumentError("this pserver is not replicated");
+  if (frame.header().replica_seq() <= 0) return absl::InvalidArgumentError("a stream call without a stream position");
+  if (const absl::Duration d = replicator_->slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
+  PL_ASSIGN_OR_RETURN(std::vector<PushFrame> entries,
+                      FramesOfStreamCall(std::move(frame), deadline, std::move(rung_in), std::move(hold)));
+  // In stream order; one refused stops the call, and the primary gives up on this
+  // replica (the entries before it are held, and a retry would not apply them twice).
+  int64_t version = 0;
+  for (PushFrame& entry : entries) {
+    PL_ASSIGN_OR_RETURN(version, replicator_->OnPush(std::move(entry)));
+  }
+  return version;
+}
+
+StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline,
+                                                                    std::shared_ptr<SharedRegion> rung_in,
+                                                                    std::shared_ptr<const void> hold) {
+  google::protobuf::RepeatedPtrField<proto::PushRequest> batched;
+  batched.Swap(frame.header().mutable_stream_batch());
+  std::vector<PushFrame> frames;
+  if (frame.header().shm_region() == 0) {
+    if (!batched.empty()) return absl::InvalidArgumentError("batched stream entries need a region");
+    frames.push_back(std::move(frame));
+    return frames;
+  }
+  if (!frame.dense().empty()) {
+    return absl::InvalidArgumentError("a stream entry carries dense blocks both in a region and inline");
+  }
+  std::shared_ptr<SharedRegion> region = std::move(rung_in);
+  if (region == nullptr) {
+    PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame.header().shm_region()));
+    // In shared memory the blocks are there already; over a link, wait for them to land.
+    if (found.link != nullptr) {
+      if (Status landed = found.link->WaitFor(frame.header().link_seq(), deadline); !landed.ok()) {
+        return absl::AbortedError(
+            absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
+      }
+    }
+    region = std::move(found.region);
+  }
+  // Copied out before the answer, where the primary writes the next entries over them;
+  // read in place under `hold` where it waits for that (a doorbell call's).
+  const bool copy = hold == nullptr;
+  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), region, copy, hold));
+  frames.push_back(std::move(first));
+  for (proto::PushRequest& entry : batched) {
+    if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
+        entry.replica_seq() <= 0) {
+      return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
+                                        "or no stream position");
+    }
+    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), region, copy, hold));
+    frames.push_back(std::move(next));
+  }
+  return frames;
+}
+
+Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written) {
+  Status sent = link.Send(seq, written);
+  // The trainer attaches again and repeats the call over gRPC (a push's retry is not
+  // applied twice: the ledger knows its number).
+  if (!sent.ok()) return absl::AbortedError(absl::StrCat("the dense link failed: ", sent.message()));
+  return absl::OkStatus();
+}
+
+StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
+                                                    const std::shared_ptr<SharedRegion>& region, bool copy,
+                                                    const std::shared_ptr<const void>& hold) {
+  copy = copy || (header.defer_apply() && !shard_->sync());
+  PushFrame frame;
+  for (const proto::ShmBlock& b : header.shm_dense()) {
+    if (b.bf16()) {
+      // A trainer's --wire_dtype bfloat16 over a link: decoded here, as a gRPC push's are.
+      if (header.shm_write_back()) return absl::InvalidArgumentError("a bfloat16 block cannot be written back");
+      PL_ASSIGN_OR_RETURN(const uint16_t* half, region->Halves(b.offset(), b.count()));
+      DecodeBf16(half, b.count(), frame.AddDenseBuffer(b.param(), b.block(), b.count()));
+      frame.MarkLastExactBf16();
+      continue;
+    }
+    PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
+    if (copy) {
+      frame.AddDenseCopy(b.param(), b.block(), values, b.count());
+    } else {
+      frame.AddDenseRef(b.param(), b.block(), values, b.count(),
+                        hold != nullptr ? hold : std::shared_ptr<const void>(region));
+    }
+  }
+  header.clear_shm_region();
+  header.clear_shm_dense();
+  header.clear_link_seq();
+  frame.header() = std::move(header);
+  return frame;
+}
+
+grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, PushFrame frame,
+                                        proto::PushResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeUpdate(&context, frame.header().replica_seq() > 0, "Push"); !s.ok()) return s;
+  DataCall counted(&data_calls_);
+  const bool write_back = frame.header().shm_write_back();
+  if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
+    return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
+  }
+  if (frame.header().replica_seq() > 0) {  // the primary's stream
+    StatusOr<int64_t> version = ServeStreamCall(std::move(frame), DeadlineOf(context));
+    if (!version.ok()) return rpc::ToGrpc(version.status());
+    response->set_version(*version);
+    return grpc::Status::OK;
+  }
+  RegionRef found;  // the push's region, if any, and the link that mirrors it, if any
+  const uint64_t link_seq = frame.header().link_seq();
+  std::vector<int64_t> write_offsets;
+  for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
+  if (frame.header().shm_region() != 0) {
+    if (!frame.dense().empty()) {
+      return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
+    }
+    StatusOr<RegionRef> lookup = regions_.Find(frame.header().shm_region());
+    if (!lookup.ok()) return rpc::ToGrpc(lookup.status());
+    found = *std::move(lookup);
+    if (found.link != nullptr) {
+      if (Status landed = found.link->WaitFor(link_seq, DeadlineOf(context)); !landed.ok()) {
+        return rpc::ToGrpc(absl::AbortedError(absl::StrCat("the push's gradients did not come over the dense link: ",
+                                                           landed.message())));
+      }
+    }
+    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), found.region);
+    if (!local.ok()) return rpc::ToGrpc(local.status());
+    frame = *std::move(local);
+  }
+  DenseDestination write_to;
+  std::vector<DenseLink::Range> written(write_offsets.size());
+  if (write_back) {
+    const SharedRegion& r = *found.region;  // write_back implies a region (checked above)
+    write_to = [&r, &write_offsets, &written](int i, int64_t n) {
+      written[i] = {write_offsets[i], n * 4};
+      return r.Floats(write_offsets[i], n);
+    };
+  }
+  StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context), write_to);
+  if (!version.ok()) return rpc::ToGrpc(version.status());
+  if (found.link != nullptr && write_back) {
+    if (Status sent = SendBack(*found.link, link_seq, written); !sent.ok()) return rpc::ToGrpc(sent);
+  }
+  response->set_version(*version);
+  return grpc::Status::OK;
+}
+
+proto::StatsResponse PserverService::StatsNow() const {
+  const ShardCounters c = shard_->Counters();
+  proto::StatsResponse r;
+  r.set_index(shard_->index());
+  r.set_version(c.version);
+  r.set_dense_elements(c.dense_elements);
+  r.set_sparse_rows(c.sparse_rows);
+  r.set_pushes_applied(c.pushes_applied);
+  r.set_pushes_rejected(c.pushes_rejected);
+  r.set_pulls(c.pulls);
+  r.set_sparse_rows_pulled(c.sparse_rows_pulled);
+  r.set_sparse_rows_pushed(c.sparse_rows_pushed);
+  r.set_checkpoints_written(checkpoints_written_.load());
+  r.set_restored_from(restored_from_);
+  r.set_rss_bytes(ResidentBytes());
+  const SharedRegionTable::Totals shm = regions_.Count(/*linked=*/false), links = regions_.Count(/*linked=*/true);
+  r.set_shm_regions(shm.regions);
+  r.set_shm_bytes(shm.bytes);
+  r.set_dense_links(links.regions);
+  r.set_dense_link_bytes(links.bytes);
+  if (replicator_ != nullptr) {
+    r.set_replica_role(proto::ReplicaInfo::Role_Name(replicator_->role()));
+    r.set_replica_epoch(replicator_->epoch());
+    r.set_stream_entries_linked(replicator_->stream_entries_linked());
+    r.set_stream_entries_inline(replicator_->stream_entries_inline());
+    r.set_stream_entries_shm(replicator_->stream_entries_shm());
+    r.set_stream_calls(replicator_->stream_calls());
+    r.set_stream_calls_rung(replicator_->stream_calls_rung());
+    r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
+  }
+  r.set_push_clients(shard_->ledger_clients());
+  r.set_largest_request_bytes(shard_->largest_request_bytes());
+  r.set_sparse_memory_cap_bytes(shard_->memory_cap_bytes());
+  r.set_sparse_bytes(shard_->sparse_bytes());
+  r.set_sparse_disk_bytes(shard_->sparse_disk_bytes());
+  for (proto::TableStats& t : shard_->Tables()) *r.add_tables() = std::move(t);
+  return r;
+}
+
+grpc::Status PserverService::Stats(grpc::ServerContext* context, const proto::StatsRequest*,
+                                   proto::StatsResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::AuthorizeJobProcess(context, "Stats")); !s.ok()) return s;
+  *response = StatsNow();
+  return grpc::Status::OK;
+}
+
+grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
+                                    proto::AttachResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (request->replica_stream()) {
+    const rpc::Allowed replicas = rpc::PserverOf(shard_->index());
+    if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {replicas}, "Attach")); !s.ok()) return s;
+  } else {
+    if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Attach")); !s.ok()) {
+      return s;
+    }
+  }
+  if (request->link_lanes() > 0 && request->shm_name().empty()) {
+    const DenseLinkListener* listener = request->replica_stream() ? replica_links_.get() : links_.get();
+    if (listener == nullptr) {
+      return rpc::ToGrpc(absl::FailedPreconditionError("this pserver takes no dense links (--dense_link=false)"));
+    }
+    StatusOr<LinkedRegion> linked = regions_.AttachLinked(*request);
+    if (!linked.ok()) return rpc::ToGrpc(linked.status());
+    log::Info(absl::StrFormat("%s opens a dense link of %d lanes each way for %.1f MB (region %d)",
+                              request->replica_stream() ? std::string("the primary's stream")
+                                                        : absl::StrCat("trainer ", request->trainer_id()),
+                              request->link_lanes(), request->shm_bytes() / 1e6, linked->id));
+    response->set_region(linked->id);
+    response->set_link_port(listener->port());
+    response->set_link_bf16(true);
+    response->set_stream_batches(request->replica_stream());
+    response->set_link_token(listener->token());
+    response->set_region_token(linked->token);
+    return grpc::Status::OK;
+  }
+  DoorbellServer::Handler doorbell;
+  if (request->replica_stream() && request->stream_doorbell()) {
+    // The region's own calls: never through regions_.Find (see SharedRegionTable::Attach).
+    doorbell = [this](proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
+                      const std::shared_ptr<const void>& hold) {
+      DataCall counted(&data_calls_);
+      PushFrame frame;
+      frame.header() = std::move(header);
+      return ServeStreamCall(std::move(frame), absl::InfiniteFuture(), region, hold);
+    };
+  }
+  StatusOr<uint64_t> id = regions_.Attach(*request, std::move(doorbell));
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  log::Info(absl::StrFormat("%s attached %.1f MB of shared memory (region %d)",
+                           request->replica_stream() ? std::string("the primary's stream")
+                                                     : absl::StrCat("trainer ", request->trainer_id()),
+                           request->shm_bytes() / 1e6, *id));
+  response->set_region(*id);
+  // The stream's bfloat16 entries are decoded from the region (FrameFromRegion).
+  if (request->replica_stream()) {
+    response->set_link_bf16(true);
+    response->set_stream_batches(true);
+    response->set_stream_doorbell(request->stream_doorbell());
+  }
+  return grpc::Status::OK;
+}
+
+Status PserverService::OpenDenseLinks(const std::string& host) {
+  PL_ASSIGN_OR_RETURN(links_, DenseLinkListener::Open(host, &regions_, rpc::kTrainerIdentity));
+  PL_ASSIGN_OR_RETURN(replica_links_,
+                      DenseLinkListener::Open(host, &regions_, rpc::PserverIdentity(shard_->index())));
+  return absl::OkStatus();
+}
+
+void PserverService::SetRestoredFrom(const std::string& path) {
+  restored_from_ = path;
+  if (!path.empty()) checkpointed_version_ = shard_->version();
+}
+
+grpc::Status PserverService::InstallSnapshot(grpc::ServerContext* context, const proto::SnapshotChunk* request,
+                                             proto::SnapshotAck* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::PserverOf(shard_->index())}, "InstallSnapshot"));
+      !s.ok()) {
+    return s;
+  }
+  if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
+  return rpc::ToGrpc(replicator_->OnSnapshotChunk(*request, response));
+}
+
+StatusOr<std::string> PserverService::CheckpointNow() {
+  if (checkpointer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pserver ", shard_->index(), " has no checkpoint directory (--checkpoint_dir)"));
+  }
+  const int64_t version = shard_->version();
+  const absl::Time start = absl::Now();
+  StatusOr<std::string> path = checkpointer_->Save(*shard_);
+  if (!path.ok()) {
+    log::Error(absl::StrCat("checkpoint failed: ", path.status().message()));
+    return path.status();
+  }
+  ++checkpoints_written_;
+  checkpointed_version_ = version;
+  log::Info(absl::StrCat("checkpoint ", *path, " written (version ",
+                        version, ", ", absl::FormatDuration(absl::Now() - start), ")"));
+  return path;
+}
+
+grpc::Status PserverService::Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest*,
+                                        proto::CheckpointResponse* response) {
+  if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::AuthorizeJobProcess(context, "Checkpoint")); !s.ok()) return s;
+  StatusOr<std::string> path = CheckpointNow();
+  if (!path.ok()) return rpc::ToGrpc(path.status());
+  response->set_path(*path);
+  return grpc::Status::OK;
+}
+
+}  // namespace pl::pserver

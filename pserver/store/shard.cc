@@ -1,0 +1,184 @@
+#include "pserver/store/shard.h"
+
+#include <utility>
+
+namespace pl::pserver {
+
+ParameterShard::ParameterShard(int index, int num_shards)
+    : store_(index, num_shards),
+      clock_(index),
+      barrier_(&clock_),
+      applier_(index, &clock_, [this](const PendingPush& push) {
+        store_.Apply(push.resolved);
+        CountApplied(push);
+      }) {}
+
+ParameterShard::~ParameterShard() { Shutdown(); }
+
+void ParameterShard::Shutdown() {
+  clock_.Shutdown();
+  applier_.Close();
+}
+
+StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& request) {
+  bool created = false;
+  if (hook_ != nullptr) {
+    int64_t position = 0;
+    PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
+    {
+      absl::MutexLock order(&order_mu_);
+      PL_RETURN_IF_ERROR(hook_->CheckPrimary());
+      PL_ASSIGN_OR_RETURN(created, store_.Init(request));
+      PL_ASSIGN_OR_RETURN(position, hook_->ForwardInit(request));
+    }
+    PL_RETURN_IF_ERROR(hook_->WaitAcked(position, absl::Now() + absl::Seconds(30)));
+  } else {
+    PL_ASSIGN_OR_RETURN(created, store_.Init(request));
+  }
+  proto::InitResponse response;
+  response.set_created(created);
+  response.set_version(clock_.version());
+  return response;
+}
+
+ShardCounters ParameterShard::Counters() const {
+  ShardCounters c;
+  c.version = clock_.version();
+  c.dense_elements = store_.dense_elements();
+  c.sparse_rows = store_.sparse_rows();
+  c.pushes_applied = pushes_applied_.load();
+  c.pushes_rejected = pushes_rejected_.load();
+  c.pulls = pulls_.load();
+  c.sparse_rows_pulled = sparse_rows_pulled_.load();
+  c.sparse_rows_pushed = sparse_rows_pushed_.load();
+  return c;
+}
+
+// ---------------------------------------------------------------------------- Pull
+
+Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadline, PullFrame* frame,
+                            const DenseDestination& dense_out) {
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->AwaitPrimary());  // backups serve no reads
+  if (request.min_version() > 0) PL_RETURN_IF_ERROR(clock_.WaitFor(request.min_version(), deadline));
+  // Sync: the values and the version of one finished step.
+  const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
+  PL_RETURN_IF_ERROR(store_.Read(request, frame, dense_out));
+  int64_t rows = 0;
+  for (const proto::SparseRowsMsg& msg : request.sparse()) rows += msg.ids_size();
+  sparse_rows_pulled_ += rows;
+  ++pulls_;
+  frame->header().set_version(clock_.version());
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------- Push
+
+StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, const DenseDestination& write_back) {
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
+  PL_RETURN_IF_ERROR(store_.CheckInitialized());
+  const bool sync = store_.sync();  // fixed once initialised
+  // The push owns its frame: a queued one outlives this call.
+  auto push = std::make_unique<PendingPush>(std::move(frame));
+  // 1. Validate the whole push: a rejected one changes nothing.
+  if (Status valid = Validate(push.get(), sync, write_back); !valid.ok()) {
+    ++pushes_rejected_;
+    return valid;
+  }
+  // 2. Sum it into its step (sync), queue it (deferred) or apply it; 3. acknowledge it
+  // with the version. A replicated primary hands it to its backups first, in the
+  // order it applies it, and acknowledges it once they have it.
+  if (sync) return AddToStep(*push, deadline);
+  if (hook_ != nullptr) return PushReplicated(*push, deadline);
+  const proto::PushRequest& header = push->frame.header();
+  {
+    absl::MutexLock l(&ledger_mu_);
+    if (ledger_.Applied(header.client_id(), header.push_id())) return clock_.version();  // a retry
+    ledger_.Record(header.client_id(), header.push_id());  // a queued push is applied, so it counts now
+  }
+  if (header.defer_apply() && !write_back) return applier_.Enqueue(std::move(push), deadline);
+  return ApplyNow(*push);
+}
+
+Status ParameterShard::Validate(PendingPush* push, bool sync, const DenseDestination& write_back) {
+  PL_RETURN_IF_ERROR(store_.Resolve(push->frame, &push->resolved));
+  if (!write_back) return absl::OkStatus();
+  if (sync) return absl::FailedPreconditionError("a push that writes back its result is for async mode only");
+  for (size_t i = 0; i < push->resolved.dense.size(); ++i) {
+    ResolvedPush::Dense& d = push->resolved.dense[i];
+    PL_ASSIGN_OR_RETURN(d.write_back, write_back(static_cast<int>(i), d.block->n));
+  }
+  return absl::OkStatus();
+}
+
+int64_t ParameterShard::ApplyNow(const PendingPush& push) {
+  store_.Apply(push.resolved);
+  CountApplied(push);
+  return clock_.Advance();
+}
+
+void ParameterShard::CountApplied(const PendingPush& push) {
+  ++pushes_applied_;
+  sparse_rows_pushed_ += push.resolved.rows;
+}
+
+StatusOr<int64_t> ParameterShard::AddToStep(const PendingPush& push, absl::Time deadline) {
+  const proto::PushRequest& request = push.frame.header();
+  // A push for a later step waits for it (the trainer is ahead of the others).
+  if (request.step() > clock_.version()) PL_RETURN_IF_ERROR(clock_.WaitFor(request.step(), deadline));
+  // A replicated primary acknowledges once its backups have the push (or, for a
+  // retry, everything forwarded so far, which includes the first copy).
+  int64_t position = 0;
+  {
+    const SyncBarrier::Admission admission = barrier_.Admit(request.trainer_id(), request.step());
+    switch (admission.kind) {
+      case SyncBarrier::Admission::kStale:
+        ++pushes_rejected_;  // its step finished without it
+        return admission.version;
+      case SyncBarrier::Admission::kRepeated:  // a retry: counted once
+        if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(hook_->last_position(), deadline));
+        return admission.version;
+      case SyncBarrier::Admission::kAdmitted:
+        break;
+    }
+    if (hook_ != nullptr) {
+      PL_RETURN_IF_ERROR(AccumulateReplicated(push, &position));
+    } else {
+      store_.Accumulate(push.resolved);
+    }
+    CountApplied(push);
+  }  // the step may complete once the admission's hold is gone
+  CompleteStepIfReady();
+  if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(position, deadline));
+  return clock_.version();
+}
+
+void ParameterShard::CompleteStepIfReady() {
+  barrier_.MaybeComplete([this](int contributors) { ApplyStep(contributors); });
+}
+
+void ParameterShard::SetLiveTrainers(const std::vector<int64_t>& trainer_ids) {
+  barrier_.SetLive(trainer_ids);
+  CompleteStepIfReady();
+}
+
+// ------------------------------------------------------------------ state in/out
+
+Status ParameterShard::SaveState(const ByteWriter& write, ShardStore::Rows rows) const {
+  // Sync: no step's update runs meanwhile, so the values are exactly those at the version.
+  const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
+  return WriteShardState(store_, clock_.version(), write, rows);
+}
+
+Status ParameterShard::ApplyStateDelta(const ByteReader& read) {
+  PL_ASSIGN_OR_RETURN(const int64_t version, ApplyShardDelta(read, &store_));
+  clock_.Set(version);
+  return absl::OkStatus();
+}
+
+Status ParameterShard::LoadState(const ByteReader& read, const ScatterReader& scatter) {
+  PL_ASSIGN_OR_RETURN(const int64_t version, ReadShardState(read, &store_, scatter));
+  clock_.Set(version);
+  return absl::OkStatus();
+}
+
+}  // namespace pl::pserver

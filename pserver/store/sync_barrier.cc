@@ -1,0 +1,85 @@
+#include "pserver/store/sync_barrier.h"
+
+namespace pl::pserver {
+
+SyncBarrier::StepHold SyncBarrier::HoldForRead() {
+  absl::MutexLock l(&mu_);
+  auto open = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !completing_; };
+  mu_.Await(absl::Condition(&open));
+  ++holds_;
+  return StepHold(this);
+}
+
+void SyncBarrier::Release() {
+  absl::MutexLock l(&mu_);
+  --holds_;
+}
+
+SyncBarrier::Admission SyncBarrier::Admit(int64_t trainer_id, int64_t step) {
+  absl::MutexLock l(&mu_);
+  auto open = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !completing_; };
+  mu_.Await(absl::Condition(&open));
+  // Stable while the step is open: the version changes only in MaybeComplete.
+  const int64_t v = clock_->version();
+  if (step < v) return {Admission::kStale, v, StepHold()};  // its step finished without it
+  if (!step_started_) {
+    step_started_ = true;
+    participants_ = live_;
+  }
+  if (!pushed_.insert(trainer_id).second) return {Admission::kRepeated, v, StepHold()};
+  ++holds_;
+  return {Admission::kAdmitted, v, StepHold(this)};
+}
+
+void SyncBarrier::SetLive(const std::vector<int64_t>& trainer_ids) {
+  absl::MutexLock l(&mu_);
+  live_ = absl::flat_hash_set<int64_t>(trainer_ids.begin(), trainer_ids.end());
+  // A trainer that left the live set leaves the current step's barrier too.
+  absl::erase_if(participants_, [&](int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !live_.contains(id); });
+}
+
+void SyncBarrier::SetFollowing(bool following) {
+  absl::MutexLock l(&mu_);
+  following_ = following;
+}
+
+void SyncBarrier::MaybeComplete(const std::function<void(int contributors)>& apply) {
+  {
+    absl::MutexLock l(&mu_);
+    if (following_ || !step_started_ || completing_) return;
+    for (int64_t id : participants_) {
+      if (!pushed_.contains(id)) return;
+    }
+    completing_ = true;  // no push or read enters the step any more
+  }
+  Finish(apply);
+}
+
+void SyncBarrier::CompleteNow(const std::function<void(int contributors)>& apply) {
+  {
+    absl::MutexLock l(&mu_);
+    auto open = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !completing_; };
+    mu_.Await(absl::Condition(&open));
+    completing_ = true;
+  }
+  Finish(apply);
+}
+
+void SyncBarrier::Finish(const std::function<void(int contributors)>& apply) {
+  int contributors = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return holds_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+    contributors = static_cast<int>(pushed_.size());
+  }
+  apply(contributors);
+  clock_->Advance();
+  absl::MutexLock l(&mu_);
+  pushed_.clear();
+  participants_.clear();
+  step_started_ = false;
+  completing_ = false;
+}
+
+}  // namespace pl::pserver
