@@ -1,8 +1,10 @@
 #include "paddle_like/core/runtime.h"
 
 #include <malloc.h>
+#include <unistd.h>
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,6 +25,15 @@ void KeepLargeBuffersInHeap() {
 }
 
 void ReleaseFreeHeapMemory() { malloc_trim(0); }
+
+int64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
 
 void SkipMutexDeadlockChecks() {
   const char* keep = std::getenv("PL_MUTEX_DEADLOCK_CHECKS");

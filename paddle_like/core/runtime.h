@@ -5,6 +5,8 @@
 #ifndef PADDLE_LIKE_CORE_RUNTIME_H_
 #define PADDLE_LIKE_CORE_RUNTIME_H_
 
+#include <cstdint>
+
 namespace pl {
 
 // OpenMP loops (convolutions, the optimizer) use `threads` (0: all cores); Eigen's own
@@ -23,6 +25,9 @@ void KeepLargeBuffersInHeap();
 // KeepLargeBuffersInHeap keeps: a server calls it when its traffic pauses, so the
 // message buffers of the last burst do not stay resident. Thread-safe.
 void ReleaseFreeHeapMemory();
+
+// Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
+int64_t ResidentBytes();
 
 // Turns off abseil's mutex deadlock detector, unless PL_MUTEX_DEADLOCK_CHECKS=1 (which
 // `make test` sets, so the suite still aborts on a lock-order cycle). Debian builds

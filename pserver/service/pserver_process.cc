@@ -102,7 +102,10 @@ Status ReplicatedStartup(const Faults& faults, Replicator* replicator, Parameter
     shard->SetFollowing(true);
     log::Info(absl::StrCat("joining shard ", shard->index(), ": waiting for the primary's snapshot"));
   }
-  if (faults.attach_delay > absl::ZeroDuration()) absl::SleepFor(faults.attach_delay);
+  if (faults.attach_delay > absl::ZeroDuration()) {
+    log::Warning(absl::StrCat("test fault: attaching the shard ", absl::FormatDuration(faults.attach_delay), " late"));
+    absl::SleepFor(faults.attach_delay);
+  }
   replicator->Attach(shard);
   return absl::OkStatus();
 }

@@ -30,6 +30,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint/checkpoint.h"
 #include "pserver/service/dense_link_listener.h"
@@ -145,8 +146,7 @@ class PserverService final : public PserverServiceBase {
   HandlerThreads handler_threads_;  // last: joined before the members its tasks use go
 };
 
-// Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
-int64_t ResidentBytes();
+using ::pl::ResidentBytes;  // paddle_like/core/runtime.h
 
 }  // namespace pl::pserver
 

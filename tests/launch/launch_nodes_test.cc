@@ -194,7 +194,7 @@ TEST(NodeRoleTest, CopiesOfAShardAreOnDifferentNodes) {
       }
     }
   }
-  // The shape of the README's example: 3 nodes, 1 pserver each, 2 copies.
+  // The shape of docs/several-machines.md's example: 3 nodes, 1 pserver each, 2 copies.
   std::vector<ShardCopy> node1 = ShardCopiesOnNode(3, 1, 1, 2);
   ASSERT_EQ(node1.size(), 2u);
   EXPECT_EQ(node1[0].index, 0);  // pserver 0's second copy

@@ -10,7 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle_like/nn/linear.h"
-#include "pserver/service/pserver_service.h"
+#include "paddle_like/core/runtime.h"
+#include "pserver/store/shard.h"
 #include "tests/pserver/pserver_test_util.h"
 
 namespace pl::pserver {
