@@ -21,8 +21,7 @@ ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClient
                                  const std::atomic<bool>* stop)
     : keys_(std::move(keys)), options_(std::move(options)), resolve_(std::move(resolve)), stop_(stop) {
   for (int i = 0; i < options_.num_pservers; ++i) {
-    shards_.push_back(std::make_unique<Shard>());
-    shards_.back()->index = i;
+    shards_.push_back(std::make_unique<Shard>(i, options_.wire_dtype, &residuals_));
   }
   // Each pserver's dense blocks, in the order BuildPull and BuildPush list them.
   for (const NamedParameter& np : keys_->keys()) {
@@ -37,7 +36,7 @@ ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClient
     }
   }
   for (auto& sh : shards_) {
-    for (Shard::Slot& slot : sh->slots) slot.value_offset = sh->slot_bytes + slot.grad_offset;
+    for (DenseSlot& slot : sh->slots) slot.value_offset = sh->slot_bytes + slot.grad_offset;
   }
   if (resolve_) {
     watch_ = std::make_unique<PrimaryWatch>([this] {
@@ -68,8 +67,9 @@ Status ParameterClient::Resolve(int only) {
     Shard& s = *shards_[i];
     if (s.address != addresses[i] || !s.stub) {
       s.address = addresses[i];
-      s.link.reset();
-      s.region.reset();  // another pserver (maybe on another host): offer it afresh
+      // Another pserver (maybe on another host): its region channel is gone, a push
+      // prepared in it goes over gRPC, and a region is offered afresh.
+      if (s.region) DropRegion(s, absl::UnavailableError(absl::StrCat("the pserver moved to ", s.address)));
       s.shm_refusal.clear();
       s.link_refusal.clear();
       s.link_retry_at = absl::InfiniteFuture();
@@ -144,10 +144,7 @@ void ParameterClient::AlignSyncStep(int i, Shard& shard, bool waited_in_vain) {
   if (gap <= (waited_in_vain ? 0 : 1)) return;
   log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") is at step ", shard.version,
                             ", behind this trainer's step ", shard.version + gap, ": continuing from its step"));
-  if (shard.push.header().step() > shard.version) {
-    shard.push.header().set_step(shard.version);
-    shard.shm_push.header().set_step(shard.version);
-  }
+  if (shard.push.header().step() > shard.version) shard.push.header().set_step(shard.version);
   if (shard.pull.min_version() > shard.version) shard.pull.set_min_version(shard.version);
 }
 
@@ -209,23 +206,25 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
 
 void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap) {
   for (auto& sh : shards_) TryAttach(*sh);
-  BuildPush(num_samples, own_copies);
+  BuildPush(num_samples);
   // A region's layout holds every dense block: a push of some goes over gRPC.
   const bool every_block = only_dense_ == nullptr || static_cast<int>(only_dense_->size()) == num_dense_;
   for (auto& sh : shards_) {
     Shard& s = *sh;
-    s.shm_ready = s.region && every_block && BuildShmPush(s, own_copies);
-    if (s.region && every_block && !s.shm_ready) {
+    s.values_came = false;
+    int64_t values = 0;  // counted before Prepare, which may round them into 2 bytes each
+    for (const DenseFramePayload& d : s.push.dense()) values += d.values.size();
+    s.pushing = every_block ? &s.channel() : &s.grpc;
+    if (!s.pushing->Prepare(s.push, own_copies)) {
       // Cannot happen while the slots follow BuildPush's order; if it did, gRPC is right.
-      s.link.reset();
       s.region.reset();
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
-      if (own_copies) s.push = CopyOfFrame(s.push);
+      s.pushing = &s.grpc;
+      s.grpc.Prepare(s.push, own_copies);
     }
-    // (A bfloat16 link pushes and pulls in two calls: the pserver writes back float32 only.)
-    s.one_call = s.shm_ready && then_pull && !(overlap && s.link) && !s.link_bf16 && !options_.sync &&
-                 !options_.defer_apply &&
-                 s.pull.sparse_size() == 0 &&
+    counters_.bytes_pushed += s.pushing->WireBytes(values);
+    s.one_call = s.pushing->push_brings_values() && then_pull && !(overlap && s.pushing->duplex()) &&
+                 !options_.sync && !options_.defer_apply && s.pull.sparse_size() == 0 &&
                  s.pull.dense_size() == static_cast<int>(s.slots.size());
   }
 }
@@ -234,8 +233,8 @@ Status ParameterClient::Push(int64_t num_samples) {
   PL_RETURN_IF_ERROR(Wait());
   PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/false);
   std::vector<proto::PushResponse> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PushAttempt(&responses[i]), "push"); },
-                                  "push"));
+  PL_RETURN_IF_ERROR(ForEachShard(
+      [&](int i) { return CallWithRetry(i, PushAttempt(&responses[i], /*values=*/nullptr), "push"); }, "push"));
   PushDone();
   ZeroSentGradients();
   return absl::OkStatus();
@@ -424,8 +423,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       }
       // A parameter bound to its shared-memory region already holds the values there.
       if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
-      const bool bf16 = shards_[i]->pull.bf16() && (!shards_[i]->region || shards_[i]->link_bf16);
-      counters_.bytes_pulled += bf16 ? n * 2 : n * 4;
+      counters_.bytes_pulled += shards_[i]->channel().WireBytes(n);
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
       PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
@@ -451,8 +449,7 @@ void ParameterClient::PushDone() {
   for (auto& sh : shards_) {
     sh->wait_version = sh->push.header().step() + 1;
     sh->push.Clear();  // lets go of the gradient memory
-    sh->shm_ready = false;
-    sh->exchange_region.reset();
+    sh->pushing = nullptr;
   }
   ++counters_.pushes;
 }
@@ -467,7 +464,7 @@ void ParameterClient::ZeroSentGradients() {
   }
 }
 
-void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
+void ParameterClient::BuildPush(int64_t num_samples) {
   const int P = options_.num_pservers;
   for (auto& sh : shards_) {
     sh->push.Clear();
@@ -485,26 +482,13 @@ void ParameterClient::BuildPush(int64_t num_samples, bool own_copies) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t offset = b * kDefaultBlockSize;
         const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
-        Shard& shard = *shards_[ShardOfDenseBlock(np.name, b, P)];
-        PushFrame& frame = shard.push;
-        // A shard with a region copies the gradients there (BuildShmPush): no own copy.
-        if (options_.wire_dtype == WireDtype::kBfloat16 && !shard.region) {
-          std::vector<float>& residual = bf16_residuals_[np.name];
-          if (residual.empty()) residual.assign(v.numel(), 0.0f);
-          const std::vector<float> zeros(g.defined() ? 0 : n, 0.0f);  // no gradient yet
-          frame.AddDenseBf16(np.name, static_cast<int32_t>(b), g.defined() ? g.f32() + offset : zeros.data(), n,
-                             residual.data() + offset);
-          counters_.bytes_pushed += n * 2;
-          continue;
-        }
-        if (g.defined() && own_copies && !shard.region) {
-          frame.AddDenseCopy(np.name, static_cast<int32_t>(b), g.f32() + offset, n);
-        } else if (g.defined()) {
+        PushFrame& frame = shards_[ShardOfDenseBlock(np.name, b, P)]->push;
+        // In place: the shard's channel copies or rounds them as it sends (Prepare).
+        if (g.defined()) {
           frame.AddDenseRef(np.name, static_cast<int32_t>(b), g.f32() + offset, n, g.storage());
         } else {
-          std::memset(frame.AddDenseBuffer(np.name, static_cast<int32_t>(b), n), 0, n * 4);
+          std::memset(frame.AddDenseBuffer(np.name, static_cast<int32_t>(b), n), 0, n * 4);  // no gradient yet
         }
-        counters_.bytes_pushed += shard.link_bf16 ? n * 2 : n * 4;  // rounded into the region when linked
       }
     } else {
       SparseTable& t = *p->table;

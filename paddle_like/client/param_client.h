@@ -9,14 +9,16 @@
 // the rows a batch touches only: Pull fetches the ids it is given, Push sends the
 // rows of the tables' sparse gradients.
 //
-// A pserver on the same host is offered a shared-memory region (shared_region.h) at
-// Connect: its dense blocks then pass through that memory, with only the request
-// travelling over gRPC. A pserver on another host is asked for a dense link instead
-// (dense_link.h): both ends keep a copy of the region and its blocks travel over TCP
-// connections of their own. A pserver that refuses both (--shm=false and
-// --dense_link=false, an older build) keeps getting everything over gRPC; one that
-// restarted and forgot the region, or whose link broke, answers ABORTED, and the call
-// is retried over gRPC and the region offered again on the next step.
+// How a pserver's dense blocks travel is its channel's business (dense_channel.h): the
+// client routes blocks and rows to pservers and retries calls, and speaks to every
+// pserver through one interface. A pserver on the same host is offered a shared-memory
+// region at Connect (ShmDenseChannel: only the request travels over gRPC); one on
+// another host is asked for a dense link (LinkDenseChannel: the blocks travel over TCP
+// connections of their own). A pserver that refuses both (--shm=false and
+// --dense_link=false, an older build) keeps its blocks inside the gRPC calls
+// (GrpcDenseChannel); one that restarted and forgot the region, or whose link broke,
+// answers ABORTED, and the call is retried over gRPC and a region offered again on the
+// next step.
 //
 // Faults: a pserver that is unreachable or restarting is retried with backoff (its
 // address re-resolved through the master, since a restarted pserver may listen on a
@@ -41,20 +43,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/key_store.h"
 #include "paddle_like/client/primary_watch.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/bf16.h"
-#include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/nn/module.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.grpc.pb.h"
 
 namespace pl {
-
-class SharedRegion;
 
 struct ParameterClientOptions {
   int num_pservers = 1;
@@ -187,46 +187,38 @@ class ParameterClient {
   bool Selected(const std::string& dense_name) const {
     return only_dense_ == nullptr || only_dense_->contains(dense_name);
   }
-  Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
-  // Updates the address and stub of shard `only` (-1: all) from the master.
-  Status Resolve(int only = -1);
-  // Pull and Push in parts, so PushAndPull can overlap them.
+
+  // Routing: a step's blocks and rows to their pservers, and the pulled values back.
   Status BuildPull(const SparseIds& sparse_ids);
   Status InstallPull(const std::vector<PullFrame>& responses);
-  // The push frames: gradients sent in place, or copied (own_copies) so the tensors may
-  // change while they travel.
-  void BuildPush(int64_t num_samples, bool own_copies);
-  // TryAttach, BuildPush, then the shared-memory form of each shard's push; then_pull:
-  // a pull (already built) follows, which a region lets the push bring back.
-  // overlap: the push and the pull will run at the same time (no push with write-back
-  // over a dense link then: its two directions carry them at once instead).
+  // Each pserver's push: its header, its sparse rows, and one payload per dense block
+  // referencing the gradient tensors.
+  void BuildPush(int64_t num_samples);
+  // TryAttach, BuildPush, then each pserver's push prepared for its channel (own_copies:
+  // the tensors may change once this returns). then_pull: a pull (already built) follows,
+  // which a region's push may bring back in the same call; overlap: the push and the pull
+  // will run at the same time (a duplex channel then carries them at once instead).
   void PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap = false);
   void PushDone();
   void ZeroSentGradients();
   // swap_gradients_in_exchange: the dense gradients into in_flight_grads_, spares (or
   // new zeroed tensors) in their place.
   void SwapOutGradients();
-  // One attempt of a pull or a push. `fall_back`: an ABORTED region or link is let go
-  // at once and the push frame set up for gRPC (false: the caller does it, once the
-  // other direction's attempt running beside this one is back).
+
+  // Retry: one attempt of a pull or a push over the shard's channel, and calls of them
+  // with backoff. `fall_back`: a region channel that answers ABORTED is let go at once
+  // (false: the caller does it, once the other direction's attempt running beside this
+  // one is back).
   std::function<Status(Shard&)> PullAttempt(PullFrame* response, bool fall_back = true);
-  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response, bool fall_back = true);
-  // After a failed region or link push: the region and link let go, the push over gRPC.
-  void PushOverGrpcFromNowOn(Shard& shard, const Status& why);
-  // Pushes shard i's prepared push and pulls (overlap: over gRPC, at the same time).
+  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response, PullFrame* values, bool fall_back = true);
+  Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
+  // Pushes shard i's prepared push and pulls (overlap: at the same time where the
+  // channel is duplex).
   Status ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled);
   Status Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap);
   Status Wait();  // finishes an exchange in flight, if any
-  // After ABORTED (the pserver forgot the region): the push over gRPC, from the region.
-  void PushFromRegion(Shard& shard);
-  // The region's values of every slot as the payloads of `frame` (a pull's result).
-  // The pulled values in `region` (bfloat16 there when `bf16`) as `frame`'s payloads.
-  static void AddRegionValues(const Shard& shard, const std::shared_ptr<SharedRegion>& region, bool bf16,
-                              PullFrame* frame);
-  static PushFrame CopyOfFrame(const PushFrame& frame);
-  // A block's gradients rounded to bfloat16 into `out`, with the error feedback of
-  // bf16_residuals_ (--wire_dtype bfloat16 over a dense link).
-  void EncodeGradientsBf16(const std::string& param, int32_t block, const FloatPieces& grads, uint16_t* out);
+  // Updates the address and stub of shard `only` (-1: all) from the master.
+  Status Resolve(int only = -1);
   Status ResolveWithRetry();
   // `created`: whether this call created the shard's parameters (it had none).
   Status InitShard(Shard& shard, bool* created = nullptr);
@@ -235,23 +227,15 @@ class ParameterClient {
   // a replica that just took over may lag, unless `waited_in_vain`: a pull's deadline
   // passed with the shard not moving).
   void AlignSyncStep(int i, Shard& shard, bool waited_in_vain);
-  // Offers the shard a shared-memory region unless it has one or refused one; failing
-  // that, asks it for a dense link.
-  void TryAttach(Shard& shard);
-  void AttachSharedMemory(Shard& shard);
-  void AttachLink(Shard& shard);
-  // Lets go of the shard's region and link (a call through them failed): `why` logged.
-  void DropLink(Shard& shard, const Status& why);
-  // A dense link's failure as ABORTED: the call goes again over gRPC.
-  static Status LinkLanded(const Status& link_status);
   // A push's or pull's context, ended early if the master moves the shard's primary.
   PrimaryWatch::Call WatchedCall(const Shard& s) const;
 
-  // bind_parameters_to_shared_memory: moves the parameters that fit into the region.
-  void BindParameters(Shard& shard);
-  // The shard's push as a shared-memory push (gradients copied into its region);
-  // false when the push does not match the region's layout.
-  bool BuildShmPush(Shard& shard, bool own_copies);
+  // Channels: offers the shard a shared-memory region unless it has a region channel or
+  // refused one; failing that, asks it for a dense link.
+  void TryAttach(Shard& shard);
+  // Lets go of the shard's region channel (a call through it failed, or the pserver
+  // moved): a push prepared in it goes over gRPC; `why` logged for a link.
+  void DropRegion(Shard& shard, const Status& why);
 
   std::unique_ptr<KeyStore> keys_;
   ParameterClientOptions options_;
@@ -261,7 +245,7 @@ class ParameterClient {
   // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
   // wire_dtype bfloat16: per dense parameter, what rounding its gradients dropped.
-  absl::flat_hash_map<std::string, std::vector<float>> bf16_residuals_;
+  Bf16Residuals residuals_;
   int num_dense_ = 0;
   std::vector<std::string> addresses_;
   proto::InitRequest init_request_;

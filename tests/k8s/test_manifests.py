@@ -69,9 +69,10 @@ def _source(rel):
 def binary_contract():
     """For each binary: the flags it accepts and the PL_* variables its main reads."""
     master = _source("master/main.cc")
-    pserver = _source("pserver/main.cc")
+    pserver = _source("pserver/pserver_main.cc")  # pserver/main.cc runs it
     trainer = _source("trainer/main.cc")
-    # Every binary defines its flags with ABSL_FLAG in its main (pl::cli parses them).
+    # Every binary defines its flags with ABSL_FLAG in its main, or for pl-pserver in
+    # the PserverMain its main runs (pl::cli parses them).
     absl_flags = re.compile(r"ABSL_FLAG\(\s*[\w:<>]+\s*,\s*(\w+)\s*,")
     flags = {
         "pl-master": set(absl_flags.findall(master)),

@@ -1,0 +1,109 @@
+// DenseChannel: how one pserver's dense blocks travel between this trainer and it,
+// behind one interface, so that the parameter client routes blocks to pservers and
+// retries calls without knowing what carries them. The implementations:
+//
+//   GrpcDenseChannel  (grpc_dense_channel.h)    the blocks inside the gRPC calls, as frames
+//   ShmDenseChannel   (region_dense_channel.h)  a shared-memory region on the pserver's host
+//   LinkDenseChannel  (link_dense_channel.h)    a region of this process mirrored over TCP
+//                                               connections of its own, to another host
+//
+// bfloat16 on the wire (--wire_dtype) is a property of a channel (wire_bytes), not a path
+// of its own: a gRPC or link channel rounds the gradients it sends with error feedback
+// (Bf16Residuals) and widens the values it receives; shared memory always carries float32.
+//
+// One exchange at a time: Prepare takes the step's push, Push sends it (and, where the
+// channel can, brings the blocks' new values back in the same call), Pull fetches values.
+// Buffers (as ps-lite states its zero-copy Push): a push's payloads may reference the
+// gradient tensors; unless Prepare was told `own_copies`, those tensors must stay
+// unchanged until the push's call has returned. Values a call returns may point into the
+// channel's region; they stay valid while the returned frame lives (it holds the region),
+// and are overwritten by the next exchange.
+//
+// Failure: a channel whose region the pserver forgot, or whose link broke, answers
+// ABORTED. The caller then takes the push back as a gRPC frame (TakePushForGrpc) and goes
+// on over a GrpcDenseChannel; a push the pserver had applied is known by its number and
+// not applied twice.
+//
+// Thread-safety: one exchange at a time; a Push and a Pull of the same exchange may run
+// at once on a duplex() channel (two threads), never two Pushes or two Pulls.
+#ifndef PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
+#define PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/dist/bf16.h"
+#include "paddle_like/dist/dense_frame.h"
+
+namespace pl {
+
+// One dense block a pserver owns, and its two places in a region's payload: the
+// gradients a push sends, and the values a pull (or a push's write-back) brings. The
+// slots of a pserver follow the order in which pushes and pulls list its blocks.
+struct DenseSlot {
+  std::string param;
+  int32_t block = 0;
+  int64_t n = 0;              // floats
+  int64_t grad_offset = 0;    // bytes into the region's payload
+  int64_t value_offset = 0;
+};
+
+// What bfloat16 rounding dropped from each dense parameter's gradients, added to the next
+// push (error feedback, paddle_like/dist/bf16.h); shared by every channel of a client so a
+// channel that comes or goes keeps them. Thread-safety: one thread at a time (the client
+// prepares its pushes on its training thread).
+class Bf16Residuals {
+ public:
+  // Rounds `n` gradients of `param` starting at element `offset` into `out`.
+  void Encode(const std::string& param, int64_t offset, const FloatPieces& grads, uint16_t* out);
+  void Encode(const std::string& param, int64_t offset, const float* grads, int64_t n, uint16_t* out);
+  // The residuals of elements [offset, offset + n) of `param` (zeros at first).
+  float* For(const std::string& param, int64_t offset, int64_t n);
+
+ private:
+  absl::flat_hash_map<std::string, std::vector<float>> residuals_;
+};
+
+class DenseChannel {
+ public:
+  virtual ~DenseChannel() = default;
+
+  // "gRPC", "shared memory (3.2 MB)", "dense link (2 lanes each way, 3.2 MB, bfloat16)".
+  virtual std::string Describe() const = 0;
+  // Bytes on the wire for `values` floats (2 each in bfloat16).
+  virtual int64_t WireBytes(int64_t values) const = 0;
+  // A region channel (shared memory or a link) rather than gRPC frames.
+  virtual bool has_region() const = 0;
+  // Whether a push and a pull of one exchange travel at once (each direction of a
+  // connection carries one): true for gRPC and links, false for shared memory.
+  virtual bool duplex() const = 0;
+  // Whether Push can bring the pushed blocks' new values back (one call per exchange).
+  virtual bool push_brings_values() const = 0;
+
+  // Takes the step's push: `push` holds its header and one payload per block, in the
+  // order of this pserver's slots, referencing the gradient tensors. The channel puts it
+  // in the form it sends (into its region; rounded to bfloat16; copied when
+  // `own_copies`, so the tensors may change once this returns). false: the blocks do not
+  // match this channel's layout (nothing taken; the caller goes over gRPC).
+  virtual bool Prepare(PushFrame& push, bool own_copies) = 0;
+  // One attempt at sending the prepared push; `push` is the frame Prepare was given.
+  // `values` (with bring_values, on a channel whose push_brings_values()): the pushed
+  // blocks' new values, this push included.
+  virtual Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool bring_values,
+                      proto::PushResponse* response, PullFrame* values) = 0;
+  // One attempt at a pull; the response's dense payloads are the values, float32.
+  virtual Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
+                      PullFrame* response) = 0;
+  // After this channel failed: the prepared push as a frame to send over gRPC as it is
+  // (its gradients out of the region, widened to float32 where they were rounded; the
+  // rounding is in the residuals already), in `push`.
+  virtual void TakePushForGrpc(PushFrame& push) = 0;
+};
+
+}  // namespace pl
+
+#endif  // PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_

@@ -1,0 +1,151 @@
+#include "paddle_like/client/region_dense_channel.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "paddle_like/dist/sharding.h"
+#include "paddle_like/rpc/rpc.h"
+
+namespace pl {
+
+bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies) {
+  const std::vector<DenseFramePayload>& dense = push.dense();
+  if (dense.size() != slots_.size()) return false;
+  // A link sends from the tensors themselves when they stay put until the push is done
+  // (not StartExchange's copies): one copy of the gradients fewer.
+  const bool from_tensors = SendsFromTensors(own_copies);
+  spans_.clear();
+  grads_in_region_ = true;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const DenseSlot& slot = slots_[i];
+    if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
+    char* dst = region_->payload() + slot.grad_offset;
+    const float* in_place = dense[i].values.contiguous();
+    if (bf16()) {
+      residuals_->Encode(slot.param, static_cast<int64_t>(slot.block) * kDefaultBlockSize, dense[i].values,
+                         reinterpret_cast<uint16_t*>(dst));
+      spans_.push_back({slot.grad_offset, slot.n * 2});
+    } else if (from_tensors && in_place != nullptr && reinterpret_cast<const char*>(in_place) != dst) {
+      spans_.push_back({slot.grad_offset, slot.n * 4, reinterpret_cast<const char*>(in_place)});
+      grads_in_region_ = false;
+    } else {
+      // A parameter bound to the region has its gradients there already.
+      if (reinterpret_cast<const char*>(in_place) != dst) dense[i].values.CopyTo(reinterpret_cast<float*>(dst));
+      spans_.push_back({slot.grad_offset, slot.n * 4});
+    }
+  }
+  return true;
+}
+
+PushFrame RegionDenseChannel::PushRequestOf(const PushFrame& push, bool bring_values) const {
+  PushFrame request;
+  request.header() = push.header();
+  request.header().set_shm_region(region_id_);
+  request.header().set_shm_write_back(bring_values);
+  for (const DenseSlot& slot : slots_) {
+    proto::ShmBlock* b = request.header().add_shm_dense();
+    b->set_param(slot.param);
+    b->set_block(slot.block);
+    b->set_offset(slot.grad_offset);
+    b->set_count(slot.n);
+    b->set_write_offset(slot.value_offset);
+    b->set_bf16(bf16());
+  }
+  return request;
+}
+
+proto::PullRequest RegionDenseChannel::PullRequestOf(const proto::PullRequest& pull) const {
+  proto::PullRequest request = pull;
+  request.set_shm_region(region_id_);
+  request.set_bf16(bf16());  // shared memory on one host takes float32
+  for (const DenseSlot& slot : slots_) request.add_shm_offsets(slot.value_offset);
+  return request;
+}
+
+void RegionDenseChannel::AddValues(PullFrame* frame) const {
+  for (const DenseSlot& slot : slots_) {
+    const char* at = region_->payload() + slot.value_offset;
+    if (bf16()) {
+      DecodeBf16(at, slot.n, frame->AddDenseBuffer(slot.param, slot.block, slot.n));
+    } else {
+      frame->AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(at), slot.n, region_);
+    }
+  }
+}
+
+void RegionDenseChannel::TakePushForGrpc(PushFrame& push) {
+  // Gradients sent from the tensors are still there: the frame already names them.
+  if (!grads_in_region_) return;
+  PushFrame frame;
+  frame.header().Swap(&push.header());
+  for (const DenseSlot& slot : slots_) {
+    const char* at = region_->payload() + slot.grad_offset;
+    if (bf16()) {
+      // Widened back to float32 exactly (the rounding is in the residual already).
+      DecodeBf16(at, slot.n, frame.AddDenseBuffer(slot.param, slot.block, slot.n));
+    } else {
+      frame.AddDenseRef(slot.param, slot.block, reinterpret_cast<const float*>(at), slot.n, region_);
+    }
+  }
+  push = std::move(frame);
+}
+
+int RegionDenseChannel::BindParameters(const KeyStore& keys) {
+  int bound = 0;
+  size_t k = 0;
+  while (k < slots_.size()) {
+    // The slots of one parameter follow each other; bind it when all its blocks are
+    // here and lie back to back (every block but the last is whole and aligned).
+    size_t end = k;
+    int64_t floats = 0;
+    bool contiguous = true;
+    while (end < slots_.size() && slots_[end].param == slots_[k].param) {
+      contiguous &= slots_[end].grad_offset == slots_[k].grad_offset + floats * 4;
+      floats += slots_[end].n;
+      ++end;
+    }
+    StatusOr<Parameter*> p = keys.Find(slots_[k].param);
+    const size_t first = k;
+    k = end;
+    if (!p.ok() || !contiguous || (*p)->var.value().numel() != floats || slots_[first].block != 0) continue;
+    VariableNode* node = (*p)->var.node();
+    const Shape shape = node->value.shape();
+    const size_t bytes = static_cast<size_t>(floats) * 4;
+    char* values = region_->payload() + slots_[first].value_offset;
+    char* grads = region_->payload() + slots_[first].grad_offset;
+    std::memcpy(values, node->value.f32(), bytes);
+    if (node->grad.defined()) {
+      std::memcpy(grads, node->grad.f32(), bytes);
+    } else {
+      std::memset(grads, 0, bytes);
+    }
+    std::shared_ptr<SharedRegion> keep = region_;  // the tensors keep the mapping alive
+    node->value = Tensor::FromStorage(Storage::Wrap(values, bytes, Device::kCPU, [keep] {}), shape, DType::kFloat32);
+    node->grad = Tensor::FromStorage(Storage::Wrap(grads, bytes, Device::kCPU, [keep] {}), shape, DType::kFloat32);
+    ++bound;
+  }
+  return bound;
+}
+
+std::string ShmDenseChannel::Describe() const {
+  return absl::StrFormat("shared memory (%.1f MB)", region_->total_bytes() / 1e6);
+}
+
+Status ShmDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
+                             bool bring_values, proto::PushResponse* response, PullFrame* values) {
+  const PushFrame request = PushRequestOf(push, bring_values);
+  Status st = rpc::FromGrpc(stub.Push(context, request, response));
+  if (st.ok() && bring_values) AddValues(values);
+  return st;
+}
+
+Status ShmDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
+                             PullFrame* response) {
+  if (!CoversEveryBlock(request)) return rpc::FromGrpc(stub.Pull(context, request, response));
+  Status st = rpc::FromGrpc(stub.Pull(context, PullRequestOf(request), response));
+  if (st.ok()) AddValues(response);
+  return st;
+}
+
+}  // namespace pl

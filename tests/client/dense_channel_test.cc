@@ -1,0 +1,170 @@
+// The dense channels' own work, without a pserver: what Prepare makes of a push (zero
+// copy, own copies, bfloat16 with error feedback, a region's slots), and the push a
+// failed region channel hands back for gRPC.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "paddle_like/client/dense_channel.h"
+#include "paddle_like/client/grpc_dense_channel.h"
+#include "paddle_like/client/region_dense_channel.h"
+#include "paddle_like/dist/bf16.h"
+#include "paddle_like/dist/shared_region.h"
+#include "paddle_like/dist/sharding.h"
+
+namespace pl {
+namespace {
+
+std::vector<float> Values(const FloatPieces& p) {
+  std::vector<float> v(p.size());
+  p.CopyTo(v.data());
+  return v;
+}
+
+float Bf16Of(float x) {
+  uint16_t h = 0;
+  EncodeBf16(&x, 1, &h);
+  float back = 0;
+  DecodeBf16(&h, 1, &back);
+  return back;
+}
+
+TEST(GrpcDenseChannel, SendsTheGradientsInPlaceOrItsOwnCopies) {
+  std::vector<float> grads = {1, 2, 3};
+  auto owner = std::make_shared<int>(0);
+  Bf16Residuals residuals;
+  GrpcDenseChannel channel(WireDtype::kFloat32, &residuals);
+
+  PushFrame in_place;
+  in_place.header().set_step(7);
+  in_place.AddDenseRef("w", 0, grads.data(), 3, owner);
+  ASSERT_TRUE(channel.Prepare(in_place, /*own_copies=*/false));
+  EXPECT_EQ(in_place.dense()[0].values.contiguous(), grads.data());
+
+  PushFrame copied;
+  copied.header().set_step(7);
+  copied.AddDenseRef("w", 0, grads.data(), 3, owner);
+  ASSERT_TRUE(channel.Prepare(copied, /*own_copies=*/true));
+  grads[0] = 100;  // the tensor changes once Prepare returned
+  EXPECT_EQ(copied.header().step(), 7);
+  EXPECT_EQ(Values(copied.dense()[0].values), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(channel.WireBytes(3), 12);
+}
+
+// 1.001 is not a bfloat16 (steps of 2^-7 near 1): each push rounds it down to 1 and
+// carries the rest, until the carried part tips a push up to 1.0078125. Over k pushes
+// the values sent add up to k * 1.001 within one rounding.
+TEST(GrpcDenseChannel, RoundsToBfloat16AndCarriesWhatRoundingDropped) {
+  Bf16Residuals residuals;
+  GrpcDenseChannel channel(WireDtype::kBfloat16, &residuals);
+  EXPECT_EQ(channel.WireBytes(3), 6);
+  const float g = 1.001f;
+  double sent = 0;
+  for (int k = 1; k <= 20; ++k) {
+    std::vector<float> grads = {g};
+    PushFrame push;
+    push.AddDenseRef("w", 0, grads.data(), 1, nullptr);
+    ASSERT_TRUE(channel.Prepare(push, false));
+    ASSERT_TRUE(push.dense()[0].bf16);
+    ASSERT_EQ(push.dense()[0].values.num_bytes(), 2);
+    float value = 0;
+    push.dense()[0].values.ForEachPiece([&](const char* data, size_t) { DecodeBf16(data, 1, &value); });
+    EXPECT_EQ(value, Bf16Of(value));
+    sent += value;
+    EXPECT_LE(std::abs(sent - k * double{g}), 1.0 / 128) << "after push " << k;
+  }
+  EXPECT_GT(sent, 20.0) << "the carried part never went out";
+}
+
+// A region of two blocks of one parameter ("w": 4 + 2 floats) laid out as the client does.
+struct TwoSlots {
+  TwoSlots() {
+    slots = {{"w", 0, 4, 0, 0}, {"w", 1, 2, 64, 0}};
+    const int64_t area = 128;
+    for (DenseSlot& s : slots) s.value_offset = area + s.grad_offset;
+    region = *SharedRegion::CreatePrivate(2 * area);
+  }
+  PushFrame Push(const std::vector<float>& a, const std::vector<float>& b) {
+    PushFrame p;
+    p.header().set_step(3);
+    p.AddDenseRef("w", 0, a.data(), 4, nullptr);
+    p.AddDenseRef("w", 1, b.data(), 2, nullptr);
+    return p;
+  }
+  std::vector<DenseSlot> slots;
+  std::shared_ptr<SharedRegion> region;
+};
+
+TEST(ShmDenseChannel, CopiesThePushIntoItsSlotsAndHandsItBackForGrpc) {
+  TwoSlots t;
+  ShmDenseChannel channel(t.slots, t.region, /*region_id=*/9);
+  std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  PushFrame push = t.Push(a, b);
+  ASSERT_TRUE(channel.Prepare(push, /*own_copies=*/false));
+  const float* in_region = reinterpret_cast<const float*>(t.region->payload());
+  EXPECT_EQ(std::vector<float>(in_region, in_region + 4), a);
+  EXPECT_EQ(std::vector<float>(in_region + 16, in_region + 18), b);
+
+  a[0] = -1;  // the tensors may change: the push is in the region
+  channel.TakePushForGrpc(push);
+  ASSERT_EQ(push.dense().size(), 2u);
+  EXPECT_EQ(push.header().step(), 3);
+  EXPECT_EQ(Values(push.dense()[0].values), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(Values(push.dense()[1].values), (std::vector<float>{5, 6}));
+}
+
+TEST(ShmDenseChannel, RefusesAPushThatDoesNotMatchItsSlots) {
+  TwoSlots t;
+  ShmDenseChannel channel(t.slots, t.region, 9);
+  std::vector<float> a = {1, 2, 3, 4}, b = {5, 6, 7};
+  PushFrame wrong_size;
+  wrong_size.AddDenseRef("w", 0, a.data(), 4, nullptr);
+  wrong_size.AddDenseRef("w", 1, b.data(), 3, nullptr);
+  EXPECT_FALSE(channel.Prepare(wrong_size, false));
+  PushFrame one_block;
+  one_block.AddDenseRef("w", 0, a.data(), 4, nullptr);
+  EXPECT_FALSE(channel.Prepare(one_block, false));
+}
+
+// A region holding bfloat16 (a link's wire dtype), without the link.
+class Bf16Region final : public RegionDenseChannel {
+ public:
+  Bf16Region(std::vector<DenseSlot> slots, std::shared_ptr<SharedRegion> region, Bf16Residuals* residuals)
+      : RegionDenseChannel(std::move(slots), std::move(region), 9) {
+    residuals_ = residuals;
+  }
+  std::string Describe() const override { return "test"; }
+  int64_t WireBytes(int64_t values) const override { return 2 * values; }
+  bool duplex() const override { return true; }
+  bool push_brings_values() const override { return false; }
+  Status Push(PserverFrameStub&, grpc::ClientContext*, PushFrame&, bool, proto::PushResponse*, PullFrame*) override {
+    return absl::FailedPreconditionError("this test has no pserver");
+  }
+  Status Pull(PserverFrameStub&, grpc::ClientContext*, const proto::PullRequest&, PullFrame*) override {
+    return absl::FailedPreconditionError("this test has no pserver");
+  }
+
+ protected:
+  bool bf16() const override { return true; }
+};
+
+TEST(RegionDenseChannel, ABfloat16RegionRoundsWithFeedbackAndWidensExactlyForGrpc) {
+  TwoSlots t;
+  Bf16Residuals residuals;
+  Bf16Region channel(t.slots, t.region, &residuals);
+  std::vector<float> a = {1.001f, 2.0f, 3.0f, 4.0f}, b = {5.0f, 6.003f};
+  PushFrame push = t.Push(a, b);
+  ASSERT_TRUE(channel.Prepare(push, false));
+  channel.TakePushForGrpc(push);
+  const std::vector<float> got_a = Values(push.dense()[0].values), got_b = Values(push.dense()[1].values);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got_a[i], Bf16Of(a[i])) << i;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(got_b[i], Bf16Of(b[i])) << i;
+  // What rounding dropped waits for the next push (block 1 starts at kDefaultBlockSize).
+  EXPECT_FLOAT_EQ(residuals.For("w", 0, 1)[0], a[0] - got_a[0]);
+  EXPECT_FLOAT_EQ(residuals.For("w", kDefaultBlockSize + 1, 1)[0], b[1] - got_b[1]);
+}
+
+}  // namespace
+}  // namespace pl
