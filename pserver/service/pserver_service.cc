@@ -48,7 +48,11 @@ grpc::Status PserverService::AuthorizeUpdate(const grpc::ServerContextBase* cont
 
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
                                std::string restored_from, SharedRegionOptions shm)
-    : shard_(shard), checkpointer_(checkpointer), restored_from_(std::move(restored_from)), regions_(shm) {
+    : shard_(shard),
+      checkpointer_(checkpointer),
+      restored_from_(std::move(restored_from)),
+      regions_(shm),
+      arrivals_(&regions_, shard) {
   // The restored file already holds this state: no need to write it again.
   if (!restored_from_.empty()) checkpointed_version_ = shard_->version();
 }
@@ -141,45 +145,9 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
   if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Pull")); !s.ok()) return s;
   DataCall counted(&data_calls_);
-  if (request.shm_region() == 0) return rpc::ToGrpc(shard_->Pull(request, DeadlineOf(context), response));
-  StatusOr<RegionRef> found = regions_.Find(request.shm_region());
-  if (!found.ok()) return rpc::ToGrpc(found.status());
-  if (request.shm_offsets_size() != request.dense_size()) {
-    return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-        "pull names ", request.dense_size(), " dense blocks but ", request.shm_offsets_size(), " shared-memory offsets")));
-  }
-  const SharedRegion& r = *found->region;
-  std::vector<DenseLink::Range> written(request.dense_size());
-  Status pulled;
-  if (request.bf16() && found->link != nullptr) {
-    pulled = PullIntoLinkAsBf16(request, r, DeadlineOf(context), response, &written);
-  } else {
-    // Shared memory on one host always takes float32 (a bfloat16 pull's flag aside).
-    pulled = shard_->Pull(request, DeadlineOf(context), response, [&](int i, int64_t n) {
-      written[i] = {request.shm_offsets(i), n * 4};
-      return r.Floats(request.shm_offsets(i), n);
-    });
-  }
-  if (pulled.ok() && found->link != nullptr) pulled = SendBack(*found->link, request.link_seq(), written);
-  return rpc::ToGrpc(pulled);
-}
-
-Status PserverService::PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region,
-                                          absl::Time deadline, PullFrame* response,
-                                          std::vector<DenseLink::Range>* written) {
-  // The values come out of the shard as float32 into this thread's buffers (kept from
-  // call to call: no allocation per pull), then go into the region rounded.
-  thread_local std::vector<std::vector<float>> scratch;
-  if (scratch.size() < static_cast<size_t>(request.dense_size())) scratch.resize(request.dense_size());
-  std::vector<uint16_t*> out(request.dense_size(), nullptr);
-  PL_RETURN_IF_ERROR(shard_->Pull(request, deadline, response, [&](int i, int64_t n) -> StatusOr<float*> {
-    PL_ASSIGN_OR_RETURN(out[i], region.Halves(request.shm_offsets(i), n));
-    if (static_cast<int64_t>(scratch[i].size()) < n) scratch[i].resize(n);
-    (*written)[i] = {request.shm_offsets(i), n * 2};
-    return scratch[i].data();
-  }));
-  for (int i = 0; i < request.dense_size(); ++i) EncodeBf16(scratch[i].data(), (*written)[i].bytes / 2, out[i]);
-  return absl::OkStatus();
+  const absl::Time deadline = DeadlineOf(context);
+  return rpc::ToGrpc(arrivals_.ServePull(
+      request, [&](const DenseDestination& to) { return shard_->Pull(request, deadline, response, to); }));
 }
 
 StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time deadline,
@@ -228,7 +196,7 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
   // Copied out before the answer, where the primary writes the next entries over them;
   // read in place under `hold` where it waits for that (a doorbell call's).
   const bool copy = hold == nullptr;
-  PL_ASSIGN_OR_RETURN(PushFrame first, FrameFromRegion(std::move(frame.header()), region, copy, hold));
+  PL_ASSIGN_OR_RETURN(PushFrame first, arrivals_.FrameFromRegion(std::move(frame.header()), region, copy, hold));
   frames.push_back(std::move(first));
   for (proto::PushRequest& entry : batched) {
     if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
@@ -236,47 +204,10 @@ StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame fr
       return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
                                         "or no stream position");
     }
-    PL_ASSIGN_OR_RETURN(PushFrame next, FrameFromRegion(std::move(entry), region, copy, hold));
+    PL_ASSIGN_OR_RETURN(PushFrame next, arrivals_.FrameFromRegion(std::move(entry), region, copy, hold));
     frames.push_back(std::move(next));
   }
   return frames;
-}
-
-Status PserverService::SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written) {
-  Status sent = link.Send(seq, written);
-  // The trainer attaches again and repeats the call over gRPC (a push's retry is not
-  // applied twice: the ledger knows its number).
-  if (!sent.ok()) return absl::AbortedError(absl::StrCat("the dense link failed: ", sent.message()));
-  return absl::OkStatus();
-}
-
-StatusOr<PushFrame> PserverService::FrameFromRegion(proto::PushRequest header,
-                                                    const std::shared_ptr<SharedRegion>& region, bool copy,
-                                                    const std::shared_ptr<const void>& hold) {
-  copy = copy || (header.defer_apply() && !shard_->sync());
-  PushFrame frame;
-  for (const proto::ShmBlock& b : header.shm_dense()) {
-    if (b.bf16()) {
-      // A trainer's --wire_dtype bfloat16 over a link: decoded here, as a gRPC push's are.
-      if (header.shm_write_back()) return absl::InvalidArgumentError("a bfloat16 block cannot be written back");
-      PL_ASSIGN_OR_RETURN(const uint16_t* half, region->Halves(b.offset(), b.count()));
-      DecodeBf16(half, b.count(), frame.AddDenseBuffer(b.param(), b.block(), b.count()));
-      frame.MarkLastExactBf16();
-      continue;
-    }
-    PL_ASSIGN_OR_RETURN(float* values, region->Floats(b.offset(), b.count()));
-    if (copy) {
-      frame.AddDenseCopy(b.param(), b.block(), values, b.count());
-    } else {
-      frame.AddDenseRef(b.param(), b.block(), values, b.count(),
-                        hold != nullptr ? hold : std::shared_ptr<const void>(region));
-    }
-  }
-  header.clear_shm_region();
-  header.clear_shm_dense();
-  header.clear_link_seq();
-  frame.header() = std::move(header);
-  return frame;
 }
 
 grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, PushFrame frame,
@@ -284,51 +215,18 @@ grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, 
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
   if (grpc::Status s = AuthorizeUpdate(&context, frame.header().replica_seq() > 0, "Push"); !s.ok()) return s;
   DataCall counted(&data_calls_);
-  const bool write_back = frame.header().shm_write_back();
-  if (write_back && (frame.header().shm_region() == 0 || frame.header().defer_apply())) {
-    return rpc::ToGrpc(absl::InvalidArgumentError("shm_write_back needs shm_region and no defer_apply"));
-  }
   if (frame.header().replica_seq() > 0) {  // the primary's stream
     StatusOr<int64_t> version = ServeStreamCall(std::move(frame), DeadlineOf(context));
     if (!version.ok()) return rpc::ToGrpc(version.status());
     response->set_version(*version);
     return grpc::Status::OK;
   }
-  RegionRef found;  // the push's region, if any, and the link that mirrors it, if any
-  const uint64_t link_seq = frame.header().link_seq();
-  std::vector<int64_t> write_offsets;
-  for (const proto::ShmBlock& b : frame.header().shm_dense()) write_offsets.push_back(b.write_offset());
-  if (frame.header().shm_region() != 0) {
-    if (!frame.dense().empty()) {
-      return rpc::ToGrpc(absl::InvalidArgumentError("a push carries dense blocks both in shared memory and inline"));
-    }
-    StatusOr<RegionRef> lookup = regions_.Find(frame.header().shm_region());
-    if (!lookup.ok()) return rpc::ToGrpc(lookup.status());
-    found = *std::move(lookup);
-    if (found.link != nullptr) {
-      if (Status landed = found.link->WaitFor(link_seq, DeadlineOf(context)); !landed.ok()) {
-        return rpc::ToGrpc(absl::AbortedError(absl::StrCat("the push's gradients did not come over the dense link: ",
-                                                           landed.message())));
-      }
-    }
-    StatusOr<PushFrame> local = FrameFromRegion(std::move(frame.header()), found.region);
-    if (!local.ok()) return rpc::ToGrpc(local.status());
-    frame = *std::move(local);
-  }
-  DenseDestination write_to;
-  std::vector<DenseLink::Range> written(write_offsets.size());
-  if (write_back) {
-    const SharedRegion& r = *found.region;  // write_back implies a region (checked above)
-    write_to = [&r, &write_offsets, &written](int i, int64_t n) {
-      written[i] = {write_offsets[i], n * 4};
-      return r.Floats(write_offsets[i], n);
-    };
-  }
-  StatusOr<int64_t> version = shard_->Push(std::move(frame), DeadlineOf(context), write_to);
+  const absl::Time deadline = DeadlineOf(context);
+  StatusOr<std::unique_ptr<ArrivedPush>> arrived = arrivals_.ReceivePush(std::move(frame), deadline);
+  if (!arrived.ok()) return rpc::ToGrpc(arrived.status());
+  StatusOr<int64_t> version = shard_->Push(std::move((*arrived)->frame()), deadline, (*arrived)->write_back());
   if (!version.ok()) return rpc::ToGrpc(version.status());
-  if (found.link != nullptr && write_back) {
-    if (Status sent = SendBack(*found.link, link_seq, written); !sent.ok()) return rpc::ToGrpc(sent);
-  }
+  if (Status sent = (*arrived)->Finish(); !sent.ok()) return rpc::ToGrpc(sent);
   response->set_version(*version);
   return grpc::Status::OK;
 }
@@ -428,7 +326,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
                                                      : absl::StrCat("trainer ", request->trainer_id()),
                            request->shm_bytes() / 1e6, *id));
   response->set_region(*id);
-  // The stream's bfloat16 entries are decoded from the region (FrameFromRegion).
+  // The stream's bfloat16 entries are decoded from the region (DenseArrivals::FrameFromRegion).
   if (request->replica_stream()) {
     response->set_link_bf16(true);
     response->set_stream_batches(true);

@@ -8,7 +8,9 @@
 // Trainers on this host may attach a shared-memory region (Attach); their Push and
 // Pull then name blocks in it instead of carrying the floats (shared_regions.h).
 // Trainers on other hosts may ask for a dense link instead: the region lives here and
-// its blocks travel over TCP connections of their own (dense_link_listener.h).
+// its blocks travel over TCP connections of their own (dense_link_listener.h). Whatever
+// carried a push or a pull, DenseArrivals (dense_arrivals.h) turns it into the blocks
+// the shard applies and the places their values go.
 //
 // It is the generated Service (so every RPC of the proto is known at compile time)
 // with Push and Pull taken as raw bytes (WithRawCallbackMethod_*): they read and write
@@ -33,6 +35,7 @@
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "pserver/checkpoint/checkpoint.h"
+#include "pserver/service/dense_arrivals.h"
 #include "pserver/service/dense_link_listener.h"
 #include "pserver/service/handler_threads.h"
 #include "pserver/replication/replicator.h"
@@ -104,16 +107,6 @@ class PserverService final : public PserverServiceBase {
                           PullFrame* response);
   grpc::Status HandlePush(const grpc::ServerContextBase& context, PushFrame frame, proto::PushResponse* response);
 
-  // A shared-memory push as a frame whose payloads point into the region (copies when
-  // the push is deferred: the trainer reuses the region once it has the reply).
-  // `hold`: keeps the blocks read in place from being written over (stream_doorbell.h);
-  // by default the region.
-  StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
-                                      bool copy = false, const std::shared_ptr<const void>& hold = nullptr);
-  // A pull with bf16 set into a linked region: the values rounded to bfloat16 at the
-  // pull's shm_offsets (2 bytes each); `written` gets the spans to send back.
-  Status PullIntoLinkAsBf16(const proto::PullRequest& request, const SharedRegion& region, absl::Time deadline,
-                            PullFrame* response, std::vector<DenseLink::Range>* written);
   // The stream entries of a primary's call, in order: `frame` itself, or, when its dense
   // blocks are in a region (shared with the primary, or mirrored by its link), it and
   // the entries batched behind it, rebuilt with copies of their blocks (the backup
@@ -129,10 +122,6 @@ class PserverService final : public PserverServiceBase {
   StatusOr<int64_t> ServeStreamCall(PushFrame frame, absl::Time deadline,
                                     std::shared_ptr<SharedRegion> rung_in = nullptr,
                                     std::shared_ptr<const void> hold = nullptr);
-  // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
-  // when the link fails.
-  static Status SendBack(DenseLink& link, uint64_t seq, const std::vector<DenseLink::Range>& written);
-
   ParameterShard* const shard_;
   Replicator* replicator_ = nullptr;
   Checkpointer* const checkpointer_;
@@ -141,6 +130,7 @@ class PserverService final : public PserverServiceBase {
   std::atomic<int64_t> checkpointed_version_{-1};
   std::atomic<int64_t> data_calls_{0};
   SharedRegionTable regions_;
+  DenseArrivals arrivals_;  // turns what regions_ and the calls carry into blocks
   std::unique_ptr<DenseLinkListener> links_;  // after regions_: they hand lanes to them
   std::unique_ptr<DenseLinkListener> replica_links_;
   HandlerThreads handler_threads_;  // last: joined before the members its tasks use go
