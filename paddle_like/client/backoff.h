@@ -10,19 +10,14 @@
 //     backoff.Wait();
 //   }
 //
-// Also RetryRpc, that loop for a call whose only recovery is trying again. A loop
-// that runs for good (a watcher) calls Reset() after each success and waits
-// NextWait() itself.
+// The master's calls run this loop in MasterClient (master_client.h). A loop that runs
+// for good (a watcher) calls Reset() after each success and waits NextWait() itself.
 //
-// Thread-safety: a Backoff belongs to one retry loop (not thread-safe); RetryRpc is
-// thread-safe if `call` is.
+// Thread-safety: a Backoff belongs to one retry loop (not thread-safe).
 #ifndef PADDLE_LIKE_CLIENT_BACKOFF_H_
 #define PADDLE_LIKE_CLIENT_BACKOFF_H_
 
 #include <algorithm>
-#include <atomic>
-#include <functional>
-#include <string>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -66,11 +61,6 @@ class Backoff {
   absl::Time give_up_;
   absl::Duration wait_;
 };
-
-// Retries `call` (which makes one RPC attempt) while it returns a retryable status,
-// waiting with Backoff; gives up after `give_up_after` or when `stop` becomes true.
-Status RetryRpc(const std::function<Status()>& call, absl::Duration give_up_after,
-                const std::atomic<bool>* stop, const std::string& what);
 
 }  // namespace pl
 

@@ -7,27 +7,52 @@
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
-namespace {
-constexpr auto kCallTimeout = std::chrono::milliseconds(5000);
-}
 
 MasterClient::MasterClient(const std::string& address, std::string name, absl::Duration give_up_after)
-    : stub_(proto::Master::NewStub(rpc::MakeChannel(address))),
+    : address_(address),
+      stub_(proto::Master::NewStub(rpc::MakeChannel(address))),
+      dialled_(absl::Now()),
       name_(std::move(name)),
       give_up_after_(give_up_after) {}
 
-// Each attempt waits for the channel to be ready (bounded by its deadline). A sync
-// client advances a reconnect only while some call waits on the channel: failing fast
-// and sleeping in RetryRpc left the new connection to gRPC's 5 s backup poller, so a
-// restarted master was reached 5-12 s late, after the trainers' leases had run out.
-namespace {
-std::unique_ptr<grpc::ClientContext> AttemptContext(const std::string& token = "") {
-  std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(kCallTimeout);
-  ctx->set_wait_for_ready(true);
-  if (!token.empty()) ctx->AddMetadata(rpc::kTrainerTokenKey, token);
-  return ctx;
+std::shared_ptr<proto::Master::Stub> MasterClient::stub() const {
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  return stub_;
 }
-}  // namespace
+
+void MasterClient::Redial(const std::shared_ptr<proto::Master::Stub>& failed) {
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  if (stub_ != failed || absl::Now() - dialled_ < absl::Milliseconds(200)) return;
+  stub_ = proto::Master::NewStub(rpc::MakeChannel(address_));
+  dialled_ = absl::Now();
+}
+
+// With wait_for_ready, each attempt waits for the channel to be ready (bounded by its
+// deadline). A sync client advances a reconnect only while some call waits on the
+// channel: failing fast and sleeping between attempts left the new connection to gRPC's
+// 5 s backup poller, so a restarted master was reached 5-12 s late, after the trainers'
+// leases had run out.
+template <typename Request, typename Response>
+Status MasterClient::Call(grpc::Status (proto::Master::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                          const Request& request, Response* response, const MasterCallPolicy& policy,
+                          const std::string& token, const char* what) {
+  Backoff backoff(policy.give_up_after);
+  while (true) {
+    std::unique_ptr<grpc::ClientContext> ctx =
+        rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(policy.attempt_timeout)));
+    ctx->set_wait_for_ready(policy.wait_for_ready);
+    if (!token.empty()) ctx->AddMetadata(rpc::kTrainerTokenKey, token);
+    const std::shared_ptr<proto::Master::Stub> s = stub();
+    Status st = rpc::FromGrpc(((*s).*method)(ctx.get(), request, response));
+    if (st.ok() || !rpc::IsRetryable(st)) return st;
+    Redial(s);
+    if (policy.give_up_after <= absl::ZeroDuration()) return st;
+    if (backoff.Expired() || (stop_ && stop_->load())) {
+      return Annotate(st, absl::StrCat("master ", what, ": gave up retrying"));
+    }
+    backoff.Wait();
+  }
+}
 
 int64_t MasterClient::trainer_id() const { return credential().trainer_id; }
 
@@ -36,13 +61,11 @@ MasterClient::Credential MasterClient::credential() const {
   return credential_;
 }
 
-#define PL_MASTER_RPC(Method, req, resp)                                                     \
-  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(AttemptContext().get(), req, resp)); }, \
-           give_up_after_, stop_, "master " #Method)
+#define PL_MASTER_RPC(Method, req, resp) \
+  Call(&proto::Master::Stub::Method, req, resp, TrainerPolicy(), "", #Method)
 // A call about this trainer: its id and token from one credential `cred`.
-#define PL_TRAINER_RPC(Method, cred, req, resp)                                                        \
-  RetryRpc([&] { return rpc::FromGrpc(stub_->Method(AttemptContext(cred.token).get(), req, resp)); }, \
-           give_up_after_, stop_, "master " #Method)
+#define PL_TRAINER_RPC(Method, cred, req, resp) \
+  Call(&proto::Master::Stub::Method, req, resp, TrainerPolicy(), cred.token, #Method)
 
 StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
   proto::RegisterTrainerRequest req;
@@ -121,9 +144,7 @@ Status MasterClient::Leave() {
   req.set_trainer_id(cred.trainer_id);
   proto::LeaveResponse resp;
   // Best effort and quick: the lease would expire anyway.
-  std::unique_ptr<grpc::ClientContext> ctx = rpc::MakeContext(std::chrono::milliseconds(2000));
-  ctx->AddMetadata(rpc::kTrainerTokenKey, cred.token);
-  return rpc::FromGrpc(stub_->Leave(ctx.get(), req, &resp));
+  return Call(&proto::Master::Stub::Leave, req, &resp, MasterCallPolicy::Once(absl::Seconds(2)), cred.token, "Leave");
 }
 
 StatusOr<proto::MembershipResponse> MasterClient::Membership() {
@@ -142,6 +163,32 @@ StatusOr<proto::JobStatusResponse> MasterClient::JobStatus() {
 
 #undef PL_MASTER_RPC
 #undef PL_TRAINER_RPC
+
+StatusOr<proto::RegisterPserverResponse> MasterClient::RegisterPserver(const proto::RegisterPserverRequest& request,
+                                                                       const MasterCallPolicy& policy) {
+  proto::RegisterPserverResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::RegisterPserver, request, &resp, policy, "", "RegisterPserver"));
+  return resp;
+}
+
+StatusOr<proto::MembershipResponse> MasterClient::Membership(const MasterCallPolicy& policy) {
+  proto::MembershipResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::Membership, proto::MembershipRequest(), &resp, policy, "", "Membership"));
+  return resp;
+}
+
+StatusOr<proto::JobStatusResponse> MasterClient::JobStatus(const MasterCallPolicy& policy) {
+  proto::JobStatusResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::JobStatus, proto::JobStatusRequest(), &resp, policy, "", "JobStatus"));
+  return resp;
+}
+
+StatusOr<proto::ReplicaExitedResponse> MasterClient::ReplicaExited(const proto::ReplicaExitedRequest& request,
+                                                                   const MasterCallPolicy& policy) {
+  proto::ReplicaExitedResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::ReplicaExited, request, &resp, policy, "", "ReplicaExited"));
+  return resp;
+}
 
 StatusOr<std::vector<std::string>> MasterClient::PserverAddresses(int num_pservers) {
   PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, Membership());

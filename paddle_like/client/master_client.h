@@ -1,8 +1,16 @@
-// MasterClient: the trainer's side of the master service. Every call retries with
-// Backoff (backoff.h: 100 ms doubling to 2 s) while the master is unreachable or
-// restarting, up to `give_up_after`, so a master restart costs the trainer a pause,
-// not its work. A master that forgot this trainer (NOT_FOUND / known=false) is
-// answered by registering again.
+// MasterClient: every process's side of the master service, with one retry policy
+// (MasterCallPolicy): the trainer's calls, a pserver's registration and heartbeats
+// (pserver/replication/replicator.h, pserver/service/membership_watcher.h) and the
+// launcher's job status and replica reports (trainer/launcher). Each call makes
+// attempts of `attempt_timeout` and retries a retryable failure with Backoff
+// (backoff.h: 100 ms doubling to 2 s) until `give_up_after` (zero: one attempt), so a
+// master restart costs a pause, not work. After a failed attempt the next one dials a
+// fresh channel (at most every 200 ms): a channel that failed through a partition, or
+// through a master restarted several times in a second, was seen to fail every call
+// long after the master served others (gRPC 1.51, TLS handshakes cut off).
+//
+// A trainer's calls carry its id and token; a master that forgot the trainer
+// (NOT_FOUND / known=false) is answered by registering again.
 //
 // Thread-safety: thread-safe (the heartbeat thread and the training loop share it).
 #ifndef PADDLE_LIKE_CLIENT_MASTER_CLIENT_H_
@@ -23,10 +31,27 @@
 
 namespace pl {
 
+// How one call to the master is made.
+struct MasterCallPolicy {
+  absl::Duration attempt_timeout = absl::Seconds(5);
+  // A retryable failure is tried again with backoff until this long after the first
+  // attempt (zero: one attempt only).
+  absl::Duration give_up_after = absl::Minutes(5);
+  // An attempt waits (within its deadline) for the channel to connect instead of
+  // failing at once while it reconnects: a blocking client advances a reconnect only
+  // while a call waits on the channel.
+  bool wait_for_ready = true;
+
+  // One attempt of `timeout`, failing at once on a channel that is down (a heartbeat).
+  static MasterCallPolicy Once(absl::Duration timeout) { return {timeout, absl::ZeroDuration(), false}; }
+};
+
 class MasterClient {
  public:
-  MasterClient(const std::string& address, std::string name,
-               absl::Duration give_up_after = absl::Minutes(5));
+  // `name`: a trainer's name for Register (empty for other processes);
+  // `give_up_after`: the trainer calls' policy.
+  explicit MasterClient(const std::string& address, std::string name = "",
+                        absl::Duration give_up_after = absl::Minutes(5));
 
   // Registers (again); remembers the trainer id and lease.
   StatusOr<proto::RegisterTrainerResponse> Register();
@@ -51,6 +76,14 @@ class MasterClient {
   // registered again): one new id per forgotten one.
   Status RegisterAgain(int64_t forgotten_id);
 
+  // Any process of the job, each call under `policy`.
+  StatusOr<proto::RegisterPserverResponse> RegisterPserver(const proto::RegisterPserverRequest& request,
+                                                           const MasterCallPolicy& policy);
+  StatusOr<proto::MembershipResponse> Membership(const MasterCallPolicy& policy);
+  StatusOr<proto::JobStatusResponse> JobStatus(const MasterCallPolicy& policy);
+  StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& request,
+                                                       const MasterCallPolicy& policy);
+
   // While set, retries stop early (the trainer is shutting down).
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
@@ -62,8 +95,21 @@ class MasterClient {
     std::string token;
   };
   Credential credential() const;
+  MasterCallPolicy TrainerPolicy() const { return {absl::Seconds(5), give_up_after_, true}; }
+  // Makes `method`'s attempts under `policy`; `token`: a trainer's credential to carry.
+  template <typename Request, typename Response>
+  Status Call(grpc::Status (proto::Master::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+              const Request& request, Response* response, const MasterCallPolicy& policy, const std::string& token,
+              const char* what);
+  std::shared_ptr<proto::Master::Stub> stub() const;
+  // A fresh channel in place of `failed`, unless another thread redialled since, or the
+  // last redial was under 200 ms ago.
+  void Redial(const std::shared_ptr<proto::Master::Stub>& failed);
 
-  std::unique_ptr<proto::Master::Stub> stub_;
+  const std::string address_;
+  mutable std::mutex stub_mu_;
+  std::shared_ptr<proto::Master::Stub> stub_;  // guarded by stub_mu_
+  absl::Time dialled_;                         // guarded by stub_mu_
   std::string name_;
   absl::Duration give_up_after_;
   mutable std::mutex credential_mu_;

@@ -35,7 +35,7 @@ uint64_t NewReplicaId() {
 Replicator::Replicator(ReplicatorOptions options)
     : options_(std::move(options)),
       replica_id_(NewReplicaId()),
-      master_(proto::Master::NewStub(rpc::MakeChannel(options_.master_address))) {
+      master_(options_.master_address) {
   applier_ = std::make_unique<StreamApplier>(
       [this](StreamApplier::Update& update) { return ApplyFollowed(update); },
       [this](const Status& s) { SetFatal(absl::StrCat("cannot apply the primary's stream: ", s.message())); });
@@ -101,13 +101,12 @@ void Replicator::Leave(absl::Duration timeout) {
     req = HeartbeatRequestLocked();
   }
   req.set_leaving(true);
-  proto::RegisterPserverResponse resp;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.rpc_timeout)));
-  const grpc::Status told = master_->RegisterPserver(ctx.get(), req, &resp);
+  const StatusOr<proto::RegisterPserverResponse> told =
+      master_.RegisterPserver(req, MasterCallPolicy::Once(options_.rpc_timeout));
   log::Info(told.ok() ? absl::StrCat("shard ", options_.index, ": left the shard (", primary ? "primary" : "not the primary",
                                      ", position ", last, "); the master took this replica out")
                       : absl::StrCat("shard ", options_.index, ": could not tell the master this replica leaves (",
-                                     told.error_message(), "); its lease will"));
+                                     told.status().message(), "); its lease will"));
 }
 
 StatusOr<Replicator::Role> Replicator::Join(absl::Duration timeout, int64_t checkpoint_version) {
@@ -230,10 +229,10 @@ bool Replicator::Heartbeat() {
     req = HeartbeatRequestLocked();
   }
   const absl::Time sent = absl::Now();
-  proto::RegisterPserverResponse resp;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.rpc_timeout)));
-  if (!master_->RegisterPserver(ctx.get(), req, &resp).ok()) return false;
-  Apply(resp, sent);
+  const StatusOr<proto::RegisterPserverResponse> resp =
+      master_.RegisterPserver(req, MasterCallPolicy::Once(options_.rpc_timeout));
+  if (!resp.ok()) return false;
+  Apply(*resp, sent);
   return true;
 }
 

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "paddle_like/client/master_client.h"
 #include "proto/master.grpc.pb.h"
 #include "pserver/replication/replica_stream.h"
 #include "pserver/replication/stream_applier.h"
@@ -184,7 +185,7 @@ class Replicator : public ReplicationHook {
 
   const ReplicatorOptions options_;
   const uint64_t replica_id_;
-  std::unique_ptr<proto::Master::Stub> master_;
+  MasterClient master_;
 
   mutable absl::Mutex mu_;
   ParameterShard* shard_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -12,7 +12,7 @@ namespace pl::pserver {
 MembershipWatcher::MembershipWatcher(MembershipWatcherOptions options, Callback on_membership)
     : options_(std::move(options)),
       on_membership_(std::move(on_membership)),
-      stub_(proto::Master::NewStub(rpc::MakeChannel(options_.master_address))) {}
+      master_(options_.master_address) {}
 
 MembershipWatcher::~MembershipWatcher() { Stop(); }
 
@@ -34,10 +34,10 @@ bool MembershipWatcher::Register() {
   proto::RegisterPserverRequest request;
   request.set_index(options_.register_index);
   request.set_address(options_.register_address);
-  proto::RegisterPserverResponse response;
-  auto ctx = rpc::MakeContext(absl::ToChronoMilliseconds(options_.rpc_timeout));
-  grpc::Status s = stub_->RegisterPserver(ctx.get(), request, &response);
-  if (!s.ok()) return false;
+  const StatusOr<proto::RegisterPserverResponse> registered =
+      master_.RegisterPserver(request, MasterCallPolicy::Once(options_.rpc_timeout));
+  if (!registered.ok()) return false;
+  const proto::RegisterPserverResponse& response = *registered;
   bool first = false;
   {
     absl::MutexLock l(&mu_);
@@ -59,10 +59,9 @@ bool MembershipWatcher::Register() {
 }
 
 bool MembershipWatcher::Poll() {
-  proto::MembershipResponse response;
-  auto ctx = rpc::MakeContext(absl::ToChronoMilliseconds(options_.rpc_timeout));
-  grpc::Status s = stub_->Membership(ctx.get(), proto::MembershipRequest(), &response);
-  if (!s.ok()) return false;
+  const StatusOr<proto::MembershipResponse> polled = master_.Membership(MasterCallPolicy::Once(options_.rpc_timeout));
+  if (!polled.ok()) return false;
+  const proto::MembershipResponse& response = *polled;
   std::vector<int64_t> live;
   live.reserve(response.trainers_size());
   // Only trainers holding a task take part in sync steps: one waiting for work at the

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "paddle_like/client/master_client.h"
 #include "proto/master.grpc.pb.h"
 
 namespace pl::pserver {
@@ -53,7 +54,7 @@ class MembershipWatcher {
 
   const MembershipWatcherOptions options_;
   const Callback on_membership_;
-  std::unique_ptr<proto::Master::Stub> stub_;
+  MasterClient master_;
   absl::Notification stop_;
   std::thread thread_;
   mutable absl::Mutex mu_;

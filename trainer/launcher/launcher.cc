@@ -324,10 +324,10 @@ Status Launcher::Run() {
       PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + workdir_ + "/master",
                                                     [this](int port) { return MasterCommand(port); }));
       master_addr_ = multi_node() ? options_.master_addr : absl::StrCat("127.0.0.1:", master_port_);
-      master_ = proto::Master::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", master_port_)));
+      master_ = std::make_unique<MasterClient>(absl::StrCat("127.0.0.1:", master_port_));
     } else {
       master_addr_ = options_.master_addr;
-      master_ = proto::Master::NewStub(rpc::MakeChannel(master_addr_));
+      master_ = std::make_unique<MasterClient>(master_addr_);
       PL_RETURN_IF_ERROR(WaitForMaster());
     }
     if (multi_node()) PL_RETURN_IF_ERROR(ResolveNodeAddr());
@@ -446,21 +446,13 @@ void Launcher::HandleEvents(const std::vector<ProcessEvent>& events) {
 
 StatusOr<proto::JobStatusResponse> Launcher::QueryStatus() {
   if (!master_) return absl::FailedPreconditionError("the master has not started");
-  proto::JobStatusRequest req;
-  proto::JobStatusResponse resp;
-  auto ctx = rpc::MakeContext(options_.rpc_timeout);
-  Status s = rpc::FromGrpc(master_->JobStatus(ctx.get(), req, &resp));
-  if (!s.ok()) {
-    // The next poll dials afresh. A channel that failed through a network partition was
-    // seen to fail every call long after it healed (this node then took the finished job
-    // for a lost master), and so was one to this node's master after three restarts in
-    // a second (each handshake cut off; the job, done, then waited for a trainer
-    // forever): a new channel connects at once.
-    master_ = proto::Master::NewStub(rpc::MakeChannel(runs_master() ? absl::StrCat("127.0.0.1:", master_port_)
-                                                                     : options_.master_addr));
-    return s;
-  }
-  return resp;
+  // A failed poll makes the next one dial afresh (MasterClient): a channel that failed
+  // through a network partition was seen to fail every call long after it healed (this
+  // node then took the finished job for a lost master), and so was one to this node's
+  // master after three restarts in a second (the job, done, then waited for a trainer
+  // forever).
+  return master_->JobStatus(
+      MasterCallPolicy::Once(absl::Milliseconds(std::chrono::milliseconds(options_.rpc_timeout).count())));
 }
 
 std::string Launcher::DescribeStatus(const proto::JobStatusResponse& s) const {

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "paddle_like/core/status.h"
+#include "paddle_like/client/master_client.h"
 #include "proto/master.grpc.pb.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/node_role.h"
@@ -192,7 +193,7 @@ class Launcher {
 
   std::set<std::string> served_;  // servers that wrote their port file at least once
   int master_port_ = 0;
-  std::unique_ptr<proto::Master::Stub> master_;
+  std::unique_ptr<MasterClient> master_;
   std::string master_addr_;  // how the children reach the master (PL_MASTER_ADDR)
   std::string node_addr_;    // several machines: what this node's pservers advertise
   HostPort master_hp_;       // several machines: --master_addr, parsed by Validate()

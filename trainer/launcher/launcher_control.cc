@@ -123,10 +123,9 @@ void Launcher::CheckTimers() {
 }
 
 std::string Launcher::PrimaryAddress(int index) {
-  proto::MembershipResponse membership;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(2000));
-  if (!master_->Membership(ctx.get(), proto::MembershipRequest(), &membership).ok()) return "";
-  for (const proto::PserverInfo& p : membership.pservers()) {
+  const StatusOr<proto::MembershipResponse> membership = master_->Membership(MasterCallPolicy::Once(absl::Seconds(2)));
+  if (!membership.ok()) return "";
+  for (const proto::PserverInfo& p : membership->pservers()) {
     if (p.index() == index) return p.address();
   }
   return "";
@@ -171,13 +170,11 @@ void Launcher::ReportReplicaExit(const ProcessEvent& e) {
   req.set_index(index);
   req.set_replica_id(id);
   req.set_why(absl::StrCat(e.name, " ", e.exit.Describe()));
-  proto::ReplicaExitedResponse resp;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(1000));
-  const grpc::Status s = master_->ReplicaExited(ctx.get(), req, &resp);
-  if (!s.ok()) {
+  const StatusOr<proto::ReplicaExitedResponse> resp = master_->ReplicaExited(req, MasterCallPolicy::Once(absl::Seconds(1)));
+  if (!resp.ok()) {
     supervisor_->Log(absl::StrCat("could not tell the master that ", e.name, " exited (its lease will tell it): ",
-                                  s.error_message()));
-  } else if (resp.known()) {
+                                  resp.status().message()));
+  } else if (resp->known()) {
     supervisor_->Log(absl::StrCat("told the master that ", e.name, " (replica ", hex, " of shard ", index,
                                   ") exited"));
   }
