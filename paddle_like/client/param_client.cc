@@ -13,204 +13,48 @@
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/rpc/rpc.h"
-#include "paddle_like/client/param_client_shard.h"
+#include "paddle_like/client/pserver_shard.h"
 
 namespace pl {
 
 ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClientOptions options, Resolver resolve,
                                  const std::atomic<bool>* stop)
-    : keys_(std::move(keys)), options_(std::move(options)), resolve_(std::move(resolve)), stop_(stop) {
-  for (int i = 0; i < options_.num_pservers; ++i) {
-    shards_.push_back(std::make_unique<Shard>(i, options_.wire_dtype, &residuals_));
-  }
-  // Each pserver's dense blocks, in the order BuildPull and BuildPush list them.
-  for (const NamedParameter& np : keys_->keys()) {
-    if (np.param->kind != ParamKind::kDense) continue;
-    ++num_dense_;
-    const int64_t numel = np.param->var.value().numel();
-    for (int64_t b = 0; b < NumBlocks(numel, kDefaultBlockSize); ++b) {
-      Shard& sh = *shards_[ShardOfDenseBlock(np.name, b, options_.num_pservers)];
-      const int64_t n = std::min<int64_t>(kDefaultBlockSize, numel - b * kDefaultBlockSize);
-      sh.slots.push_back({np.name, static_cast<int32_t>(b), n, sh.slot_bytes, 0});
-      sh.slot_bytes += (n * 4 + 63) / 64 * 64;  // cache-line aligned blocks
-    }
-  }
-  for (auto& sh : shards_) {
-    for (DenseSlot& slot : sh->slots) slot.value_offset = sh->slot_bytes + slot.grad_offset;
-  }
-  if (resolve_) {
-    watch_ = std::make_unique<PrimaryWatch>([this] {
-      std::lock_guard<std::mutex> lock(resolve_mu_);
-      return resolve_();
-    });
-  }
-  for (int i = 1; i < options_.num_pservers; ++i) shard_threads_.push_back(std::make_unique<TaskThread>());
-  client_id_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-  for (const proto::ParamSpec& spec : ParamSpecsOf(keys_->keys())) *init_request_.add_params() = spec;
-  *init_request_.mutable_optimizer() = OptimizerToProto(options_.optimizer);
-  init_request_.set_seed(options_.seed);
-  init_request_.set_sync(options_.sync);
+    : keys_(std::move(keys)),
+      options_(std::move(options)),
+      shards_(keys_.get(), &options_, std::move(resolve), stop) {
+  for (const NamedParameter& np : keys_->keys()) num_dense_ += np.param->kind == ParamKind::kDense;
 }
 
 ParameterClient::~ParameterClient() {
   if (in_flight_.valid()) in_flight_.wait();
 }
 
-Status ParameterClient::Resolve(int only) {
-  PL_ASSIGN_OR_RETURN(std::vector<std::string> addresses, resolve_());
-  if (static_cast<int>(addresses.size()) != options_.num_pservers) {
-    return absl::FailedPreconditionError(absl::StrCat("expected ", options_.num_pservers,
-                                                      " pserver addresses, the master gave ", addresses.size()));
-  }
-  for (int i = 0; i < options_.num_pservers; ++i) {
-    if (only >= 0 && i != only) continue;
-    Shard& s = *shards_[i];
-    if (s.address != addresses[i] || !s.stub) {
-      s.address = addresses[i];
-      // Another pserver (maybe on another host): its region channel is gone, a push
-      // prepared in it goes over gRPC, and a region is offered afresh.
-      if (s.region) DropRegion(s, absl::UnavailableError(absl::StrCat("the pserver moved to ", s.address)));
-      s.shm_refusal.clear();
-      s.link_refusal.clear();
-      s.link_retry_at = absl::InfiniteFuture();
-      std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(s.address);
-      s.stub = proto::ParameterServer::NewStub(channel);
-      s.frames = std::make_unique<PserverFrameStub>(channel);
-    }
-  }
-  return absl::OkStatus();
-}
 
-Status ParameterClient::CallWithRetry(int i, const std::function<Status(Shard&)>& attempt,
-                                      const char* what) {
-  // Short waits: a replicated shard's backup takes over within a second, and the
-  // trainer should be back as soon as it has (a call to a dead address costs nothing;
-  // each retry asks the master for the shard's primary). Doubling to seconds would
-  // add up to a wait's length to every failover.
-  BackoffOptions waits;
-  waits.initial = absl::Milliseconds(25);
-  waits.max = absl::Milliseconds(100);
-  Backoff backoff(options_.give_up_after, waits);
-  Shard& shard = *shards_[i];
-  bool reinitialised = false;
-  while (true) {
-    Status s = attempt(shard);
-    if (s.ok()) return s;
-    if (absl::IsNotFound(s) && !reinitialised) {
-      // A pserver restarted without a checkpoint knows no parameters: recreate them
-      // (deterministically, so every trainer agrees) and try again.
-      reinitialised = true;
-      Status init = InitShard(shard);
-      if (init.ok()) {
-        log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") had no parameters (", s.message(),
-                                  "): initialised it again from the seed; what it had learned is lost"));
-        AlignSyncStep(i, shard, /*waited_in_vain=*/true);
-        continue;
-      }
-      s = init;
-    }
-    if (!rpc::IsRetryable(s) || backoff.Expired() || (stop_ && stop_->load())) {
-      return Annotate(s, absl::StrCat(what, " pserver ", i, " (", shard.address, ")"));
-    }
-    backoff.Wait();
-    ++retries_;
-    // The pserver may have come back on another port: ask the master again.
-    {
-      std::lock_guard<std::mutex> lock(resolve_mu_);
-      Status r = Resolve(i);
-      (void)r;  // a failed lookup is retried with the call
-    }
-    bool created = false;
-    if (options_.sync && InitShard(shard, &created).ok()) {
-      if (created) {
-        log::Warning(absl::StrCat("pserver ", i, " (", shard.address,
-                                  ") came back with no parameters: initialised it again from the seed; what it had "
-                                  "learned is lost"));
-      }
-      AlignSyncStep(i, shard, /*waited_in_vain=*/absl::IsDeadlineExceeded(s));
-    }
-  }
-}
 
-void ParameterClient::AlignSyncStep(int i, Shard& shard, bool waited_in_vain) {
-  if (!options_.sync) return;
-  // A shard that came back from a checkpoint (or empty) is at an earlier step than
-  // this trainer: carry on from its step, or the push and the pull would wait for a
-  // step that never comes. A replica that took over may be one step behind for a
-  // moment (it completes the step it had when it becomes primary), so only a larger
-  // gap counts, unless a pull already waited out its deadline with the shard still
-  // there: then this trainer's push of that step is gone, and it goes again.
-  const int64_t gap = std::max(shard.push.header().step(), shard.pull.min_version()) - shard.version;
-  if (gap <= (waited_in_vain ? 0 : 1)) return;
-  log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") is at step ", shard.version,
-                            ", behind this trainer's step ", shard.version + gap, ": continuing from its step"));
-  if (shard.push.header().step() > shard.version) shard.push.header().set_step(shard.version);
-  if (shard.pull.min_version() > shard.version) shard.pull.set_min_version(shard.version);
-}
 
-Status ParameterClient::ForEachShard(const std::function<Status(int)>& fn, const char* what) {
-  (void)what;
-  if (shards_.size() == 1) return fn(0);
-  std::vector<std::future<Status>> futures;
-  for (size_t i = 1; i < shards_.size(); ++i) {
-    futures.push_back(shard_threads_[i - 1]->Run([&fn, i] { return fn(static_cast<int>(i)); }));
-  }
-  Status first = fn(0);
-  for (auto& f : futures) {
-    Status s = f.get();
-    if (first.ok() && !s.ok()) first = s;
-  }
-  return first;
-}
 
-Status ParameterClient::InitShard(Shard& shard, bool* created) {
-  proto::InitResponse resp;
-  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.call_timeout)));
-  PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), init_request_, &resp)));
-  if (created != nullptr) *created = resp.created();
-  shard.version = resp.version();
-  shard.wait_version = resp.version();
-  return absl::OkStatus();
-}
 
-Status ParameterClient::Connect() {
-  PL_RETURN_IF_ERROR(ResolveWithRetry());
-  return ForEachShard(
-      [this](int i) {
-        PL_RETURN_IF_ERROR(CallWithRetry(i, [this](Shard& s) { return InitShard(s); }, "init"));
-        TryAttach(*shards_[i]);
-        return absl::OkStatus();
-      },
-      "init");
-}
 
-Status ParameterClient::ResolveWithRetry() {
-  const absl::Time give_up = absl::Now() + options_.give_up_after;
-  while (true) {
-    Status s = Resolve();
-    if (s.ok()) return s;
-    if (absl::Now() > give_up || (stop_ && stop_->load())) return s;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-}
+
+Status ParameterClient::Connect() { return shards_.Connect(); }
 
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
   PL_RETURN_IF_ERROR(Wait());
   PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
   std::vector<PullFrame> responses(options_.num_pservers);
-  for (auto& sh : shards_) TryAttach(*sh);
-  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return CallWithRetry(i, PullAttempt(&responses[i]), "pull"); },
-                                  "pull"));
+  for (auto& sh : shards_) shards_.TryAttach(*sh);
+  PL_RETURN_IF_ERROR(
+      shards_.ForEachShard([&](int i) { return shards_.CallWithRetry(i, shards_.PullAttempt(&responses[i]), "pull"); }));
   return InstallPull(responses);
 }
 
 void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap) {
-  for (auto& sh : shards_) TryAttach(*sh);
+  for (auto& sh : shards_) shards_.TryAttach(*sh);
   BuildPush(num_samples);
   // A region's layout holds every dense block: a push of some goes over gRPC.
   const bool every_block = only_dense_ == nullptr || static_cast<int>(only_dense_->size()) == num_dense_;
   for (auto& sh : shards_) {
-    Shard& s = *sh;
+    PserverShard& s = *sh;
     s.values_came = false;
     int64_t values = 0;  // counted before Prepare, which may round them into 2 bytes each
     for (const DenseFramePayload& d : s.push.dense()) values += d.values.size();
@@ -233,8 +77,9 @@ Status ParameterClient::Push(int64_t num_samples) {
   PL_RETURN_IF_ERROR(Wait());
   PreparePush(num_samples, /*own_copies=*/false, /*then_pull=*/false);
   std::vector<proto::PushResponse> responses(options_.num_pservers);
-  PL_RETURN_IF_ERROR(ForEachShard(
-      [&](int i) { return CallWithRetry(i, PushAttempt(&responses[i], /*values=*/nullptr), "push"); }, "push"));
+  PL_RETURN_IF_ERROR(shards_.ForEachShard([&](int i) {
+    return shards_.CallWithRetry(i, shards_.PushAttempt(&responses[i], /*values=*/nullptr), "push");
+  }));
   PushDone();
   ZeroSentGradients();
   return absl::OkStatus();
@@ -259,8 +104,7 @@ Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_spar
   const int P = options_.num_pservers;
   std::vector<proto::PushResponse> pushed(P);
   std::vector<PullFrame> pulled(P);
-  PL_RETURN_IF_ERROR(ForEachShard([&](int i) { return ExchangeShard(i, overlap, &pushed[i], &pulled[i]); },
-                                  "push+pull"));
+  PL_RETURN_IF_ERROR(shards_.ForEachShard([&](int i) { return shards_.ExchangeShard(i, overlap, &pushed[i], &pulled[i]); }));
   PushDone();
   ZeroSentGradients();
   return InstallPull(pulled);
@@ -319,9 +163,8 @@ Status ParameterClient::StartExchange(int64_t num_samples) {
   in_flight_pulled_.resize(options_.num_pservers);
   in_flight_pushed_.assign(options_.num_pservers, proto::PushResponse());
   in_flight_ = exchange_thread_.Run([this] {
-    Status s = ForEachShard(
-        [this](int i) { return ExchangeShard(i, /*overlap=*/true, &in_flight_pushed_[i], &in_flight_pulled_[i]); },
-        "push+pull");
+    Status s = shards_.ForEachShard(
+        [this](int i) { return shards_.ExchangeShard(i, /*overlap=*/true, &in_flight_pushed_[i], &in_flight_pulled_[i]); });
     // Sent (or given up): zeroed here, beside the trainer's next step, for the one after.
     for (auto& [name, grad] : in_flight_grads_) grad.SetZero();
     return s;
@@ -376,7 +219,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
     if (np.param->kind != ParamKind::kDense || !Selected(np.name)) continue;
     const int64_t blocks = NumBlocks(np.param->var.value().numel(), kDefaultBlockSize);
     for (int64_t b = 0; b < blocks; ++b) {
-      proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)]->pull.add_dense();
+      proto::DenseBlock* blk = shards_[ShardOfDenseBlock(np.name, b, P)].pull.add_dense();
       blk->set_param(np.name);
       blk->set_block(static_cast<int32_t>(b));
     }
@@ -389,7 +232,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
     for (int64_t id : ids) {
       const int owner = ShardOfRow(id, P);
       if (!per_shard[owner]) {
-        per_shard[owner] = shards_[owner]->pull.add_sparse();
+        per_shard[owner] = shards_[owner].pull.add_sparse();
         per_shard[owner]->set_table(name);
         per_shard[owner]->set_dim(p->table->dim());
       }
@@ -410,7 +253,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
   }
   for (int i = 0; i < P; ++i) {
     const proto::PullResponse& r = responses[i].header();
-    shards_[i]->version = r.version();
+    shards_[i].version = r.version();
     for (const DenseFramePayload& blk : responses[i].dense()) {
       PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(blk.param));
       const Tensor& v = p->var.value();
@@ -423,7 +266,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       }
       // A parameter bound to its shared-memory region already holds the values there.
       if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
-      counters_.bytes_pulled += shards_[i]->channel().WireBytes(n);
+      counters_.bytes_pulled += shards_[i].channel().WireBytes(n);
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
       PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(rows.table()));
@@ -445,7 +288,7 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
 void ParameterClient::PushDone() {
   double staleness = 0;
   for (const auto& sh : shards_) staleness += options_.sync ? 0 : sh->staleness;
-  staleness_ = shards_.empty() ? 0 : staleness / shards_.size();
+  staleness_ = shards_.size() == 0 ? 0 : staleness / shards_.size();
   for (auto& sh : shards_) {
     sh->wait_version = sh->push.header().step() + 1;
     sh->push.Clear();  // lets go of the gradient memory
@@ -482,7 +325,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t offset = b * kDefaultBlockSize;
         const int64_t n = std::min<int64_t>(kDefaultBlockSize, v.numel() - offset);
-        PushFrame& frame = shards_[ShardOfDenseBlock(np.name, b, P)]->push;
+        PushFrame& frame = shards_[ShardOfDenseBlock(np.name, b, P)].push;
         // In place: the shard's channel copies or rounds them as it sends (Prepare).
         if (g.defined()) {
           frame.AddDenseRef(np.name, static_cast<int32_t>(b), g.f32() + offset, n, g.storage());
@@ -498,7 +341,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
         const int64_t id = g.ids()[k];
         const int owner = ShardOfRow(id, P);
         if (!per_shard[owner]) {
-          per_shard[owner] = shards_[owner]->push.header().add_sparse();
+          per_shard[owner] = shards_[owner].push.header().add_sparse();
           per_shard[owner]->set_table(np.name);
           per_shard[owner]->set_dim(t.dim());
         }
@@ -514,7 +357,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
   for (auto& sh : shards_) {
     sh->push.header().set_trainer_id(trainer_id_);
     // Exactly once: the pserver applies each number once, however often it is retried.
-    sh->push.header().set_client_id(client_id_);
+    sh->push.header().set_client_id(shards_.client_id());
     sh->push.header().set_push_id(++sh->pushes);
   }
 }

@@ -45,7 +45,7 @@
 #include "absl/time/time.h"
 #include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/key_store.h"
-#include "paddle_like/client/primary_watch.h"
+#include "paddle_like/client/pserver_shards.h"
 #include "paddle_like/client/sparse_ids.h"
 #include "paddle_like/client/task_thread.h"
 #include "paddle_like/dist/bf16.h"
@@ -167,21 +167,21 @@ class ParameterClient {
   const KeyStore& keys() const { return *keys_; }
 
   // The trainer id the master gave this trainer (sync barriers count by it).
-  void set_trainer_id(int64_t id) { trainer_id_ = id; }
+  void set_trainer_id(int64_t id) {
+    trainer_id_ = id;
+    shards_.set_trainer_id(id);
+  }
   // How each pserver's dense traffic travels: "shared memory (N MB)" or "gRPC (why)".
-  std::vector<std::string> Transports() const;
+  std::vector<std::string> Transports() const { return shards_.Transports(); }
   TrafficCounters counters() const {
     TrafficCounters c = counters_;
-    c.retries = retries_.load();
-    c.shm_attaches = shm_attaches_.load();
-    c.bound_parameters = bound_parameters_.load();
+    c.retries = shards_.retries();
+    c.shm_attaches = shards_.region_attaches();
+    c.bound_parameters = shards_.bound_parameters();
     return c;
   }
 
  private:
-  struct Shard;
-  // Runs fn(i) for every pserver in parallel, each with retries; first error wins.
-  Status ForEachShard(const std::function<Status(int)>& fn, const char* what);
   // Runs `call` with only the dense parameters in `dense` selected (Selected()).
   Status WithDenseKeys(const std::vector<std::string>& dense, const std::function<Status()>& call);
   bool Selected(const std::string& dense_name) const {
@@ -204,64 +204,23 @@ class ParameterClient {
   // swap_gradients_in_exchange: the dense gradients into in_flight_grads_, spares (or
   // new zeroed tensors) in their place.
   void SwapOutGradients();
-
-  // Retry: one attempt of a pull or a push over the shard's channel, and calls of them
-  // with backoff. `fall_back`: a region channel that answers ABORTED is let go at once
-  // (false: the caller does it, once the other direction's attempt running beside this
-  // one is back).
-  std::function<Status(Shard&)> PullAttempt(PullFrame* response, bool fall_back = true);
-  std::function<Status(Shard&)> PushAttempt(proto::PushResponse* response, PullFrame* values, bool fall_back = true);
-  Status CallWithRetry(int i, const std::function<Status(Shard&)>& attempt, const char* what);
-  // Pushes shard i's prepared push and pulls (overlap: at the same time where the
+  // Pushes every shard's prepared push and pulls (overlap: at the same time where the
   // channel is duplex).
-  Status ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled);
   Status Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap);
   Status Wait();  // finishes an exchange in flight, if any
-  // Updates the address and stub of shard `only` (-1: all) from the master.
-  Status Resolve(int only = -1);
-  Status ResolveWithRetry();
-  // `created`: whether this call created the shard's parameters (it had none).
-  Status InitShard(Shard& shard, bool* created = nullptr);
-  // Sync mode, after a shard was initialised again or found anew: the pending push and
-  // pull follow the shard's step when it is behind this trainer's (beyond the one step
-  // a replica that just took over may lag, unless `waited_in_vain`: a pull's deadline
-  // passed with the shard not moving).
-  void AlignSyncStep(int i, Shard& shard, bool waited_in_vain);
-  // A push's or pull's context, ended early if the master moves the shard's primary.
-  PrimaryWatch::Call WatchedCall(const Shard& s) const;
-
-  // Channels: offers the shard a shared-memory region unless it has a region channel or
-  // refused one; failing that, asks it for a dense link.
-  void TryAttach(Shard& shard);
-  // Lets go of the shard's region channel (a call through it failed, or the pserver
-  // moved): a push prepared in it goes over gRPC; `why` logged for a link.
-  void DropRegion(Shard& shard, const Status& why);
 
   std::unique_ptr<KeyStore> keys_;
   ParameterClientOptions options_;
-  Resolver resolve_;
-  const std::atomic<bool>* stop_;
-  std::vector<std::unique_ptr<Shard>> shards_;
+  // The pservers: addresses, stubs, channels and calls with retries. After keys_ and
+  // options_, which it points at.
+  PserverShards shards_;
   // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
-  // wire_dtype bfloat16: per dense parameter, what rounding its gradients dropped.
-  Bf16Residuals residuals_;
   int num_dense_ = 0;
-  std::vector<std::string> addresses_;
-  proto::InitRequest init_request_;
   TrafficCounters counters_;
   double staleness_ = 0;
-  std::atomic<int64_t> retries_{0};
-  std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
-  std::atomic<int64_t> bound_parameters_{0};
-  std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
-  // Ends calls to a primary the master has replaced (null without a resolver); outlives
-  // the threads that make calls (declared before them).
-  std::unique_ptr<PrimaryWatch> watch_;
   int64_t trainer_id_ = 0;
-  uint64_t client_id_ = 0;  // tells this client's regions from other clients' on a pserver
-  // Run fn(i) for shards 1..P-1 (shard 0 on the calling thread), and StartExchange.
-  std::vector<std::unique_ptr<TaskThread>> shard_threads_;
+  // Runs StartExchange's push and pull in the background.
   TaskThread exchange_thread_;
   // swap_gradients_in_exchange: the gradients the exchange in flight sends (zeroed on
   // its thread once sent), and the zeroed tensors the next StartExchange puts in place.

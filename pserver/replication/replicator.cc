@@ -287,7 +287,10 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
         acked_as_primary_ = false;
         log::Info(absl::StrCat("shard ", options_.index, ": this replica is now the primary (epoch ", epoch_,
                                ", stream position ", position_, ")"));
-        if (old == proto::ReplicaInfo::BACKUP) {
+        // A joiner too: the master may have counted it in sync, and promoted it, before
+        // it heard it was a backup. Either way it follows the stream until now, and a
+        // sync shard that stayed a follower would never end a step again.
+        if (old == proto::ReplicaInfo::BACKUP || (old == proto::ReplicaInfo::JOINING && shard_ != nullptr)) {
           promote = shard_;
           draining_ = true;  // serves only once everything it acknowledged is applied
         }

@@ -1,6 +1,8 @@
-// ParameterClient's per-pserver state (private to paddle_like/client/param_client*.cc).
-#ifndef PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
-#define PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
+// PserverShard: what a parameter client knows of one pserver (its address, stubs,
+// channel and this exchange's push and pull), private to ParameterClient and
+// PserverShards (pserver_shards.h), which use it from one thread at a time.
+#ifndef PADDLE_LIKE_CLIENT_PSERVER_SHARD_H_
+#define PADDLE_LIKE_CLIENT_PSERVER_SHARD_H_
 
 #include <memory>
 #include <string>
@@ -8,14 +10,16 @@
 
 #include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/grpc_dense_channel.h"
-#include "paddle_like/client/param_client.h"
+#include "absl/time/time.h"
+#include "paddle_like/dist/dense_frame.h"
+#include "proto/pserver.grpc.pb.h"
 #include "paddle_like/client/region_dense_channel.h"
 #include "paddle_like/client/task_thread.h"
 
 namespace pl {
 
-struct ParameterClient::Shard {
-  Shard(int i, WireDtype wire, Bf16Residuals* residuals) : index(i), grpc(wire, residuals) {}
+struct PserverShard {
+  PserverShard(int i, WireDtype wire, Bf16Residuals* residuals) : index(i), grpc(wire, residuals) {}
 
   // The channel its dense blocks travel by: its region's, once it took one, else gRPC.
   DenseChannel& channel() { return region ? static_cast<DenseChannel&>(*region) : grpc; }
@@ -53,4 +57,4 @@ struct ParameterClient::Shard {
 
 }  // namespace pl
 
-#endif  // PADDLE_LIKE_CLIENT_PARAM_CLIENT_SHARD_H_
+#endif  // PADDLE_LIKE_CLIENT_PSERVER_SHARD_H_
