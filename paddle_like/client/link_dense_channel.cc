@@ -45,20 +45,21 @@ Status LinkDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* conte
   if (!st.ok() && !sent.ok()) st = Landed(sent);
   if (st.ok() && bring_values) {
     st = Landed(link_->WaitFor(seq, absl::Now() + wait_));
-    if (st.ok()) AddValues(values);
+    if (st.ok()) AddValues(pushed_, values);
   }
   return st;
 }
 
 Status LinkDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
                               PullFrame* response) {
-  if (!CoversEveryBlock(request)) return rpc::FromGrpc(stub.Pull(context, request, response));
-  proto::PullRequest linked = PullRequestOf(request);
+  std::vector<int> slots;
+  if (!SlotsOf(request, &slots)) return rpc::FromGrpc(stub.Pull(context, request, response));
+  proto::PullRequest linked = PullRequestOf(request, slots);
   const uint64_t seq = ++seq_;
   linked.set_link_seq(seq);
   Status st = rpc::FromGrpc(stub.Pull(context, linked, response));
   if (st.ok()) st = Landed(link_->WaitFor(seq, absl::Now() + wait_));
-  if (st.ok()) AddValues(response);
+  if (st.ok()) AddValues(slots, response);
   return st;
 }
 

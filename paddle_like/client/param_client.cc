@@ -21,9 +21,7 @@ ParameterClient::ParameterClient(std::unique_ptr<KeyStore> keys, ParameterClient
                                  const std::atomic<bool>* stop)
     : keys_(std::move(keys)),
       options_(std::move(options)),
-      shards_(keys_.get(), &options_, std::move(resolve), stop) {
-  for (const NamedParameter& np : keys_->keys()) num_dense_ += np.param->kind == ParamKind::kDense;
-}
+      shards_(keys_.get(), &options_, std::move(resolve), stop) {}
 
 ParameterClient::~ParameterClient() {
   if (in_flight_.valid()) in_flight_.wait();
@@ -48,19 +46,31 @@ Status ParameterClient::Pull(const SparseIds& sparse_ids) {
   return InstallPull(responses);
 }
 
+namespace {
+// Whether the shard's pull names exactly the blocks its push carries, in its order: then
+// a push that brings the new values back is the whole exchange.
+bool PullsWhatItPushes(const PserverShard& s) {
+  if (s.pull.dense_size() != static_cast<int>(s.push.dense().size())) return false;
+  for (int i = 0; i < s.pull.dense_size(); ++i) {
+    const DenseFramePayload& d = s.push.dense()[i];
+    if (s.pull.dense(i).param() != d.param || s.pull.dense(i).block() != d.block) return false;
+  }
+  return true;
+}
+}  // namespace
+
 void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool then_pull, bool overlap) {
   for (auto& sh : shards_) shards_.TryAttach(*sh);
   BuildPush(num_samples);
-  // A region's layout holds every dense block: a push of some goes over gRPC.
-  const bool every_block = only_dense_ == nullptr || static_cast<int>(only_dense_->size()) == num_dense_;
   for (auto& sh : shards_) {
     PserverShard& s = *sh;
     s.values_came = false;
     int64_t values = 0;  // counted before Prepare, which may round them into 2 bytes each
     for (const DenseFramePayload& d : s.push.dense()) values += d.values.size();
-    s.pushing = every_block ? &s.channel() : &s.grpc;
+    s.pushing = &s.channel();
     if (!s.pushing->Prepare(s.push, own_copies)) {
-      // Cannot happen while the slots follow BuildPush's order; if it did, gRPC is right.
+      // Cannot happen: every block BuildPush lists is one of the shard's slots; if it
+      // did, gRPC is right.
       s.region.reset();
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
       s.pushing = &s.grpc;
@@ -68,8 +78,7 @@ void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool the
     }
     counters_.bytes_pushed += s.pushing->WireBytes(values);
     s.one_call = s.pushing->push_brings_values() && then_pull && !(overlap && s.pushing->duplex()) &&
-                 !options_.sync && !options_.defer_apply && s.pull.sparse_size() == 0 &&
-                 s.pull.dense_size() == static_cast<int>(s.slots.size());
+                 !options_.sync && !options_.defer_apply && s.pull.sparse_size() == 0 && PullsWhatItPushes(s);
   }
 }
 

@@ -154,7 +154,8 @@ class ParameterClient {
 
   // Pull, Push and PushThenPull over the dense parameters named in `dense` only (the
   // others neither travel nor change), for the key API (kv_worker.h); sparse tables as
-  // above. Such a push goes over gRPC: a region's layout holds every dense block.
+  // above. They go by each pserver's channel, as whole steps do: a region holds every
+  // block in a place of its own, so a push or pull of some names only theirs.
   Status PullKeys(const std::vector<std::string>& dense, const SparseIds& sparse_ids);
   Status PushKeys(const std::vector<std::string>& dense, int64_t num_samples);
   Status PushThenPullKeys(const std::vector<std::string>& dense, int64_t num_samples,
@@ -216,7 +217,6 @@ class ParameterClient {
   PserverShards shards_;
   // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
-  int num_dense_ = 0;
   TrafficCounters counters_;
   double staleness_ = 0;
   int64_t trainer_id_ = 0;

@@ -9,17 +9,27 @@
 
 namespace pl {
 
+RegionDenseChannel::RegionDenseChannel(std::vector<DenseSlot> slots, std::shared_ptr<SharedRegion> region,
+                                       uint64_t region_id)
+    : slots_(std::move(slots)), region_(std::move(region)), region_id_(region_id) {
+  for (size_t i = 0; i < slots_.size(); ++i) slot_of_[{slots_[i].param, slots_[i].block}] = static_cast<int>(i);
+}
+
 bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies) {
   const std::vector<DenseFramePayload>& dense = push.dense();
-  if (dense.size() != slots_.size()) return false;
+  pushed_.clear();
+  for (const DenseFramePayload& d : dense) {
+    auto it = slot_of_.find(std::make_pair(d.param, d.block));
+    if (it == slot_of_.end() || slots_[it->second].n != d.values.size()) return false;
+    pushed_.push_back(it->second);
+  }
   // A link sends from the tensors themselves when they stay put until the push is done
   // (not StartExchange's copies): one copy of the gradients fewer.
   const bool from_tensors = SendsFromTensors(own_copies);
   spans_.clear();
   grads_in_region_ = true;
   for (size_t i = 0; i < dense.size(); ++i) {
-    const DenseSlot& slot = slots_[i];
-    if (dense[i].block != slot.block || dense[i].values.size() != slot.n || dense[i].param != slot.param) return false;
+    const DenseSlot& slot = slots_[pushed_[i]];
     char* dst = region_->payload() + slot.grad_offset;
     const float* in_place = dense[i].values.contiguous();
     if (bf16()) {
@@ -43,7 +53,8 @@ PushFrame RegionDenseChannel::PushRequestOf(const PushFrame& push, bool bring_va
   request.header() = push.header();
   request.header().set_shm_region(region_id_);
   request.header().set_shm_write_back(bring_values);
-  for (const DenseSlot& slot : slots_) {
+  for (int i : pushed_) {
+    const DenseSlot& slot = slots_[i];
     proto::ShmBlock* b = request.header().add_shm_dense();
     b->set_param(slot.param);
     b->set_block(slot.block);
@@ -55,16 +66,28 @@ PushFrame RegionDenseChannel::PushRequestOf(const PushFrame& push, bool bring_va
   return request;
 }
 
-proto::PullRequest RegionDenseChannel::PullRequestOf(const proto::PullRequest& pull) const {
+bool RegionDenseChannel::SlotsOf(const proto::PullRequest& pull, std::vector<int>* slots) const {
+  slots->clear();
+  for (const proto::DenseBlock& b : pull.dense()) {
+    auto it = slot_of_.find(std::make_pair(b.param(), b.block()));
+    if (it == slot_of_.end()) return false;
+    slots->push_back(it->second);
+  }
+  return true;
+}
+
+proto::PullRequest RegionDenseChannel::PullRequestOf(const proto::PullRequest& pull,
+                                                     const std::vector<int>& slots) const {
   proto::PullRequest request = pull;
   request.set_shm_region(region_id_);
   request.set_bf16(bf16());  // shared memory on one host takes float32
-  for (const DenseSlot& slot : slots_) request.add_shm_offsets(slot.value_offset);
+  for (int i : slots) request.add_shm_offsets(slots_[i].value_offset);
   return request;
 }
 
-void RegionDenseChannel::AddValues(PullFrame* frame) const {
-  for (const DenseSlot& slot : slots_) {
+void RegionDenseChannel::AddValues(const std::vector<int>& slots, PullFrame* frame) const {
+  for (int i : slots) {
+    const DenseSlot& slot = slots_[i];
     const char* at = region_->payload() + slot.value_offset;
     if (bf16()) {
       DecodeBf16(at, slot.n, frame->AddDenseBuffer(slot.param, slot.block, slot.n));
@@ -79,7 +102,8 @@ void RegionDenseChannel::TakePushForGrpc(PushFrame& push) {
   if (!grads_in_region_) return;
   PushFrame frame;
   frame.header().Swap(&push.header());
-  for (const DenseSlot& slot : slots_) {
+  for (int i : pushed_) {
+    const DenseSlot& slot = slots_[i];
     const char* at = region_->payload() + slot.grad_offset;
     if (bf16()) {
       // Widened back to float32 exactly (the rounding is in the residual already).
@@ -136,15 +160,16 @@ Status ShmDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* contex
                              bool bring_values, proto::PushResponse* response, PullFrame* values) {
   const PushFrame request = PushRequestOf(push, bring_values);
   Status st = rpc::FromGrpc(stub.Push(context, request, response));
-  if (st.ok() && bring_values) AddValues(values);
+  if (st.ok() && bring_values) AddValues(pushed_, values);
   return st;
 }
 
 Status ShmDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
                              PullFrame* response) {
-  if (!CoversEveryBlock(request)) return rpc::FromGrpc(stub.Pull(context, request, response));
-  Status st = rpc::FromGrpc(stub.Pull(context, PullRequestOf(request), response));
-  if (st.ok()) AddValues(response);
+  std::vector<int> slots;
+  if (!SlotsOf(request, &slots)) return rpc::FromGrpc(stub.Pull(context, request, response));
+  Status st = rpc::FromGrpc(stub.Pull(context, PullRequestOf(request, slots), response));
+  if (st.ok()) AddValues(slots, response);
   return st;
 }
 

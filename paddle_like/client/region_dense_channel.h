@@ -15,8 +15,10 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/key_store.h"
 #include "paddle_like/dist/shared_region.h"
@@ -25,13 +27,14 @@ namespace pl {
 
 class RegionDenseChannel : public DenseChannel {
  public:
-  // `slots`: the pserver's blocks in push order, laid out in `region`, which the
-  // pserver knows as `region_id`.
-  RegionDenseChannel(std::vector<DenseSlot> slots, std::shared_ptr<SharedRegion> region, uint64_t region_id)
-      : slots_(std::move(slots)), region_(std::move(region)), region_id_(region_id) {}
+  // `slots`: the pserver's blocks, laid out in `region`, which the pserver knows as
+  // `region_id`. A push or a pull may name any of them, in any order (a layer's blocks,
+  // the keys of kv_worker.h), each by its place here.
+  RegionDenseChannel(std::vector<DenseSlot> slots, std::shared_ptr<SharedRegion> region, uint64_t region_id);
 
   bool has_region() const override { return true; }
-  // Copies the gradients into the region (bfloat16 channels round them there).
+  // Copies the gradients into the region (bfloat16 channels round them there); false
+  // when a block is not one of its slots or not of its size.
   bool Prepare(PushFrame& push, bool own_copies) override;
   void TakePushForGrpc(PushFrame& push) override;
 
@@ -50,20 +53,20 @@ class RegionDenseChannel : public DenseChannel {
 
   // The request of the prepared push: its header, the region and its blocks' places.
   PushFrame PushRequestOf(const PushFrame& push, bool bring_values) const;
-  // A pull through the region: the request with the values' offsets.
-  proto::PullRequest PullRequestOf(const proto::PullRequest& pull) const;
-  // The values area as `frame`'s dense payloads (widened from bfloat16 when bf16()).
-  void AddValues(PullFrame* frame) const;
-  // Whether `pull` asks for every block of this region (else it goes over gRPC).
-  bool CoversEveryBlock(const proto::PullRequest& pull) const {
-    return pull.dense_size() == static_cast<int>(slots_.size());
-  }
+  // The slots a pull names, in its order; false when one is not here (it goes over gRPC).
+  bool SlotsOf(const proto::PullRequest& pull, std::vector<int>* slots) const;
+  // A pull of `slots` through the region: the request with their values' offsets.
+  proto::PullRequest PullRequestOf(const proto::PullRequest& pull, const std::vector<int>& slots) const;
+  // The values of `slots` as `frame`'s dense payloads (widened from bfloat16 when bf16()).
+  void AddValues(const std::vector<int>& slots, PullFrame* frame) const;
 
   const std::vector<DenseSlot> slots_;
   const std::shared_ptr<SharedRegion> region_;
   const uint64_t region_id_;
-  // This exchange's gradients: where they are, and the byte spans a link sends (from
-  // the region, or from the tensors the push references).
+  absl::flat_hash_map<std::pair<std::string, int32_t>, int> slot_of_;  // (param, block) -> slots_ index
+  // This exchange's push: its slots in push order, where its gradients are, and the byte
+  // spans a link sends (from the region, or from the tensors the push references).
+  std::vector<int> pushed_;
   bool grads_in_region_ = true;
   struct Span {
     int64_t offset = 0;

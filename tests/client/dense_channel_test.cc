@@ -123,9 +123,28 @@ TEST(ShmDenseChannel, RefusesAPushThatDoesNotMatchItsSlots) {
   wrong_size.AddDenseRef("w", 0, a.data(), 4, nullptr);
   wrong_size.AddDenseRef("w", 1, b.data(), 3, nullptr);
   EXPECT_FALSE(channel.Prepare(wrong_size, false));
-  PushFrame one_block;
-  one_block.AddDenseRef("w", 0, a.data(), 4, nullptr);
-  EXPECT_FALSE(channel.Prepare(one_block, false));
+  PushFrame unknown;
+  unknown.AddDenseRef("v", 0, a.data(), 4, nullptr);
+  EXPECT_FALSE(channel.Prepare(unknown, false));
+}
+
+// A push of some blocks (a layer's, a key's) goes through the region all the same, in
+// its own order; taking it back for gRPC gives those blocks only.
+TEST(ShmDenseChannel, TakesAPushOfSomeBlocksInAnyOrder) {
+  TwoSlots t;
+  ShmDenseChannel channel(t.slots, t.region, 9);
+  std::vector<float> b = {5, 6};
+  PushFrame push;
+  push.header().set_step(4);
+  push.AddDenseRef("w", 1, b.data(), 2, nullptr);
+  ASSERT_TRUE(channel.Prepare(push, false));
+  const float* in_region = reinterpret_cast<const float*>(t.region->payload());
+  EXPECT_EQ(std::vector<float>(in_region + 16, in_region + 18), b);  // slot 1's place
+  channel.TakePushForGrpc(push);
+  ASSERT_EQ(push.dense().size(), 1u);
+  EXPECT_EQ(push.dense()[0].block, 1);
+  EXPECT_EQ(Values(push.dense()[0].values), b);
+  EXPECT_EQ(push.header().step(), 4);
 }
 
 // A region holding bfloat16 (a link's wire dtype), without the link.
