@@ -62,7 +62,6 @@ StatusOr<std::unique_ptr<DenseLink>> DenseLink::Start(Lanes out, Lanes in, std::
 DenseLink::DenseLink(Lanes out, Lanes in, std::shared_ptr<SharedRegion> region, absl::Duration idle)
     : out_(std::move(out)), in_(std::move(in)), region_(std::move(region)), idle_(idle) {
   absl::MutexLock l(&mu_);
-  landed_.assign(in_.size(), 0);
   job_ranges_.resize(out_.size());
 }
 
@@ -197,18 +196,22 @@ Status DenseLink::ReadFrame(int k) {
     PL_RETURN_IF_ERROR(lane.Read(region_->payload() + r.offset, r.bytes, idle_));
   }
   absl::MutexLock l(&mu_);
-  landed_[k] = h.seq;
+  int& lanes_in = arriving_[h.seq];
+  if (++lanes_in == static_cast<int>(in_.size())) {
+    arriving_.erase(h.seq);
+    landed_.insert(h.seq);
+    while (landed_.size() > kRememberedSends) {
+      forgotten_ = std::max(forgotten_, *landed_.begin());
+      landed_.erase(landed_.begin());
+    }
+  }
   return absl::OkStatus();
 }
 
 Status DenseLink::WaitFor(uint64_t seq, absl::Time deadline) {
   absl::MutexLock l(&mu_);
   auto landed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!error_.ok()) return true;
-    for (uint64_t s : landed_) {
-      if (s < seq) return false;
-    }
-    return true;
+    return !error_.ok() || seq <= forgotten_ || landed_.count(seq) > 0;
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&landed), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat("dense link: send ", seq, " did not arrive in time"));

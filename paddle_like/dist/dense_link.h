@@ -20,17 +20,24 @@
 // frame outside the region) breaks the whole link: every lane is shut down, waiters
 // wake with the error, and the owner falls back to gRPC and drops the link.
 //
-// Thread-safety: thread-safe. Sends are serialised; sends of one direction carry
-// increasing numbers (a receiver trusts "everything up to seq has landed").
+// A send is whole at the receiver once every lane has delivered its frame; WaitFor(seq)
+// waits for that send itself, so sends may land in any order: several calls, each with
+// its own number, may be in flight at once (a pserver answers them in any order). A
+// receiver remembers the last kRememberedSends whole sends; one older than those counts
+// as landed.
+//
+// Thread-safety: thread-safe. Sends are serialised.
 #ifndef PADDLE_LIKE_DIST_DENSE_LINK_H_
 #define PADDLE_LIKE_DIST_DENSE_LINK_H_
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
@@ -97,7 +104,11 @@ class DenseLink {
   mutable absl::Mutex mu_;
   Status error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<uint64_t> landed_ ABSL_GUARDED_BY(mu_);  // per in lane: the last whole frame's seq
+  static constexpr size_t kRememberedSends = 4096;
+  // Per send number: how many in lanes delivered its frame; once all did, it is landed.
+  absl::flat_hash_map<uint64_t, int> arriving_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> landed_ ABSL_GUARDED_BY(mu_);  // whole sends, the newest kRememberedSends
+  uint64_t forgotten_ ABSL_GUARDED_BY(mu_) = 0;     // landed sends up to here left landed_
   // The send in progress: its number, each out lane's ranges, and how many lanes are done.
   uint64_t job_ ABSL_GUARDED_BY(mu_) = 0;  // increments per send; a writer waits for a new one
   uint64_t job_seq_ ABSL_GUARDED_BY(mu_) = 0;

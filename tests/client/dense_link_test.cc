@@ -122,6 +122,23 @@ TEST(DenseLinkTest, AStartedSendLandsBeforeItIsFinishedAndTheNextSendFollows) {
   ASSERT_TRUE(e.a->Send(3, {{0, 64}}).ok());
 }
 
+// Several calls in flight each wait for their own send, whatever order the sends take
+// (a pserver answers concurrent pulls in any order): a later number landing first does
+// not stand for an earlier one, and an earlier one landing last is still found.
+TEST(DenseLinkTest, SendsLandInAnyOrderAndEachIsWaitedForItself) {
+  Ends e;
+  ASSERT_NO_FATAL_FAILURE(MakeEnds(3, "", &e));
+  Fill(*e.ra, 5);
+  ASSERT_TRUE(e.a->Send(8, {{0, 4096}}).ok());
+  ASSERT_TRUE(e.b->WaitFor(8, absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(e.b->WaitFor(7, absl::Now() + absl::Milliseconds(100))))
+      << "send 7 counted as landed because 8 had";
+  ASSERT_TRUE(e.a->Send(7, {{4096, 4096}}).ok());
+  ASSERT_TRUE(e.b->WaitFor(7, absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_TRUE(e.b->WaitFor(8, absl::Now() + absl::Seconds(1)).ok()) << "a landed send is remembered";
+  ASSERT_NO_FATAL_FAILURE(ExpectCopied(*e.ra, *e.rb, {{0, 8192}}));
+}
+
 TEST(DenseLinkTest, WaitingForASendNeverMadeTimesOutAndABadRangeIsRefused) {
   Ends e;
   ASSERT_NO_FATAL_FAILURE(MakeEnds(2, "", &e));
