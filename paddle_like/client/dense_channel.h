@@ -11,8 +11,11 @@
 // of its own: a gRPC or link channel rounds the gradients it sends with error feedback
 // (Bf16Residuals) and widens the values it receives; shared memory always carries float32.
 //
-// One exchange at a time: Prepare takes the step's push, Push sends it (and, where the
-// channel can, brings the blocks' new values back in the same call), Pull fetches values.
+// Prepare takes a push (a step's, or some blocks' of it) into the channel's form and
+// says what it made of it (PreparedPush); Push sends it (and, where the channel can,
+// brings the blocks' new values back in the same call); Pull fetches values. Several
+// pushes and pulls may be in flight on one channel, each push with its own PreparedPush
+// (a region keeps each block in a place of its own).
 // Buffers (as ps-lite states its zero-copy Push): a push's payloads may reference the
 // gradient tensors; unless Prepare was told `own_copies`, those tensors must stay
 // unchanged until the push's call has returned. Values a call returns may point into the
@@ -24,8 +27,9 @@
 // on over a GrpcDenseChannel; a push the pserver had applied is known by its number and
 // not applied twice.
 //
-// Thread-safety: one exchange at a time; a Push and a Pull of the same exchange may run
-// at once on a duplex() channel (two threads), never two Pushes or two Pulls.
+// Thread-safety: Push and Pull may be called from several threads at once for different
+// blocks (pushes of the same block must not overlap: they share its place in a region);
+// Prepare of a push runs before its Push, on one thread.
 #ifndef PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
 #define PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
 
@@ -68,6 +72,18 @@ class Bf16Residuals {
   absl::flat_hash_map<std::string, std::vector<float>> residuals_;
 };
 
+// What Prepare made of one push, for the calls that send it or take it back.
+struct PreparedPush {
+  std::vector<int> slots;        // a region's slots the push's blocks are in, in push order
+  bool grads_in_region = true;   // false: a link sends them from the tensors the push references
+  struct Span {
+    int64_t offset = 0;
+    int64_t bytes = 0;
+    const char* source = nullptr;  // nullptr: the region at offset
+  };
+  std::vector<Span> spans;       // what a link sends
+};
+
 class DenseChannel {
  public:
   virtual ~DenseChannel() = default;
@@ -89,19 +105,21 @@ class DenseChannel {
   // in the form it sends (into its region; rounded to bfloat16; copied when
   // `own_copies`, so the tensors may change once this returns). false: the blocks do not
   // match this channel's layout (nothing taken; the caller goes over gRPC).
-  virtual bool Prepare(PushFrame& push, bool own_copies) = 0;
-  // One attempt at sending the prepared push; `push` is the frame Prepare was given.
+  virtual bool Prepare(PushFrame& push, bool own_copies, PreparedPush* prepared) = 0;
+  // One attempt at sending the prepared push; `push` and `prepared` are what Prepare
+  // was given and made.
   // `values` (with bring_values, on a channel whose push_brings_values()): the pushed
   // blocks' new values, this push included.
-  virtual Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool bring_values,
-                      proto::PushResponse* response, PullFrame* values) = 0;
+  virtual Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
+                      const PreparedPush& prepared, bool bring_values, proto::PushResponse* response,
+                      PullFrame* values) = 0;
   // One attempt at a pull; the response's dense payloads are the values, float32.
   virtual Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
                       PullFrame* response) = 0;
   // After this channel failed: the prepared push as a frame to send over gRPC as it is
   // (its gradients out of the region, widened to float32 where they were rounded; the
   // rounding is in the residuals already), in `push`.
-  virtual void TakePushForGrpc(PushFrame& push) = 0;
+  virtual void TakePushForGrpc(PushFrame& push, const PreparedPush& prepared) = 0;
 };
 
 }  // namespace pl

@@ -7,7 +7,8 @@
 
 namespace pl {
 
-bool GrpcDenseChannel::Prepare(PushFrame& push, bool own_copies) {
+bool GrpcDenseChannel::Prepare(PushFrame& push, bool own_copies, PreparedPush* prepared) {
+  *prepared = PreparedPush();
   const bool bf16 = wire_ == WireDtype::kBfloat16;
   if (!bf16 && !own_copies) return true;
   PushFrame out;
@@ -32,8 +33,8 @@ bool GrpcDenseChannel::Prepare(PushFrame& push, bool own_copies) {
   return true;
 }
 
-Status GrpcDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool,
-                              proto::PushResponse* response, PullFrame*) {
+Status GrpcDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
+                              const PreparedPush&, bool, proto::PushResponse* response, PullFrame*) {
   return rpc::FromGrpc(stub.Push(context, push, response));
 }
 

@@ -26,12 +26,12 @@ class GrpcDenseChannel final : public DenseChannel {
   bool push_brings_values() const override { return false; }
 
   // The payloads rounded to bfloat16, or copied with own_copies; else sent in place.
-  bool Prepare(PushFrame& push, bool own_copies) override;
-  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool bring_values,
-              proto::PushResponse* response, PullFrame* values) override;
+  bool Prepare(PushFrame& push, bool own_copies, PreparedPush* prepared) override;
+  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, const PreparedPush& prepared,
+              bool bring_values, proto::PushResponse* response, PullFrame* values) override;
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
-  void TakePushForGrpc(PushFrame&) override {}  // it is one already
+  void TakePushForGrpc(PushFrame&, const PreparedPush&) override {}  // it is one already
 
  private:
   const WireDtype wire_;

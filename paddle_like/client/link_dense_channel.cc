@@ -29,13 +29,14 @@ Status LinkDenseChannel::Landed(const Status& link_status) {
 }
 
 Status LinkDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
-                              bool bring_values, proto::PushResponse* response, PullFrame* values) {
-  PushFrame request = PushRequestOf(push, bring_values);
+                              const PreparedPush& prepared, bool bring_values, proto::PushResponse* response,
+                              PullFrame* values) {
+  PushFrame request = PushRequestOf(push, prepared, bring_values);
   const uint64_t seq = ++seq_;
   request.header().set_link_seq(seq);
   std::vector<DenseLink::Range> ranges;
-  ranges.reserve(spans_.size());
-  for (const Span& s : spans_) ranges.push_back({s.offset, s.bytes, s.source});
+  ranges.reserve(prepared.spans.size());
+  for (const PreparedPush::Span& s : prepared.spans) ranges.push_back({s.offset, s.bytes, s.source});
   // The call goes while the gradients travel: the pserver waits for them to land.
   Status st = Landed(link_->StartSend(seq, ranges));
   if (!st.ok()) return st;
@@ -45,7 +46,7 @@ Status LinkDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* conte
   if (!st.ok() && !sent.ok()) st = Landed(sent);
   if (st.ok() && bring_values) {
     st = Landed(link_->WaitFor(seq, absl::Now() + wait_));
-    if (st.ok()) AddValues(pushed_, values);
+    if (st.ok()) AddValues(prepared.slots, values);
   }
   return st;
 }

@@ -34,8 +34,8 @@ class LinkDenseChannel final : public RegionDenseChannel {
   bool duplex() const override { return true; }
   // A bfloat16 link pushes and pulls in two calls: the pserver writes back float32 only.
   bool push_brings_values() const override { return !bf16_; }
-  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool bring_values,
-              proto::PushResponse* response, PullFrame* values) override;
+  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, const PreparedPush& prepared,
+              bool bring_values, proto::PushResponse* response, PullFrame* values) override;
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
 

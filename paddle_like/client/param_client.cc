@@ -68,13 +68,13 @@ void ParameterClient::PreparePush(int64_t num_samples, bool own_copies, bool the
     int64_t values = 0;  // counted before Prepare, which may round them into 2 bytes each
     for (const DenseFramePayload& d : s.push.dense()) values += d.values.size();
     s.pushing = &s.channel();
-    if (!s.pushing->Prepare(s.push, own_copies)) {
+    if (!s.pushing->Prepare(s.push, own_copies, &s.prepared)) {
       // Cannot happen: every block BuildPush lists is one of the shard's slots; if it
       // did, gRPC is right.
       s.region.reset();
       s.shm_refusal = "the model's blocks do not match the shared-memory layout";
       s.pushing = &s.grpc;
-      s.grpc.Prepare(s.push, own_copies);
+      s.grpc.Prepare(s.push, own_copies, &s.prepared);
     }
     counters_.bytes_pushed += s.pushing->WireBytes(values);
     s.one_call = s.pushing->push_brings_values() && then_pull && !(overlap && s.pushing->duplex()) &&

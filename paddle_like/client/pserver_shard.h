@@ -34,6 +34,7 @@ struct PserverShard {
   int64_t staleness = 0;      // async: the last push's (see ParameterClient::last_staleness)
   proto::PullRequest pull;    // per-step requests, reused to avoid reallocations
   PushFrame push;             // header and gradients, in the form `pushing` sends
+  PreparedPush prepared;      // what `pushing` made of it
   // The dense blocks this pserver owns, in push order, as a region lays them out.
   std::vector<DenseSlot> slots;
   int64_t slot_bytes = 0;     // one area's size (gradients, then values)

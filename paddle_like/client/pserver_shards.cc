@@ -205,7 +205,7 @@ PserverShards::Attempt PserverShards::PushAttempt(proto::PushResponse* response,
     const PrimaryWatch::Call ctx = WatchedCall(s);
     DenseChannel& channel = *s.pushing;
     const bool bring_values = s.one_call && values != nullptr && channel.push_brings_values();
-    Status st = channel.Push(*s.frames, ctx.get(), s.push, bring_values, response, values);
+    Status st = channel.Push(*s.frames, ctx.get(), s.push, s.prepared, bring_values, response, values);
     if (st.ok()) s.values_came = bring_values;
     // The pserver forgot the region or the link failed: the gradients go again over
     // gRPC (a push that was applied is known by its number and not applied twice).
@@ -226,7 +226,7 @@ void PserverShards::DropRegion(PserverShard& s, const Status& why) {
   }
   // A push prepared in the region: its gradients as a gRPC frame, sent as they are.
   if (s.pushing == s.region.get()) {
-    s.region->TakePushForGrpc(s.push);
+    s.region->TakePushForGrpc(s.push, s.prepared);
     s.pushing = &s.grpc;
   }
   s.region.reset();  // offered again on the next call (a frame keeps the memory it names)

@@ -15,45 +15,44 @@ RegionDenseChannel::RegionDenseChannel(std::vector<DenseSlot> slots, std::shared
   for (size_t i = 0; i < slots_.size(); ++i) slot_of_[{slots_[i].param, slots_[i].block}] = static_cast<int>(i);
 }
 
-bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies) {
+bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies, PreparedPush* prepared) {
   const std::vector<DenseFramePayload>& dense = push.dense();
-  pushed_.clear();
+  *prepared = PreparedPush();
   for (const DenseFramePayload& d : dense) {
     auto it = slot_of_.find(std::make_pair(d.param, d.block));
     if (it == slot_of_.end() || slots_[it->second].n != d.values.size()) return false;
-    pushed_.push_back(it->second);
+    prepared->slots.push_back(it->second);
   }
   // A link sends from the tensors themselves when they stay put until the push is done
   // (not StartExchange's copies): one copy of the gradients fewer.
   const bool from_tensors = SendsFromTensors(own_copies);
-  spans_.clear();
-  grads_in_region_ = true;
   for (size_t i = 0; i < dense.size(); ++i) {
-    const DenseSlot& slot = slots_[pushed_[i]];
+    const DenseSlot& slot = slots_[prepared->slots[i]];
     char* dst = region_->payload() + slot.grad_offset;
     const float* in_place = dense[i].values.contiguous();
     if (bf16()) {
       residuals_->Encode(slot.param, static_cast<int64_t>(slot.block) * kDefaultBlockSize, dense[i].values,
                          reinterpret_cast<uint16_t*>(dst));
-      spans_.push_back({slot.grad_offset, slot.n * 2});
+      prepared->spans.push_back({slot.grad_offset, slot.n * 2});
     } else if (from_tensors && in_place != nullptr && reinterpret_cast<const char*>(in_place) != dst) {
-      spans_.push_back({slot.grad_offset, slot.n * 4, reinterpret_cast<const char*>(in_place)});
-      grads_in_region_ = false;
+      prepared->spans.push_back({slot.grad_offset, slot.n * 4, reinterpret_cast<const char*>(in_place)});
+      prepared->grads_in_region = false;
     } else {
       // A parameter bound to the region has its gradients there already.
       if (reinterpret_cast<const char*>(in_place) != dst) dense[i].values.CopyTo(reinterpret_cast<float*>(dst));
-      spans_.push_back({slot.grad_offset, slot.n * 4});
+      prepared->spans.push_back({slot.grad_offset, slot.n * 4});
     }
   }
   return true;
 }
 
-PushFrame RegionDenseChannel::PushRequestOf(const PushFrame& push, bool bring_values) const {
+PushFrame RegionDenseChannel::PushRequestOf(const PushFrame& push, const PreparedPush& prepared,
+                                            bool bring_values) const {
   PushFrame request;
   request.header() = push.header();
   request.header().set_shm_region(region_id_);
   request.header().set_shm_write_back(bring_values);
-  for (int i : pushed_) {
+  for (int i : prepared.slots) {
     const DenseSlot& slot = slots_[i];
     proto::ShmBlock* b = request.header().add_shm_dense();
     b->set_param(slot.param);
@@ -97,12 +96,12 @@ void RegionDenseChannel::AddValues(const std::vector<int>& slots, PullFrame* fra
   }
 }
 
-void RegionDenseChannel::TakePushForGrpc(PushFrame& push) {
+void RegionDenseChannel::TakePushForGrpc(PushFrame& push, const PreparedPush& prepared) {
   // Gradients sent from the tensors are still there: the frame already names them.
-  if (!grads_in_region_) return;
+  if (!prepared.grads_in_region) return;
   PushFrame frame;
   frame.header().Swap(&push.header());
-  for (int i : pushed_) {
+  for (int i : prepared.slots) {
     const DenseSlot& slot = slots_[i];
     const char* at = region_->payload() + slot.grad_offset;
     if (bf16()) {
@@ -157,10 +156,11 @@ std::string ShmDenseChannel::Describe() const {
 }
 
 Status ShmDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
-                             bool bring_values, proto::PushResponse* response, PullFrame* values) {
-  const PushFrame request = PushRequestOf(push, bring_values);
+                             const PreparedPush& prepared, bool bring_values, proto::PushResponse* response,
+                             PullFrame* values) {
+  const PushFrame request = PushRequestOf(push, prepared, bring_values);
   Status st = rpc::FromGrpc(stub.Push(context, request, response));
-  if (st.ok() && bring_values) AddValues(pushed_, values);
+  if (st.ok() && bring_values) AddValues(prepared.slots, values);
   return st;
 }
 

@@ -35,8 +35,8 @@ class RegionDenseChannel : public DenseChannel {
   bool has_region() const override { return true; }
   // Copies the gradients into the region (bfloat16 channels round them there); false
   // when a block is not one of its slots or not of its size.
-  bool Prepare(PushFrame& push, bool own_copies) override;
-  void TakePushForGrpc(PushFrame& push) override;
+  bool Prepare(PushFrame& push, bool own_copies, PreparedPush* prepared) override;
+  void TakePushForGrpc(PushFrame& push, const PreparedPush& prepared) override;
 
   // Moves each parameter whose blocks all lie in this region, back to back, into it
   // (value and gradient tensors become views of the region), so pushes and pulls copy
@@ -52,7 +52,7 @@ class RegionDenseChannel : public DenseChannel {
   virtual bool SendsFromTensors(bool own_copies) const { return false; }
 
   // The request of the prepared push: its header, the region and its blocks' places.
-  PushFrame PushRequestOf(const PushFrame& push, bool bring_values) const;
+  PushFrame PushRequestOf(const PushFrame& push, const PreparedPush& prepared, bool bring_values) const;
   // The slots a pull names, in its order; false when one is not here (it goes over gRPC).
   bool SlotsOf(const proto::PullRequest& pull, std::vector<int>* slots) const;
   // A pull of `slots` through the region: the request with their values' offsets.
@@ -64,16 +64,6 @@ class RegionDenseChannel : public DenseChannel {
   const std::shared_ptr<SharedRegion> region_;
   const uint64_t region_id_;
   absl::flat_hash_map<std::pair<std::string, int32_t>, int> slot_of_;  // (param, block) -> slots_ index
-  // This exchange's push: its slots in push order, where its gradients are, and the byte
-  // spans a link sends (from the region, or from the tensors the push references).
-  std::vector<int> pushed_;
-  bool grads_in_region_ = true;
-  struct Span {
-    int64_t offset = 0;
-    int64_t bytes = 0;
-    const char* source = nullptr;  // nullptr: the region at offset
-  };
-  std::vector<Span> spans_;
   Bf16Residuals* residuals_ = nullptr;  // bf16() channels only
 };
 
@@ -85,8 +75,8 @@ class ShmDenseChannel final : public RegionDenseChannel {
   int64_t WireBytes(int64_t values) const override { return values * 4; }
   bool duplex() const override { return false; }
   bool push_brings_values() const override { return true; }
-  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, bool bring_values,
-              proto::PushResponse* response, PullFrame* values) override;
+  Status Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push, const PreparedPush& prepared,
+              bool bring_values, proto::PushResponse* response, PullFrame* values) override;
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
 };

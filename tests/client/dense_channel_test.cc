@@ -32,6 +32,7 @@ float Bf16Of(float x) {
 }
 
 TEST(GrpcDenseChannel, SendsTheGradientsInPlaceOrItsOwnCopies) {
+  PreparedPush prepared;
   std::vector<float> grads = {1, 2, 3};
   auto owner = std::make_shared<int>(0);
   Bf16Residuals residuals;
@@ -40,13 +41,13 @@ TEST(GrpcDenseChannel, SendsTheGradientsInPlaceOrItsOwnCopies) {
   PushFrame in_place;
   in_place.header().set_step(7);
   in_place.AddDenseRef("w", 0, grads.data(), 3, owner);
-  ASSERT_TRUE(channel.Prepare(in_place, /*own_copies=*/false));
+  ASSERT_TRUE(channel.Prepare(in_place, /*own_copies=*/false, &prepared));
   EXPECT_EQ(in_place.dense()[0].values.contiguous(), grads.data());
 
   PushFrame copied;
   copied.header().set_step(7);
   copied.AddDenseRef("w", 0, grads.data(), 3, owner);
-  ASSERT_TRUE(channel.Prepare(copied, /*own_copies=*/true));
+  ASSERT_TRUE(channel.Prepare(copied, /*own_copies=*/true, &prepared));
   grads[0] = 100;  // the tensor changes once Prepare returned
   EXPECT_EQ(copied.header().step(), 7);
   EXPECT_EQ(Values(copied.dense()[0].values), (std::vector<float>{1, 2, 3}));
@@ -57,6 +58,7 @@ TEST(GrpcDenseChannel, SendsTheGradientsInPlaceOrItsOwnCopies) {
 // carries the rest, until the carried part tips a push up to 1.0078125. Over k pushes
 // the values sent add up to k * 1.001 within one rounding.
 TEST(GrpcDenseChannel, RoundsToBfloat16AndCarriesWhatRoundingDropped) {
+  PreparedPush prepared;
   Bf16Residuals residuals;
   GrpcDenseChannel channel(WireDtype::kBfloat16, &residuals);
   EXPECT_EQ(channel.WireBytes(3), 6);
@@ -66,7 +68,7 @@ TEST(GrpcDenseChannel, RoundsToBfloat16AndCarriesWhatRoundingDropped) {
     std::vector<float> grads = {g};
     PushFrame push;
     push.AddDenseRef("w", 0, grads.data(), 1, nullptr);
-    ASSERT_TRUE(channel.Prepare(push, false));
+    ASSERT_TRUE(channel.Prepare(push, false, &prepared));
     ASSERT_TRUE(push.dense()[0].bf16);
     ASSERT_EQ(push.dense()[0].values.num_bytes(), 2);
     float value = 0;
@@ -98,17 +100,18 @@ struct TwoSlots {
 };
 
 TEST(ShmDenseChannel, CopiesThePushIntoItsSlotsAndHandsItBackForGrpc) {
+  PreparedPush prepared;
   TwoSlots t;
   ShmDenseChannel channel(t.slots, t.region, /*region_id=*/9);
   std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
   PushFrame push = t.Push(a, b);
-  ASSERT_TRUE(channel.Prepare(push, /*own_copies=*/false));
+  ASSERT_TRUE(channel.Prepare(push, /*own_copies=*/false, &prepared));
   const float* in_region = reinterpret_cast<const float*>(t.region->payload());
   EXPECT_EQ(std::vector<float>(in_region, in_region + 4), a);
   EXPECT_EQ(std::vector<float>(in_region + 16, in_region + 18), b);
 
   a[0] = -1;  // the tensors may change: the push is in the region
-  channel.TakePushForGrpc(push);
+  channel.TakePushForGrpc(push, prepared);
   ASSERT_EQ(push.dense().size(), 2u);
   EXPECT_EQ(push.header().step(), 3);
   EXPECT_EQ(Values(push.dense()[0].values), (std::vector<float>{1, 2, 3, 4}));
@@ -116,35 +119,59 @@ TEST(ShmDenseChannel, CopiesThePushIntoItsSlotsAndHandsItBackForGrpc) {
 }
 
 TEST(ShmDenseChannel, RefusesAPushThatDoesNotMatchItsSlots) {
+  PreparedPush prepared;
   TwoSlots t;
   ShmDenseChannel channel(t.slots, t.region, 9);
   std::vector<float> a = {1, 2, 3, 4}, b = {5, 6, 7};
   PushFrame wrong_size;
   wrong_size.AddDenseRef("w", 0, a.data(), 4, nullptr);
   wrong_size.AddDenseRef("w", 1, b.data(), 3, nullptr);
-  EXPECT_FALSE(channel.Prepare(wrong_size, false));
+  EXPECT_FALSE(channel.Prepare(wrong_size, false, &prepared));
   PushFrame unknown;
   unknown.AddDenseRef("v", 0, a.data(), 4, nullptr);
-  EXPECT_FALSE(channel.Prepare(unknown, false));
+  EXPECT_FALSE(channel.Prepare(unknown, false, &prepared));
 }
 
 // A push of some blocks (a layer's, a key's) goes through the region all the same, in
 // its own order; taking it back for gRPC gives those blocks only.
 TEST(ShmDenseChannel, TakesAPushOfSomeBlocksInAnyOrder) {
+  PreparedPush prepared;
   TwoSlots t;
   ShmDenseChannel channel(t.slots, t.region, 9);
   std::vector<float> b = {5, 6};
   PushFrame push;
   push.header().set_step(4);
   push.AddDenseRef("w", 1, b.data(), 2, nullptr);
-  ASSERT_TRUE(channel.Prepare(push, false));
+  ASSERT_TRUE(channel.Prepare(push, false, &prepared));
   const float* in_region = reinterpret_cast<const float*>(t.region->payload());
   EXPECT_EQ(std::vector<float>(in_region + 16, in_region + 18), b);  // slot 1's place
-  channel.TakePushForGrpc(push);
+  channel.TakePushForGrpc(push, prepared);
   ASSERT_EQ(push.dense().size(), 1u);
   EXPECT_EQ(push.dense()[0].block, 1);
   EXPECT_EQ(Values(push.dense()[0].values), b);
   EXPECT_EQ(push.header().step(), 4);
+}
+
+// Two pushes prepared on one channel (a layer's blocks, then another's) keep apart: each
+// is what its own PreparedPush says, so both may be in flight at once.
+TEST(ShmDenseChannel, TwoPreparedPushesOfDifferentBlocksKeepApart) {
+  TwoSlots t;
+  ShmDenseChannel channel(t.slots, t.region, 9);
+  std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  PushFrame first, second;
+  first.AddDenseRef("w", 0, a.data(), 4, nullptr);
+  second.AddDenseRef("w", 1, b.data(), 2, nullptr);
+  PreparedPush one, two;
+  ASSERT_TRUE(channel.Prepare(first, false, &one));
+  ASSERT_TRUE(channel.Prepare(second, false, &two));
+  EXPECT_EQ(one.slots, std::vector<int>{0});
+  EXPECT_EQ(two.slots, std::vector<int>{1});
+  channel.TakePushForGrpc(second, two);
+  channel.TakePushForGrpc(first, one);
+  ASSERT_EQ(first.dense().size(), 1u);
+  ASSERT_EQ(second.dense().size(), 1u);
+  EXPECT_EQ(Values(first.dense()[0].values), a);
+  EXPECT_EQ(Values(second.dense()[0].values), b);
 }
 
 // A region holding bfloat16 (a link's wire dtype), without the link.
@@ -158,7 +185,8 @@ class Bf16Region final : public RegionDenseChannel {
   int64_t WireBytes(int64_t values) const override { return 2 * values; }
   bool duplex() const override { return true; }
   bool push_brings_values() const override { return false; }
-  Status Push(PserverFrameStub&, grpc::ClientContext*, PushFrame&, bool, proto::PushResponse*, PullFrame*) override {
+  Status Push(PserverFrameStub&, grpc::ClientContext*, PushFrame&, const PreparedPush&, bool, proto::PushResponse*,
+              PullFrame*) override {
     return absl::FailedPreconditionError("this test has no pserver");
   }
   Status Pull(PserverFrameStub&, grpc::ClientContext*, const proto::PullRequest&, PullFrame*) override {
@@ -170,13 +198,14 @@ class Bf16Region final : public RegionDenseChannel {
 };
 
 TEST(RegionDenseChannel, ABfloat16RegionRoundsWithFeedbackAndWidensExactlyForGrpc) {
+  PreparedPush prepared;
   TwoSlots t;
   Bf16Residuals residuals;
   Bf16Region channel(t.slots, t.region, &residuals);
   std::vector<float> a = {1.001f, 2.0f, 3.0f, 4.0f}, b = {5.0f, 6.003f};
   PushFrame push = t.Push(a, b);
-  ASSERT_TRUE(channel.Prepare(push, false));
-  channel.TakePushForGrpc(push);
+  ASSERT_TRUE(channel.Prepare(push, false, &prepared));
+  channel.TakePushForGrpc(push, prepared);
   const std::vector<float> got_a = Values(push.dense()[0].values), got_b = Values(push.dense()[1].values);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(got_a[i], Bf16Of(a[i])) << i;
   for (int i = 0; i < 2; ++i) EXPECT_EQ(got_b[i], Bf16Of(b[i])) << i;
