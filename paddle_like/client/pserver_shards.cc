@@ -182,11 +182,13 @@ Status PserverShards::ResolveWithRetry() {
 
 Status PserverShards::Connect() {
   PL_RETURN_IF_ERROR(ResolveWithRetry());
-  return ForEachShard([this](int i) {
+  PL_RETURN_IF_ERROR(ForEachShard([this](int i) {
     PL_RETURN_IF_ERROR(CallWithRetry(i, [this](PserverShard& s) { return InitShard(s); }, "init"));
     TryAttach(*shards_[i]);
     return absl::OkStatus();
-  });
+  }));
+  connected_ = true;
+  return absl::OkStatus();
 }
 
 PserverShards::Attempt PserverShards::PullAttempt(PullFrame* response, bool fall_back) {
@@ -310,6 +312,9 @@ void PserverShards::TryAttach(PserverShard& s) {
   }
   s.region = std::move(attached.channel);
   ++shm_attaches_;
+  // A pserver that could not be asked at connect, or came back, or whose link failed:
+  // its new way is worth a line, as the first one was.
+  if (connected_) log::Info(absl::StrCat("pserver ", s.index, ": dense traffic now over ", s.region->Describe()));
   // A bfloat16 region cannot hold the tensors: they stay where they are.
   if (options_->bind_parameters_to_shared_memory && s.region->WireBytes(1) == 4) {
     bound_parameters_ += s.region->BindParameters(*keys_);

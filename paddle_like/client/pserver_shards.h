@@ -114,6 +114,9 @@ class PserverShards {
   std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> shm_attaches_{0};  // shards attach in parallel
   std::atomic<int64_t> bound_parameters_{0};
+  // Connect has returned: a region channel attached from then on is logged (the trainer
+  // logs each pserver's transport once connected).
+  std::atomic<bool> connected_{false};
   std::mutex resolve_mu_;  // shards retry (and re-resolve) from parallel calls
   // Ends calls to a primary the master has replaced (null without a resolver); outlives
   // the threads that make calls (declared before them).

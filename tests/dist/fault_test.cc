@@ -80,7 +80,7 @@ TEST_F(DistFaultTest, PipelinedTrainersWithDeferredPushesTrainEveryChunkOnceAndL
   int64_t tasks_by_trainers = 0, steps = 0;
   for (int r = 0; r < 2; ++r) {
     EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("(traffic overlapped with computation)"));
-    EXPECT_THAT(cluster_->TrainerLog(r), HasSubstr("pserver 1: dense traffic over dense link"));
+    EXPECT_THAT(cluster_->TrainerLog(r), ::testing::ContainsRegex("pserver 1: dense traffic (now )?over dense link"));
     const double acc = ExpectFinishedWithAccuracy(r);
     // About two steps of staleness per trainer, more when the machine is loaded: measured
     // 0.72-0.78 (8 runs, 4 beside a CPU hog) and once 0.658 in a full suite beside the hog.
