@@ -19,6 +19,15 @@ Status CallAttach(proto::ParameterServer::Stub& stub, const ChannelOffer& offer,
   return rpc::FromGrpc(stub.Attach(ctx.get(), request, response));
 }
 
+// The request's common part: who offers a region of how many bytes.
+proto::AttachRequest RequestFor(const ChannelOffer& offer, const SharedRegion& region) {
+  proto::AttachRequest request;
+  request.set_trainer_id(offer.trainer_id);
+  request.set_client_id(offer.client_id);
+  request.set_shm_bytes(static_cast<int64_t>(region.total_bytes()));
+  return request;
+}
+
 }  // namespace
 
 ChannelAttach AttachSharedMemory(proto::ParameterServer::Stub& stub, const ChannelOffer& offer) {
@@ -28,11 +37,8 @@ ChannelAttach AttachSharedMemory(proto::ParameterServer::Stub& stub, const Chann
     out.refusal = std::string(region.status().message());
     return out;
   }
-  proto::AttachRequest request;
-  request.set_trainer_id(offer.trainer_id);
-  request.set_client_id(offer.client_id);
+  proto::AttachRequest request = RequestFor(offer, **region);
   request.set_shm_name((*region)->name());
-  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
   request.set_nonce((*region)->nonce());
   proto::AttachResponse response;
   const Status attached = CallAttach(stub, offer, request, &response);
@@ -58,10 +64,7 @@ ChannelAttach AttachLink(proto::ParameterServer::Stub& stub, const ChannelOffer&
     out.refusal = std::string(region.status().message());
     return out;
   }
-  proto::AttachRequest request;
-  request.set_trainer_id(offer.trainer_id);
-  request.set_client_id(offer.client_id);
-  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
+  proto::AttachRequest request = RequestFor(offer, **region);
   request.set_link_lanes(offer.link_lanes);
   proto::AttachResponse response;
   const Status attached = CallAttach(stub, offer, request, &response);
