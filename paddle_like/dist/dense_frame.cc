@@ -406,6 +406,7 @@ DenseFrame<Header> DenseFrame<Header>::FromProtoRef(const Header& message) {
 
 template class DenseFrame<proto::PushRequest>;
 template class DenseFrame<proto::PullResponse>;
+template class DenseFrame<proto::ReplicateRequest>;
 
 // ------------------------------------------------------------------ client stub
 
@@ -447,9 +448,14 @@ const std::string& PullMethod() {
   static const std::string* name = new std::string(PserverMethodName("Pull"));
   return *name;
 }
+const std::string& ReplicateMethod() {
+  static const std::string* name = new std::string(PserverMethodName("Replicate"));
+  return *name;
+}
 }  // namespace
 
-PserverFrameStub::PserverFrameStub(std::shared_ptr<grpc::Channel> channel) : push_(channel), pull_(channel) {}
+PserverFrameStub::PserverFrameStub(std::shared_ptr<grpc::Channel> channel)
+    : push_(channel), pull_(channel), replicate_(channel) {}
 
 grpc::Status PserverFrameStub::Push(grpc::ClientContext* context, const PushFrame& request,
                                     proto::PushResponse* response) {
@@ -459,6 +465,11 @@ grpc::Status PserverFrameStub::Push(grpc::ClientContext* context, const PushFram
 grpc::Status PserverFrameStub::Pull(grpc::ClientContext* context, const proto::PullRequest& request,
                                     PullFrame* response) {
   return BlockingCall(pull_, PullMethod(), context, request, response);
+}
+
+grpc::Status PserverFrameStub::Replicate(grpc::ClientContext* context, const ReplicateFrame& request,
+                                         proto::ReplicateResponse* response) {
+  return BlockingCall(replicate_, ReplicateMethod(), context, request, response);
 }
 
 }  // namespace pl

@@ -111,6 +111,14 @@ class DenseFrame {
   void AddDenseBf16(std::string param, int32_t block, const float* values, int64_t n, float* residual = nullptr);
   // The last payload holds values decoded from bfloat16 (DenseFramePayload::exact_bf16).
   void MarkLastExactBf16() { dense_.back().exact_bf16 = true; }
+  // Sends `other`'s payloads too: without copying them when `other` was built to be sent
+  // (their memory then lives while either frame does), copied from a received one.
+  template <typename Other>
+  void AddPayloadsOf(const DenseFrame<Other>& other);
+  // A frame of `header` with `other`'s payloads, received or to send, moved (other keeps
+  // its header and no payloads).
+  template <typename Other>
+  static DenseFrame WithPayloadsOf(Header header, DenseFrame<Other>&& other);
   void Clear();
 
   // gRPC's codec (grpc::SerializationTraits below).
@@ -127,10 +135,14 @@ class DenseFrame {
   std::vector<grpc::Slice> slices_;  // owned payload slices (sent) or received slices
   std::vector<size_t> payload_slice_;  // for a sent payload: its index in slices_
   std::vector<std::unique_ptr<float[]>> decoded_;  // received bfloat16 payloads, as floats
+
+  template <typename>
+  friend class DenseFrame;
 };
 
 using PushFrame = DenseFrame<proto::PushRequest>;  // dense = field 3
 using PullFrame = DenseFrame<proto::PullResponse>;  // dense = field 1
+using ReplicateFrame = DenseFrame<proto::ReplicateRequest>;  // dense = field 3
 
 // Client calls of the ParameterServer service that send or receive frames (blocking,
 // through gRPC's generic stub and the SerializationTraits below); the other methods
@@ -140,10 +152,14 @@ class PserverFrameStub {
   explicit PserverFrameStub(std::shared_ptr<grpc::Channel> channel);
   grpc::Status Push(grpc::ClientContext* context, const PushFrame& request, proto::PushResponse* response);
   grpc::Status Pull(grpc::ClientContext* context, const proto::PullRequest& request, PullFrame* response);
+  // The replication stream (another process of the shard, never a trainer).
+  grpc::Status Replicate(grpc::ClientContext* context, const ReplicateFrame& request,
+                         proto::ReplicateResponse* response);
 
  private:
   grpc::TemplatedGenericStub<PushFrame, proto::PushResponse> push_;
   grpc::TemplatedGenericStub<proto::PullRequest, PullFrame> pull_;
+  grpc::TemplatedGenericStub<ReplicateFrame, proto::ReplicateResponse> replicate_;
 };
 
 // "/pl.proto.ParameterServer/<method>".
@@ -151,6 +167,42 @@ std::string PserverMethodName(const char* method);
 
 extern template class DenseFrame<proto::PushRequest>;
 extern template class DenseFrame<proto::PullResponse>;
+extern template class DenseFrame<proto::ReplicateRequest>;
+
+template <typename Header>
+template <typename Other>
+void DenseFrame<Header>::AddPayloadsOf(const DenseFrame<Other>& other) {
+  const bool sendable = other.payload_slice_.size() == other.dense_.size();
+  for (size_t i = 0; i < other.dense_.size(); ++i) {
+    const DenseFramePayload& d = other.dense_[i];
+    if (!sendable) {  // received: its payloads may span several slices, so copied
+      float* values = AddDenseBuffer(d.param, d.block, d.values.size());
+      d.values.CopyTo(values);
+      continue;
+    }
+    slices_.push_back(other.slices_[other.payload_slice_[i]]);  // a reference, not a copy
+    payload_slice_.push_back(slices_.size() - 1);
+    dense_.push_back(d);
+  }
+}
+
+template <typename Header>
+template <typename Other>
+DenseFrame<Header> DenseFrame<Header>::WithPayloadsOf(Header header, DenseFrame<Other>&& other) {
+  DenseFrame frame;
+  frame.header_ = std::move(header);
+  // Moving the vectors keeps their elements where they are, so the payloads' pointers
+  // (into the slices, inlined ones included, and the decoded floats) stay valid.
+  frame.dense_ = std::move(other.dense_);
+  frame.slices_ = std::move(other.slices_);
+  frame.payload_slice_ = std::move(other.payload_slice_);
+  frame.decoded_ = std::move(other.decoded_);
+  other.dense_.clear();  // its header stays
+  other.slices_.clear();
+  other.payload_slice_.clear();
+  other.decoded_.clear();
+  return frame;
+}
 
 template <typename Fn>
 void FloatPieces::ForEachChunk(Fn&& fn) const {

@@ -29,6 +29,25 @@ bool HasBf16(const PushFrame& push) {
 // Where a block starts in the link's region: float32 blocks 4-byte aligned.
 int64_t AlignedTo4(int64_t at) { return (at + 3) & ~int64_t{3}; }
 
+bool HasDense(const StreamEntry& entry) { return entry.push != nullptr && !entry.push->dense().empty(); }
+
+// The entry as a Replicate call names it, its push's dense blocks left out (they go
+// inline beside it or through a region).
+proto::ReplicaEntry EntryMessage(const StreamEntry& entry) {
+  proto::ReplicaEntry e;
+  e.set_position(entry.position);
+  if (entry.push) {
+    *e.mutable_push() = entry.push->header();
+  } else if (entry.init) {
+    *e.mutable_init() = *entry.init;
+  } else if (entry.eviction) {
+    *e.mutable_eviction() = *entry.eviction;
+  } else {
+    e.set_step_end(entry.step_end);
+  }
+  return e;
+}
+
 }  // namespace
 
 ReplicaStream::ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch)
@@ -275,9 +294,9 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
   }
   // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
   // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
-  if (entry.push && !entry.push->dense().empty() && MayUseRegion()) {
+  if (HasDense(entry) && MayUseRegion()) {
     const bool shm = region_ != nullptr ? link_ == nullptr : options_.shared_memory && !shm_refused_;
-    Status sent = SendThroughRegion({entry.push.get()});
+    Status sent = SendThroughRegion({&entry});
     if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
       std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
       if (sent.ok() && counter != nullptr) ++*counter;
@@ -297,36 +316,36 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
   }
   if (options_.inline_entries != nullptr) ++*options_.inline_entries;
   if (options_.calls != nullptr) ++*options_.calls;
+  ReplicateFrame call_frame;
+  call_frame.header().set_epoch(epoch_);
+  *call_frame.header().add_entries() = EntryMessage(entry);
+  if (entry.push) call_frame.AddPayloadsOf(*entry.push);  // referenced, not copied
   Call call(this);
-  if (entry.init) {
-    proto::InitResponse resp;
-    return rpc::FromGrpc(stub_->Init(call.get(), *entry.init, &resp));
-  }
-  proto::PushResponse resp;
-  return rpc::FromGrpc(frames_->Push(call.get(), *entry.push, &resp));
+  proto::ReplicateResponse resp;
+  return rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
 }
 
 bool ReplicaStream::Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const {
   // Only behind an entry that goes through the region, and into a region that holds
   // them all (its thread alone touches region_, and this is its thread).
-  if (region_ == nullptr || !region_batches_ || !first.push || first.push->dense().empty() || !next.push) return false;
+  if (region_ == nullptr || !region_batches_ || !HasDense(first)) return false;
   if (*payload == 0) *payload = RegionBytes(*first.push);
-  const int64_t with_next = AlignedTo4(*payload) + RegionBytes(*next.push);
+  const int64_t with_next = next.push ? AlignedTo4(*payload) + RegionBytes(*next.push) : *payload;
   if (with_next > static_cast<int64_t>(region_->payload_bytes())) return false;
   *payload = with_next;
   return true;
 }
 
 Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
-  std::vector<const PushFrame*> pushes;
+  std::vector<const StreamEntry*> batch;
   for (const StreamEntry& e : entries) {
-    pushes.push_back(e.push.get());
-    if (options_.dense_bytes != nullptr) {
+    batch.push_back(&e);
+    if (options_.dense_bytes != nullptr && e.push) {
       for (const DenseFramePayload& d : e.push->dense()) *options_.dense_bytes += d.values.num_bytes();
     }
   }
   const bool shm = link_ == nullptr;
-  Status sent = SendThroughRegion(pushes);
+  Status sent = SendThroughRegion(batch);
   if (sent.ok()) {
     std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
     if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
@@ -462,10 +481,12 @@ int64_t ReplicaStream::RegionBytes(const PushFrame& push) {
   return bytes;
 }
 
-Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pushes) {
+Status ReplicaStream::SendThroughRegion(const std::vector<const StreamEntry*>& entries) {
   // The region's layout: the entries' blocks back to back, float32 ones 4-byte aligned.
   int64_t payload = 0;
-  for (const PushFrame* push : pushes) payload = AlignedTo4(payload) + RegionBytes(*push);
+  for (const StreamEntry* e : entries) {
+    if (e->push) payload = AlignedTo4(payload) + RegionBytes(*e->push);
+  }
   if (region_ && payload > static_cast<int64_t>(region_->payload_bytes())) {
     // The region was sized from an earlier, smaller entry (a client pushing some of its
     // keys): a larger one replaces it, and the replica lets the old one go.
@@ -477,11 +498,11 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
   }
   if (!region_) PL_RETURN_IF_ERROR(OpenRegion(payload));
   if (!region_bf16_) {
-    for (const PushFrame* push : pushes) {
-      if (HasBf16(*push)) return absl::UnimplementedError("the replica reads only float32 from a region");
+    for (const StreamEntry* e : entries) {
+      if (e->push && HasBf16(*e->push)) return absl::UnimplementedError("the replica reads only float32 from a region");
     }
   }
-  if (pushes.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
+  if (entries.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
   // Rung, the backup reads the blocks in place until it has applied them: a call goes in
   // the half the last one did not use, where it fits there with its header (else over
   // the whole payload), once the backup released the call that used it before.
@@ -497,21 +518,19 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
     }
     PL_RETURN_IF_ERROR(doorbell_->AwaitFree(halves, options_.call_timeout, cancel_));
   }
-  PushFrame header;
-  header.header() = pushes.front()->header();
-  header.header().set_shm_region(region_id_);
-  if (link_) header.header().set_link_seq(++link_seq_);
+  proto::ReplicateRequest header;
+  header.set_epoch(epoch_);
+  header.set_region(region_id_);
+  if (link_) header.set_link_seq(++link_seq_);
   std::vector<DenseLink::Range> ranges;
   int64_t at = base;
-  for (size_t k = 0; k < pushes.size(); ++k) {
-    proto::PushRequest* entry = &header.header();
-    if (k > 0) {
-      entry = header.header().add_stream_batch();
-      *entry = pushes[k]->header();
-    }
-    for (const DenseFramePayload& d : pushes[k]->dense()) {
+  for (const StreamEntry* e : entries) {
+    proto::ReplicaEntry* entry = header.add_entries();
+    *entry = EntryMessage(*e);
+    if (!e->push) continue;
+    for (const DenseFramePayload& d : e->push->dense()) {
       at = AlignedTo4(at);
-      proto::ShmBlock* b = entry->add_shm_dense();
+      proto::ShmBlock* b = entry->mutable_push()->add_shm_dense();
       b->set_param(d.param);
       b->set_block(d.block);
       b->set_offset(at);
@@ -524,13 +543,15 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
     }
   }
   if (options_.calls != nullptr) ++*options_.calls;
-  proto::PushResponse resp;
+  ReplicateFrame call_frame;
+  call_frame.header() = std::move(header);
+  proto::ReplicateResponse resp;
   if (!link_) {
     // Shared memory: over gRPC the replica copies the blocks out before it answers, and
     // the next entry is written only after that answer; rung, see above.
     for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
     if (doorbell_ != nullptr) {
-      StatusOr<int64_t> answered = doorbell_->Call(header.header(), options_.call_timeout, cancel_, halves, at, limit);
+      StatusOr<int64_t> answered = doorbell_->Call(call_frame.header(), options_.call_timeout, cancel_, halves, at, limit);
       if (!absl::IsUnimplemented(answered.status())) {
         if (options_.rung_calls != nullptr) ++*options_.rung_calls;
         return answered.status();
@@ -538,7 +559,7 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
       // A header too large for the room after the blocks (a long batch): over gRPC.
     }
     Call call(this);
-    return rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
+    return rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
   }
   Call call(this);
   // Each piece is sent from where it is; the call goes while the bytes travel, and the
@@ -546,7 +567,7 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const PushFrame*>& pus
   if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
     return absl::AbortedError(started.message());
   }
-  const Status called = rpc::FromGrpc(frames_->Push(call.get(), header, &resp));
+  const Status called = rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
   // An answered call means the bytes landed; a link that broke after stays broken, and
   // the next entry finds it so.
   const Status sent = link_->FinishSend();

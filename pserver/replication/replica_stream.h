@@ -43,11 +43,14 @@
 
 namespace pl::pserver {
 
-// One update of the stream, shared by the streams of every replica.
+// One update of the stream, shared by the streams of every replica: exactly one of
+// push, init, step_end and eviction (proto::ReplicaEntry).
 struct StreamEntry {
   int64_t position = 0;
-  std::shared_ptr<const PushFrame> push;            // a push or the end of a sync step
+  std::shared_ptr<const PushFrame> push;            // a trainer's push
   std::shared_ptr<const proto::InitRequest> init;   // or an Init
+  int32_t step_end = 0;                             // or the end of a sync step
+  std::shared_ptr<const proto::Eviction> eviction;  // or rows evicted
   // Set when the push's payloads are borrowed (push_loan.h): read them through it.
   std::shared_ptr<PushLoan> loan;
   int64_t bytes = 0;  // its size (StreamEntryBytes), counted in a stream's backlog
@@ -133,11 +136,11 @@ class ReplicaStream {
   bool Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const;
   // The bytes a push's dense blocks take in a region.
   static int64_t RegionBytes(const PushFrame& push);
-  // The pushes' dense blocks into the region (shared memory, or the link's), then their
-  // headers in one gRPC call naming them (the first's, the others batched in it).
+  // The entries' dense blocks into the region (shared memory, or the link's), then one
+  // Replicate call naming them, with the entries.
   // ABORTED when the region cannot take them (the caller drops it and sends them
   // inline), UNIMPLEMENTED when these entries cannot use it (inline, the region kept).
-  Status SendThroughRegion(const std::vector<const PushFrame*>& pushes);
+  Status SendThroughRegion(const std::vector<const StreamEntry*>& entries);
   // A region for entries of `payload_bytes`: shared memory, else a link.
   Status OpenRegion(int64_t payload_bytes);
   Status AttachSharedMemory(int64_t payload_bytes);
@@ -178,7 +181,7 @@ class ReplicaStream {
   std::shared_ptr<SharedRegion> region_;
   uint64_t region_id_ = 0;
   bool region_bf16_ = false;  // the replica reads bfloat16 blocks from it (ShmBlock.bf16)
-  bool region_batches_ = false;  // and takes several entries a call (PushRequest.stream_batch)
+  bool region_batches_ = false;  // and takes several entries a call (AttachResponse.stream_batches)
   std::unique_ptr<DenseLink> link_;
   uint64_t link_seq_ = 0;
   // The replica's doorbell in a shared-memory region_ (null: the calls go over gRPC).

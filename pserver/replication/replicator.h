@@ -12,7 +12,7 @@
 //            further behind), and once it acknowledged everything up to there the
 //            primary vouches for it (caught_up). A stream that fails is
 //            reported (dropped), and waited for until the master confirms the drop.
-//   backup   holds the primary's stream in order (OnPush, OnInit), acknowledging an
+//   backup   holds the primary's stream in order (OnEntry), acknowledging an
 //            entry once held, and applies it on its StreamApplier's thread; it
 //            refuses trainers; an entry from an older epoch is refused (fencing), a
 //            gap in the stream is refused (the primary then drops this replica).
@@ -131,10 +131,10 @@ class Replicator : public ReplicationHook {
   // One line on the replicas' state, for logs.
   std::string Describe() const;
 
-  // Backup side: the primary's stream (PushRequest.replica_seq > 0, InitRequest
-  // replica_seq > 0) and a joiner's snapshot.
-  StatusOr<int64_t> OnPush(PushFrame frame);
-  Status OnInit(const proto::InitRequest& request);
+  // Backup side: an entry of the primary's stream of `epoch` (a Replicate call's), held
+  // in order and applied on the applier's thread; the shard's version. And a joiner's
+  // snapshot.
+  StatusOr<int64_t> OnEntry(int64_t epoch, StreamApplier::Update update);
   Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
 
   // ReplicationHook (the primary side).

@@ -1,6 +1,6 @@
-// Replicator, backup side: holding the primary's stream in order (CheckEntry, OnPush,
-// OnInit) and applying it on the StreamApplier's thread (ApplyFollowed). A joiner's
-// snapshot: replicator_snapshot.cc. See replicator.h.
+// Replicator, backup side: holding the primary's stream in order (CheckEntry, OnEntry)
+// and applying it on the StreamApplier's thread (ApplyFollowed). A joiner's snapshot:
+// replicator_snapshot.cc. See replicator.h.
 #include "pserver/replication/replicator.h"
 
 #include <cstring>
@@ -42,11 +42,11 @@ Status Replicator::CheckEntry(int64_t epoch, int64_t position, bool* duplicate) 
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
+StatusOr<int64_t> Replicator::OnEntry(int64_t epoch, StreamApplier::Update update) {
   absl::MutexLock follow(&follow_mu_);
   bool duplicate = false;
-  const int64_t position = frame.header().replica_seq();
-  PL_RETURN_IF_ERROR(CheckEntry(frame.header().replica_epoch(), position, &duplicate));
+  const int64_t position = update.position;
+  PL_RETURN_IF_ERROR(CheckEntry(epoch, position, &duplicate));
   ParameterShard* shard = nullptr;
   {
     absl::MutexLock l(&mu_);
@@ -54,13 +54,11 @@ StatusOr<int64_t> Replicator::OnPush(PushFrame frame) {
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return shard->version();
-  if (joined_trained_ && options_.faults.slow_joiner > absl::ZeroDuration()) absl::SleepFor(options_.faults.slow_joiner);
+  if (update.push && joined_trained_ && options_.faults.slow_joiner > absl::ZeroDuration()) {
+    absl::SleepFor(options_.faults.slow_joiner);
+  }
   // Held in order is acknowledged: the applier's thread applies it while the next
   // update travels (stream_applier.h).
-  StreamApplier::Update update;
-  update.position = position;
-  update.push = std::make_unique<PushFrame>(std::move(frame));
-  for (const DenseFramePayload& d : update.push->dense()) update.bytes += d.values.num_bytes();
   applier_->Enqueue(std::move(update));
   absl::MutexLock l(&mu_);
   position_ = position;
@@ -75,34 +73,12 @@ Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
     shard = AttachedShardLocked();
   }
   if (update.init) return shard->FollowInit(*update.init);
-  if (update.push->header().has_evicted()) {
-    return shard->FollowEviction(update.push->header().evicted(), update.push->header().evicted_to_disk());
-  }
-  if (const int c = update.push->header().complete_step_contributors(); c > 0) {
-    shard->FollowStepComplete(c);
+  if (update.eviction) return shard->FollowEviction(update.eviction->rows(), update.eviction->to_disk());
+  if (update.step_end > 0) {
+    shard->FollowStepComplete(update.step_end);
     return absl::OkStatus();
   }
   return shard->FollowPush(std::move(*update.push)).status();
-}
-
-Status Replicator::OnInit(const proto::InitRequest& request) {
-  absl::MutexLock follow(&follow_mu_);
-  bool duplicate = false;
-  PL_RETURN_IF_ERROR(CheckEntry(request.replica_epoch(), request.replica_seq(), &duplicate));
-  ParameterShard* shard = nullptr;
-  {
-    absl::MutexLock l(&mu_);
-    shard = AttachedShardLocked();
-  }
-  if (shard == nullptr) return absl::UnavailableError("replica starting");
-  if (duplicate) return absl::OkStatus();
-  StreamApplier::Update update;
-  update.position = request.replica_seq();
-  update.init = std::make_unique<proto::InitRequest>(request);
-  applier_->Enqueue(std::move(update));
-  absl::MutexLock l(&mu_);
-  position_ = request.replica_seq();
-  return absl::OkStatus();
 }
 
 }  // namespace pl::pserver

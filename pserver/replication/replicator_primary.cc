@@ -21,11 +21,10 @@ namespace pl::pserver {
 namespace {
 
 // The copy of a push that goes to the backups: the gradients inline (the primary's
-// shared-memory region is not theirs), stamped with the stream's epoch and position.
+// shared-memory region is not theirs).
 // `borrow`: float32 gradients that lie in one piece are referenced where they are, not
 // copied (PushLoan); *borrowed says whether any were.
-std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch, int64_t position,
-                                            bool borrow = false, bool* borrowed = nullptr) {
+std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, bool borrow = false, bool* borrowed = nullptr) {
   auto copy = std::make_shared<PushFrame>();
   proto::PushRequest& h = copy->header();
   h = push.header();
@@ -33,8 +32,7 @@ std::shared_ptr<const PushFrame> StreamCopy(const PushFrame& push, int64_t epoch
   h.clear_shm_dense();
   h.clear_shm_write_back();
   h.clear_defer_apply();
-  h.set_replica_epoch(epoch);
-  h.set_replica_seq(position);
+  h.clear_link_seq();
   for (const DenseFramePayload& d : push.dense()) {
     if (d.exact_bf16) {
       // A trainer's bfloat16 push: forwarded as bfloat16, half the bytes; rounding its
@@ -129,23 +127,22 @@ StatusOr<int64_t> Replicator::Append(StreamEntry entry) {
 StatusOr<int64_t> Replicator::ForwardPush(const PushFrame& push) { return ForwardBorrowedPush(push, nullptr); }
 
 StatusOr<int64_t> Replicator::ForwardBorrowedPush(const PushFrame& push, std::shared_ptr<PushLoan>* loan) {
-  int64_t position = 0, epoch = 0;
+  int64_t position = 0;
   bool anyone = false;
   {
     absl::MutexLock l(&mu_);
     PL_RETURN_IF_ERROR(CheckPrimaryLocked());
     position = position_ + 1;  // stable: the shard's order lock is held by the caller
-    epoch = epoch_;
     anyone = !streams_.empty() || !snapshot_pending_.empty();
   }
   StreamEntry entry;
   entry.position = position;
   if (anyone) {
     bool borrowed = false;
-    entry.push = StreamCopy(push, epoch, position, /*borrow=*/loan != nullptr, &borrowed);
+    entry.push = StreamCopy(push, /*borrow=*/loan != nullptr, &borrowed);
     if (borrowed) {
       entry.loan = std::make_shared<PushLoan>(
-          entry.push, [&push, epoch, position] { return StreamCopy(push, epoch, position); },
+          entry.push, [&push] { return StreamCopy(push); },
           options_.faults.scribble_settled_loans);
       *loan = entry.loan;
     }
@@ -155,44 +152,35 @@ StatusOr<int64_t> Replicator::ForwardBorrowedPush(const PushFrame& push, std::sh
 
 StatusOr<int64_t> Replicator::ForwardInit(const proto::InitRequest& request) {
   StreamEntry entry;
-  auto init = std::make_shared<proto::InitRequest>(request);
   {
     absl::MutexLock l(&mu_);
     entry.position = position_ + 1;
-    init->set_replica_epoch(epoch_);
   }
-  init->set_replica_seq(entry.position);
-  entry.init = std::move(init);
+  entry.init = std::make_shared<proto::InitRequest>(request);
   return Append(std::move(entry));
 }
 
 StatusOr<int64_t> Replicator::ForwardStepComplete(int contributors) {
-  auto frame = std::make_shared<PushFrame>();
   StreamEntry entry;
   {
     absl::MutexLock l(&mu_);
     entry.position = position_ + 1;
-    frame->header().set_replica_epoch(epoch_);
   }
-  frame->header().set_replica_seq(entry.position);
-  frame->header().set_complete_step_contributors(contributors);
-  entry.push = std::move(frame);
+  entry.step_end = contributors;
   return Append(std::move(entry));
 }
 
 StatusOr<int64_t> Replicator::ForwardEviction(const proto::SparseRowsMsg& evicted, bool to_disk) {
-  auto frame = std::make_shared<PushFrame>();
   StreamEntry entry;
   {
     absl::MutexLock l(&mu_);
     PL_RETURN_IF_ERROR(CheckPrimaryLocked());
     entry.position = position_ + 1;
-    frame->header().set_replica_epoch(epoch_);
   }
-  frame->header().set_replica_seq(entry.position);
-  *frame->header().mutable_evicted() = evicted;
-  frame->header().set_evicted_to_disk(to_disk);
-  entry.push = std::move(frame);
+  auto eviction = std::make_shared<proto::Eviction>();
+  *eviction->mutable_rows() = evicted;
+  eviction->set_to_disk(to_disk);
+  entry.eviction = std::move(eviction);
   return Append(std::move(entry));
 }
 

@@ -29,12 +29,15 @@ namespace pl::pserver {
 
 class StreamApplier {
  public:
-  // One update: a push (or the end of a sync step) or an Init.
+  // One update (proto::ReplicaEntry): a push, an Init, the end of a sync step or an
+  // eviction.
   struct Update {
     int64_t position = 0;
     int64_t bytes = 0;  // what it holds in memory (its gradients), for the bound below
     std::unique_ptr<PushFrame> push;
     std::unique_ptr<proto::InitRequest> init;
+    int32_t step_end = 0;  // contributors
+    std::unique_ptr<proto::Eviction> eviction;
   };
   using ApplyFn = std::function<Status(Update&)>;
   using FailureFn = std::function<void(const Status&)>;

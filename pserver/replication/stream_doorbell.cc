@@ -20,7 +20,7 @@ namespace pl::pserver {
 namespace {
 
 // The mailbox, at SharedRegion::mailbox(). The futex words are shared between
-// processes (no FUTEX_PRIVATE_FLAG). A call's request is the serialised PushRequest,
+// processes (no FUTEX_PRIVATE_FLAG). A call's request is the serialised ReplicateRequest,
 // written into the payload after the call's blocks; the answer's message is cut to
 // kMessageBytes.
 struct Mailbox {
@@ -132,13 +132,13 @@ void DoorbellServer::Run(uint32_t seen) {
     const uint32_t n = box->request_bytes;
     // Released when the handler and whatever it kept of the call are done with it.
     std::shared_ptr<const void> hold = HoldBlocks(region_, box->request_halves & (kHalf0 | kHalf1), rung);
-    proto::PushRequest header;
+    proto::ReplicateRequest header;
     if (at < 0 || at > static_cast<int64_t>(region_->payload_bytes()) ||
         n > region_->payload_bytes() - static_cast<size_t>(at)) {
       answer = absl::InvalidArgumentError(absl::StrCat("a doorbell request of ", n, " bytes at ", at,
                                                        " lies outside the region's payload"));
     } else if (!header.ParseFromArray(region_->payload() + at, static_cast<int>(n))) {
-      answer = absl::InvalidArgumentError("a doorbell request that does not parse as a PushRequest");
+      answer = absl::InvalidArgumentError("a doorbell request that does not parse as a ReplicateRequest");
     } else {
       answer = handler_(std::move(header), region_, hold);
     }
@@ -212,7 +212,7 @@ Status DoorbellCaller::AwaitFree(uint32_t halves, absl::Duration timeout, const 
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> DoorbellCaller::Call(const proto::PushRequest& header, absl::Duration timeout,
+StatusOr<int64_t> DoorbellCaller::Call(const proto::ReplicateRequest& header, absl::Duration timeout,
                                        const std::atomic<bool>& cancel, uint32_t halves, int64_t free_from,
                                        int64_t free_to) {
   Mailbox* box = MailboxOf(*region_);

@@ -1,6 +1,6 @@
 // A primary's stream calls to a backup on its own host, rung through the shared-memory
 // region that already carries their dense blocks (replica_stream.h) instead of made as
-// gRPC calls. The primary writes the call's header (the PushRequest naming the blocks)
+// gRPC calls. The primary writes the call's header (the ReplicateRequest naming the blocks)
 // into the region after the blocks and wakes the backup through a futex word in the
 // mailbox of the region's header page; the backup's thread runs what the gRPC call
 // would have run and answers in the mailbox, holding the entries without copying them
@@ -47,7 +47,7 @@ class DoorbellServer {
   // the version to answer, or the status that refuses the call. Whatever keeps reading
   // the blocks after it returns keeps a copy of `hold` meanwhile: the primary writes
   // over them only once every copy is gone.
-  using Handler = std::function<StatusOr<int64_t>(proto::PushRequest header,
+  using Handler = std::function<StatusOr<int64_t>(proto::ReplicateRequest header,
                                                   const std::shared_ptr<SharedRegion>& region,
                                                   const std::shared_ptr<const void>& hold)>;
 
@@ -93,7 +93,7 @@ class DoorbellCaller {
   // backup copies the blocks out before it answers one); ABORTED: the backup closed
   // the mailbox (attach again); UNAVAILABLE: its process ended; DEADLINE_EXCEEDED
   // after `timeout`; CANCELLED once `cancel` is set.
-  StatusOr<int64_t> Call(const proto::PushRequest& header, absl::Duration timeout, const std::atomic<bool>& cancel,
+  StatusOr<int64_t> Call(const proto::ReplicateRequest& header, absl::Duration timeout, const std::atomic<bool>& cancel,
                          uint32_t halves, int64_t free_from, int64_t free_to);
 
  private:

@@ -125,4 +125,68 @@ StatusOr<PushFrame> DenseArrivals::FrameFromRegion(proto::PushRequest header,
   return frame;
 }
 
+StatusOr<std::vector<StreamApplier::Update>> DenseArrivals::ReceiveStream(ReplicateFrame call, absl::Time deadline,
+                                                                          std::shared_ptr<SharedRegion> rung_in,
+                                                                          std::shared_ptr<const void> hold) const {
+  proto::ReplicateRequest& request = call.header();
+  if (request.entries_size() == 0) return absl::InvalidArgumentError("a Replicate call without entries");
+  const bool in_region = request.region() != 0 || rung_in != nullptr;
+  if (!in_region && request.entries_size() > 1) {
+    return absl::InvalidArgumentError("several stream entries in one call need a region for their blocks");
+  }
+  if (in_region && !call.dense().empty()) {
+    return absl::InvalidArgumentError("a stream call carries dense blocks both in a region and inline");
+  }
+  std::shared_ptr<SharedRegion> region = std::move(rung_in);
+  if (in_region && region == nullptr) {
+    PL_ASSIGN_OR_RETURN(RegionRef found, regions_->Find(request.region()));
+    // In shared memory the blocks are there already; over a link, wait for them to land.
+    if (found.link != nullptr) {
+      if (Status landed = found.link->WaitFor(request.link_seq(), deadline); !landed.ok()) {
+        return absl::AbortedError(
+            absl::StrCat("the stream entries' dense blocks did not come over the link: ", landed.message()));
+      }
+    }
+    region = std::move(found.region);
+  }
+  const bool copy = hold == nullptr;
+  std::vector<StreamApplier::Update> updates;
+  for (proto::ReplicaEntry& entry : *request.mutable_entries()) {
+    if (entry.position() <= 0) return absl::InvalidArgumentError("a stream entry without a stream position");
+    StreamApplier::Update& update = updates.emplace_back();
+    update.position = entry.position();
+    switch (entry.update_case()) {
+      case proto::ReplicaEntry::kPush: {
+        proto::PushRequest& push = *entry.mutable_push();
+        if (push.shm_region() != 0 || push.link_seq() != 0 || push.shm_write_back() || push.dense_size() > 0 ||
+            (!in_region && push.shm_dense_size() > 0)) {
+          return absl::InvalidArgumentError(
+              "a stream entry's push names a region, a link, a write-back or blocks of its own");
+        }
+        if (in_region) {
+          PL_ASSIGN_OR_RETURN(PushFrame frame, FrameFromRegion(std::move(push), region, copy, hold));
+          update.push = std::make_unique<PushFrame>(std::move(frame));
+        } else {
+          update.push = std::make_unique<PushFrame>(PushFrame::WithPayloadsOf(std::move(push), std::move(call)));
+        }
+        for (const DenseFramePayload& d : update.push->dense()) update.bytes += d.values.num_bytes();
+        break;
+      }
+      case proto::ReplicaEntry::kInit:
+        update.init = std::make_unique<proto::InitRequest>(std::move(*entry.mutable_init()));
+        break;
+      case proto::ReplicaEntry::kStepEnd:
+        if (entry.step_end() <= 0) return absl::InvalidArgumentError("a step's end with no contributors");
+        update.step_end = entry.step_end();
+        break;
+      case proto::ReplicaEntry::kEviction:
+        update.eviction = std::make_unique<proto::Eviction>(std::move(*entry.mutable_eviction()));
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("stream entry ", entry.position(), " holds no update"));
+    }
+  }
+  return updates;
+}
+
 }  // namespace pl::pserver

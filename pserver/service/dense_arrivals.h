@@ -4,7 +4,8 @@
 // values go; a pull gets the place its values go. Whatever carried the blocks (the gRPC
 // call itself, a shared-memory region, or a region mirrored over a dense link, whose
 // bytes it waits for and whose written values it sends back, rounded to bfloat16 where
-// the trainer asked), the shard sees frames and destinations only.
+// the trainer asked), the shard sees frames and destinations only. The replication
+// stream's calls arrive here too (ReceiveStream), over the same regions and links.
 //
 // Thread-safety: thread-safe (the region table is); an ArrivedPush is used by the one
 // call it belongs to.
@@ -19,6 +20,7 @@
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
 #include "paddle_like/dist/dense_link.h"
+#include "pserver/replication/stream_applier.h"
 #include "pserver/service/shared_regions.h"
 #include "pserver/store/shard.h"
 
@@ -62,6 +64,15 @@ class DenseArrivals {
   // request's channel wants them (null destination: into `response`, inline), then a
   // link's values travel back.
   Status ServePull(const proto::PullRequest& request, const std::function<Status(const DenseDestination&)>& pull);
+  // The entries of a primary's Replicate call (the replication stream), in order, as
+  // the updates a replica holds: each push's blocks inline (a call of one entry) or in
+  // the region the call names, copied out before the answer (the primary writes the next
+  // entries over them; the replica queues these), or read in place under `hold` (a
+  // doorbell call's, which the primary waits for). `rung_in`: a doorbell call's region,
+  // instead of the one the call names.
+  StatusOr<std::vector<StreamApplier::Update>> ReceiveStream(ReplicateFrame call, absl::Time deadline,
+                                                             std::shared_ptr<SharedRegion> rung_in = nullptr,
+                                                             std::shared_ptr<const void> hold = nullptr) const;
   // The blocks a request names in `region` as a frame's payloads: in place (kept alive
   // by `hold`, by default the region), or copied when `copy` or when the push will be
   // applied after its call returns (deferred). bfloat16 blocks are decoded.

@@ -35,17 +35,6 @@ absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
 }
 }  // namespace
 
-// Init and Push come from the job's trainers, or, as the primary's stream
-// (replica_seq > 0), from another process of this shard.
-grpc::Status PserverService::AuthorizeUpdate(const grpc::ServerContextBase* context, bool from_primary,
-                                             absl::string_view method) const {
-  if (from_primary) {
-    return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::PserverOf(shard_->index())},
-                                           absl::StrCat(method, " of the replication stream")));
-  }
-  return rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, method));
-}
-
 PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer,
                                std::string restored_from, SharedRegionOptions shm)
     : shard_(shard),
@@ -60,11 +49,7 @@ PserverService::PserverService(ParameterShard* shard, Checkpointer* checkpointer
 grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::InitRequest* request,
                                   proto::InitResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
-  if (grpc::Status s = AuthorizeUpdate(context, request->replica_seq() > 0, "Init"); !s.ok()) return s;
-  if (request->replica_seq() > 0) {  // the primary's stream
-    if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
-    return rpc::ToGrpc(replicator_->OnInit(*request));
-  }
+  if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Init")); !s.ok()) return s;
   StatusOr<proto::InitResponse> result = shard_->Init(*request);
   if (!result.ok()) {
     log::Warning(absl::StrCat("Init refused: ", result.status().message()));
@@ -150,77 +135,49 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
       request, [&](const DenseDestination& to) { return shard_->Pull(request, deadline, response, to); }));
 }
 
-StatusOr<int64_t> PserverService::ServeStreamCall(PushFrame frame, absl::Time deadline,
+grpc::ServerUnaryReactor* PserverService::Replicate(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return Serve<ReplicateFrame, proto::ReplicateResponse>(
+      context, request, response,
+      [this](const grpc::ServerContextBase& c, ReplicateFrame& frame, proto::ReplicateResponse* out) {
+        if (grpc::Status s = rpc::CheckProtocol(&c); !s.ok()) return s;
+        // Only the shard's own pservers: a trainer's certificate cannot write the stream.
+        if (grpc::Status s = rpc::LogIfRefused(&c, rpc::Authorize(&c, {rpc::PserverOf(shard_->index())}, "Replicate"));
+            !s.ok()) {
+          return s;
+        }
+        DataCall counted(&data_calls_);
+        StatusOr<int64_t> version = ServeStreamCall(std::move(frame), DeadlineOf(c));
+        if (!version.ok()) return rpc::ToGrpc(version.status());
+        out->set_version(*version);
+        return grpc::Status::OK;
+      });
+}
+
+StatusOr<int64_t> PserverService::ServeStreamCall(ReplicateFrame call, absl::Time deadline,
                                                   std::shared_ptr<SharedRegion> rung_in,
                                                   std::shared_ptr<const void> hold) {
   if (replicator_ == nullptr) return absl::InvalidArgumentError("this pserver is not replicated");
-  if (frame.header().replica_seq() <= 0) return absl::InvalidArgumentError("a stream call without a stream position");
   if (const absl::Duration d = replicator_->slow_stream_call(); d > absl::ZeroDuration()) absl::SleepFor(d);
-  PL_ASSIGN_OR_RETURN(std::vector<PushFrame> entries,
-                      FramesOfStreamCall(std::move(frame), deadline, std::move(rung_in), std::move(hold)));
+  const int64_t epoch = call.header().epoch();
+  PL_ASSIGN_OR_RETURN(std::vector<StreamApplier::Update> updates,
+                      arrivals_.ReceiveStream(std::move(call), deadline, std::move(rung_in), std::move(hold)));
   // In stream order; one refused stops the call, and the primary gives up on this
   // replica (the entries before it are held, and a retry would not apply them twice).
   int64_t version = 0;
-  for (PushFrame& entry : entries) {
-    PL_ASSIGN_OR_RETURN(version, replicator_->OnPush(std::move(entry)));
+  for (StreamApplier::Update& update : updates) {
+    PL_ASSIGN_OR_RETURN(version, replicator_->OnEntry(epoch, std::move(update)));
   }
   return version;
-}
-
-StatusOr<std::vector<PushFrame>> PserverService::FramesOfStreamCall(PushFrame frame, absl::Time deadline,
-                                                                    std::shared_ptr<SharedRegion> rung_in,
-                                                                    std::shared_ptr<const void> hold) {
-  google::protobuf::RepeatedPtrField<proto::PushRequest> batched;
-  batched.Swap(frame.header().mutable_stream_batch());
-  std::vector<PushFrame> frames;
-  if (frame.header().shm_region() == 0) {
-    if (!batched.empty()) return absl::InvalidArgumentError("batched stream entries need a region");
-    frames.push_back(std::move(frame));
-    return frames;
-  }
-  if (!frame.dense().empty()) {
-    return absl::InvalidArgumentError("a stream entry carries dense blocks both in a region and inline");
-  }
-  std::shared_ptr<SharedRegion> region = std::move(rung_in);
-  if (region == nullptr) {
-    PL_ASSIGN_OR_RETURN(RegionRef found, regions_.Find(frame.header().shm_region()));
-    // In shared memory the blocks are there already; over a link, wait for them to land.
-    if (found.link != nullptr) {
-      if (Status landed = found.link->WaitFor(frame.header().link_seq(), deadline); !landed.ok()) {
-        return absl::AbortedError(
-            absl::StrCat("the entry's dense blocks did not come over the link: ", landed.message()));
-      }
-    }
-    region = std::move(found.region);
-  }
-  // Copied out before the answer, where the primary writes the next entries over them;
-  // read in place under `hold` where it waits for that (a doorbell call's).
-  const bool copy = hold == nullptr;
-  PL_ASSIGN_OR_RETURN(PushFrame first, arrivals_.FrameFromRegion(std::move(frame.header()), region, copy, hold));
-  frames.push_back(std::move(first));
-  for (proto::PushRequest& entry : batched) {
-    if (entry.shm_region() != 0 || entry.link_seq() != 0 || entry.dense_size() > 0 || entry.stream_batch_size() > 0 ||
-        entry.replica_seq() <= 0) {
-      return absl::InvalidArgumentError("a batched stream entry names its own region, link, inline blocks or batch, "
-                                        "or no stream position");
-    }
-    PL_ASSIGN_OR_RETURN(PushFrame next, arrivals_.FrameFromRegion(std::move(entry), region, copy, hold));
-    frames.push_back(std::move(next));
-  }
-  return frames;
 }
 
 grpc::Status PserverService::HandlePush(const grpc::ServerContextBase& context, PushFrame frame,
                                         proto::PushResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
-  if (grpc::Status s = AuthorizeUpdate(&context, frame.header().replica_seq() > 0, "Push"); !s.ok()) return s;
-  DataCall counted(&data_calls_);
-  if (frame.header().replica_seq() > 0) {  // the primary's stream
-    StatusOr<int64_t> version = ServeStreamCall(std::move(frame), DeadlineOf(context));
-    if (!version.ok()) return rpc::ToGrpc(version.status());
-    response->set_version(*version);
-    return grpc::Status::OK;
+  if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Push")); !s.ok()) {
+    return s;
   }
+  DataCall counted(&data_calls_);
   const absl::Time deadline = DeadlineOf(context);
   StatusOr<std::unique_ptr<ArrivedPush>> arrived = arrivals_.ReceivePush(std::move(frame), deadline);
   if (!arrived.ok()) return rpc::ToGrpc(arrived.status());
@@ -311,12 +268,12 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
   DoorbellServer::Handler doorbell;
   if (request->replica_stream() && request->stream_doorbell()) {
     // The region's own calls: never through regions_.Find (see SharedRegionTable::Attach).
-    doorbell = [this](proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
+    doorbell = [this](proto::ReplicateRequest header, const std::shared_ptr<SharedRegion>& region,
                       const std::shared_ptr<const void>& hold) {
       DataCall counted(&data_calls_);
-      PushFrame frame;
-      frame.header() = std::move(header);
-      return ServeStreamCall(std::move(frame), absl::InfiniteFuture(), region, hold);
+      ReplicateFrame call;
+      call.header() = std::move(header);
+      return ServeStreamCall(std::move(call), absl::InfiniteFuture(), region, hold);
     };
   }
   StatusOr<uint64_t> id = regions_.Attach(*request, std::move(doorbell));

@@ -46,7 +46,8 @@
 namespace pl::pserver {
 
 using PserverServiceBase = proto::ParameterServer::WithRawCallbackMethod_Pull<
-    proto::ParameterServer::WithRawCallbackMethod_Push<proto::ParameterServer::Service>>;
+    proto::ParameterServer::WithRawCallbackMethod_Push<
+        proto::ParameterServer::WithRawCallbackMethod_Replicate<proto::ParameterServer::Service>>>;
 
 class PserverService final : public PserverServiceBase {
  public:
@@ -68,6 +69,10 @@ class PserverService final : public PserverServiceBase {
                           proto::CheckpointResponse* response) override;
   grpc::Status Attach(grpc::ServerContext* context, const proto::AttachRequest* request,
                       proto::AttachResponse* response) override;
+  // The replication stream: a ReplicateFrame in from this shard's primary (only), a
+  // ReplicateResponse out.
+  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   // A joining replica receives its primary's snapshot (replicator.h).
   grpc::Status InstallSnapshot(grpc::ServerContext* context, const proto::SnapshotChunk* request,
                                proto::SnapshotAck* response) override;
@@ -96,7 +101,6 @@ class PserverService final : public PserverServiceBase {
   void DropIdleRegions() { regions_.DropIdle(); }
 
  private:
-  grpc::Status AuthorizeUpdate(const grpc::ServerContextBase* context, bool from_primary, absl::string_view method) const;
   // Parses `request` as a Request, runs handler(context, Request&, Response*) and
   // finishes the call with its status and serialised Response: on gRPC's thread when
   // the call cannot wait on other calls (async shard), else on a handler thread.
@@ -107,19 +111,10 @@ class PserverService final : public PserverServiceBase {
                           PullFrame* response);
   grpc::Status HandlePush(const grpc::ServerContextBase& context, PushFrame frame, proto::PushResponse* response);
 
-  // The stream entries of a primary's call, in order: `frame` itself, or, when its dense
-  // blocks are in a region (shared with the primary, or mirrored by its link), it and
-  // the entries batched behind it, rebuilt with copies of their blocks (the backup
-  // queues entries; the next call reuses the region).
-  // `rung_in`: the region of a doorbell call (stream_doorbell.h), instead of the one
-  // the header names; `hold`: its blocks are read in place (not copied) under it.
-  StatusOr<std::vector<PushFrame>> FramesOfStreamCall(PushFrame frame, absl::Time deadline,
-                                                      std::shared_ptr<SharedRegion> rung_in = nullptr,
-                                                      std::shared_ptr<const void> hold = nullptr);
-  // A call of the primary's stream, made over gRPC or rung in `rung_in`: its entries
-  // held in order (Replicator::OnPush); the version of the last.
-  // With `hold` (a doorbell call's), the entries read their blocks in place, holding it.
-  StatusOr<int64_t> ServeStreamCall(PushFrame frame, absl::Time deadline,
+  // A Replicate call of the primary's stream, made over gRPC or rung in `rung_in` (a
+  // doorbell call's region, whose blocks are read in place under `hold`): its entries
+  // held in order (Replicator::OnEntry); the version after the last.
+  StatusOr<int64_t> ServeStreamCall(ReplicateFrame call, absl::Time deadline,
                                     std::shared_ptr<SharedRegion> rung_in = nullptr,
                                     std::shared_ptr<const void> hold = nullptr);
   ParameterShard* const shard_;

@@ -53,17 +53,25 @@ proto::InitRequest MakeInit() {
   return r;
 }
 
-proto::PushRequest MakePush(int64_t trainer_id, int64_t replica_seq = 0) {
+proto::PushRequest MakePush(int64_t trainer_id) {
   proto::PushRequest r;
   r.set_trainer_id(trainer_id);
   r.set_num_samples(1);
-  r.set_replica_seq(replica_seq);
-  r.set_replica_epoch(replica_seq > 0 ? 1 : 0);
   proto::DenseBlock* b = r.add_dense();
   b->set_param("w");
   b->set_block(0);
   const float g[4] = {1, 2, 3, 4};
   SetFloats(b->mutable_values(), g, 4);
+  return r;
+}
+
+// The trainer's push as the first entry of a primary's replication stream.
+proto::ReplicateRequest MakeStreamCall(int64_t trainer_id) {
+  proto::ReplicateRequest r;
+  r.set_epoch(1);
+  proto::ReplicaEntry* e = r.add_entries();
+  e->set_position(1);
+  *e->mutable_push() = MakePush(trainer_id);
   return r;
 }
 
@@ -234,8 +242,10 @@ TEST_F(CallerRightsTest, EachProcessMakesOnlyItsOwnCallsAndARefusedCallChangesNo
   // Another shard's process streaming updates into this one; a trainer sending a
   // snapshot of the shard.
   other_shard = Caller("pserver-1");
-  EXPECT_DENIED(other_shard.pserver->Push(Ctx().get(), MakePush(t1.trainer_id(), /*replica_seq=*/1), &pushed));
+  proto::ReplicateResponse replicated;
+  EXPECT_DENIED(other_shard.pserver->Replicate(Ctx().get(), MakeStreamCall(t1.trainer_id()), &replicated));
   trainer = Caller("trainer");
+  EXPECT_DENIED(trainer.pserver->Replicate(Ctx().get(), MakeStreamCall(t1.trainer_id()), &replicated));
   proto::SnapshotAck ack;
   EXPECT_DENIED(trainer.pserver->InstallSnapshot(Ctx().get(), proto::SnapshotChunk(), &ack));
   // A certificate of this job's CA that names no role has no rights at all.
@@ -255,7 +265,7 @@ TEST_F(CallerRightsTest, EachProcessMakesOnlyItsOwnCallsAndARefusedCallChangesNo
   s = trainer.master->TaskFinished(Ctx(t1.token()).get(), finish, &finished);
   EXPECT_TRUE(s.ok()) << s.error_message();
   As own_shard = Caller("pserver-0");
-  s = own_shard.pserver->Push(Ctx().get(), MakePush(t1.trainer_id(), /*replica_seq=*/1), &pushed);
+  s = own_shard.pserver->Replicate(Ctx().get(), MakeStreamCall(t1.trainer_id()), &replicated);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("not replicated"));
   // Refusals are in the servers' logs, naming the call and the caller's identity.

@@ -26,35 +26,38 @@ std::shared_ptr<SharedRegion> NewRegion(size_t payload = 64 << 10) {
   return region.ok() ? *region : nullptr;
 }
 
-proto::PushRequest Header(int64_t position) {
-  proto::PushRequest h;
-  h.set_replica_seq(position);
-  h.set_replica_epoch(7);
-  proto::ShmBlock* b = h.add_shm_dense();
+proto::ReplicateRequest Header(int64_t position) {
+  proto::ReplicateRequest h;
+  h.set_epoch(7);
+  proto::ReplicaEntry* e = h.add_entries();
+  e->set_position(position);
+  proto::ShmBlock* b = e->mutable_push()->add_shm_dense();
   b->set_param("fc1.weight");
   b->set_count(16);
   return h;
 }
 
 // A call over the whole payload, its header at free_from.
-StatusOr<int64_t> Ring(DoorbellCaller& caller, const proto::PushRequest& header, absl::Duration timeout,
+StatusOr<int64_t> Ring(DoorbellCaller& caller, const proto::ReplicateRequest& header, absl::Duration timeout,
                        const std::atomic<bool>& cancel, int64_t free_from) {
   return caller.Call(header, timeout, cancel, kHalf0 | kHalf1, free_from, std::numeric_limits<int64_t>::max());
 }
 
 // Answers position * 10 for even positions and refuses odd ones, seeing what was sent.
-StatusOr<int64_t> EvenOnly(const proto::PushRequest& h) {
-  if (h.replica_epoch() != 7 || h.shm_dense_size() != 1 || h.shm_dense(0).param() != "fc1.weight") {
+StatusOr<int64_t> EvenOnly(const proto::ReplicateRequest& h) {
+  if (h.epoch() != 7 || h.entries_size() != 1 || h.entries(0).push().shm_dense_size() != 1 ||
+      h.entries(0).push().shm_dense(0).param() != "fc1.weight") {
     return absl::InternalError("the header arrived changed");
   }
-  if (h.replica_seq() % 2 != 0) return absl::FailedPreconditionError(absl::StrCat("odd position ", h.replica_seq()));
-  return h.replica_seq() * 10;
+  const int64_t position = h.entries(0).position();
+  if (position % 2 != 0) return absl::FailedPreconditionError(absl::StrCat("odd position ", position));
+  return position * 10;
 }
 
 TEST(StreamDoorbellTest, EachCallGetsTheHandlersAnswerOrItsRefusal) {
   std::shared_ptr<SharedRegion> region = NewRegion();
   std::atomic<int> calls{0};
-  DoorbellServer server(region, [&](proto::PushRequest h, const std::shared_ptr<SharedRegion>& in, const std::shared_ptr<const void>&) {
+  DoorbellServer server(region, [&](proto::ReplicateRequest h, const std::shared_ptr<SharedRegion>& in, const std::shared_ptr<const void>&) {
     ++calls;
     EXPECT_EQ(in, region);
     return EvenOnly(h);
@@ -85,9 +88,9 @@ TEST(StreamDoorbellTest, EachCallGetsTheHandlersAnswerOrItsRefusal) {
 TEST(StreamDoorbellTest, AClosedRegionAbortsAndAStuckOneTimesOutOrIsCancelled) {
   std::shared_ptr<SharedRegion> region = NewRegion();
   absl::Notification release;
-  auto server = std::make_unique<DoorbellServer>(region, [&](proto::PushRequest h, const std::shared_ptr<SharedRegion>&, const std::shared_ptr<const void>&) {
-    if (h.replica_seq() == 3) release.WaitForNotificationWithTimeout(absl::Seconds(30));
-    return StatusOr<int64_t>(h.replica_seq());
+  auto server = std::make_unique<DoorbellServer>(region, [&](proto::ReplicateRequest h, const std::shared_ptr<SharedRegion>&, const std::shared_ptr<const void>&) {
+    if (h.entries(0).position() == 3) release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return StatusOr<int64_t>(h.entries(0).position());
   });
   StatusOr<std::unique_ptr<DoorbellCaller>> caller = DoorbellCaller::Connect(region);
   ASSERT_TRUE(caller.ok()) << caller.status();
@@ -123,13 +126,13 @@ TEST(StreamDoorbellTest, AHalfIsWrittenAgainOnlyOnceTheBackupReleasedIt) {
   std::shared_ptr<SharedRegion> region = NewRegion();
   absl::Mutex mu;
   std::shared_ptr<const void> kept;  // what the backup's applier would hold
-  DoorbellServer server(region, [&](proto::PushRequest h, const std::shared_ptr<SharedRegion>&,
+  DoorbellServer server(region, [&](proto::ReplicateRequest h, const std::shared_ptr<SharedRegion>&,
                                     const std::shared_ptr<const void>& hold) -> StatusOr<int64_t> {
-    if (h.replica_seq() == 1) {
+    if (h.entries(0).position() == 1) {
       absl::MutexLock l(&mu);
       kept = hold;
     }
-    return h.replica_seq();
+    return h.entries(0).position();
   });
   StatusOr<std::unique_ptr<DoorbellCaller>> caller = DoorbellCaller::Connect(region);
   ASSERT_TRUE(caller.ok()) << caller.status();
@@ -167,7 +170,7 @@ TEST(StreamDoorbellTest, ABackupKilledMidCallIsSeenAtOnce) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     // The backup: serves the same segment and never answers.
-    DoorbellServer server(region, [](proto::PushRequest, const std::shared_ptr<SharedRegion>&, const std::shared_ptr<const void>&) -> StatusOr<int64_t> {
+    DoorbellServer server(region, [](proto::ReplicateRequest, const std::shared_ptr<SharedRegion>&, const std::shared_ptr<const void>&) -> StatusOr<int64_t> {
       ::pause();
       return 0;
     });
