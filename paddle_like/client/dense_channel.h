@@ -22,6 +22,9 @@
 // channel's region; they stay valid while the returned frame lives (it holds the region),
 // and are overwritten by the next exchange.
 //
+// The same channels carry a replicated pserver's stream to its other replicas
+// (Replicate), with regions of their own laid out per call instead of per slot.
+//
 // Failure: a channel whose region the pserver forgot, or whose link broke, answers
 // ABORTED. The caller then takes the push back as a gRPC frame (TakePushForGrpc) and goes
 // on over a GrpcDenseChannel; a push the pserver had applied is known by its number and
@@ -120,6 +123,20 @@ class DenseChannel {
   // (its gradients out of the region, widened to float32 where they were rounded; the
   // rounding is in the residuals already), in `push`.
   virtual void TakePushForGrpc(PushFrame& push, const PreparedPush& prepared) = 0;
+
+  // The replication stream (a pserver's primary to another replica of its shard, never a
+  // trainer): sends `call`, a Replicate of one or more entries, with the dense blocks of
+  // its push entries, which are `pushes`' payloads in entry order. gRPC puts them in the
+  // call (one push entry a call); a region packs them back to back in its payload
+  // (shared memory copies them there and rings the replica's doorbell instead of calling
+  // where it serves one; a link sends them from where they lie). UNIMPLEMENTED: this
+  // channel cannot carry these entries (send them another way and keep it): more bytes
+  // than stream_room(), several entries to a replica that takes one a call, bfloat16
+  // blocks to one that reads none from a region. ABORTED: the channel failed.
+  virtual Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                           const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) = 0;
+  // The most bytes of dense blocks one Replicate call may carry (-1: no bound).
+  virtual int64_t stream_room() const { return -1; }
 };
 
 }  // namespace pl

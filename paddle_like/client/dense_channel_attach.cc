@@ -15,6 +15,7 @@ namespace {
 
 Status CallAttach(proto::ParameterServer::Stub& stub, const ChannelOffer& offer, const proto::AttachRequest& request,
                   proto::AttachResponse* response) {
+  if (offer.attach_call) return offer.attach_call(request, response);
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(offer.call_timeout)));
   return rpc::FromGrpc(stub.Attach(ctx.get(), request, response));
 }
@@ -25,6 +26,7 @@ proto::AttachRequest RequestFor(const ChannelOffer& offer, const SharedRegion& r
   request.set_trainer_id(offer.trainer_id);
   request.set_client_id(offer.client_id);
   request.set_shm_bytes(static_cast<int64_t>(region.total_bytes()));
+  request.set_replica_stream(offer.replica_stream);
   return request;
 }
 
@@ -40,6 +42,7 @@ ChannelAttach AttachSharedMemory(proto::ParameterServer::Stub& stub, const Chann
   proto::AttachRequest request = RequestFor(offer, **region);
   request.set_shm_name((*region)->name());
   request.set_nonce((*region)->nonce());
+  request.set_stream_doorbell(offer.replica_stream && offer.doorbell);
   proto::AttachResponse response;
   const Status attached = CallAttach(stub, offer, request, &response);
   (*region)->Unlink();  // both sides map it now (or never will): the name has done its job
@@ -52,7 +55,20 @@ ChannelAttach AttachSharedMemory(proto::ParameterServer::Stub& stub, const Chann
     out.refusal = "the pserver's answer did not appear in the shared memory";
     return out;
   }
-  out.channel = std::make_unique<ShmDenseChannel>(offer.slots, *std::move(region), response.region());
+  auto channel = std::make_unique<ShmDenseChannel>(offer.slots, *std::move(region), response.region());
+  if (offer.replica_stream) {
+    channel->SetStreamAbilities({response.stream_batches(), response.link_bf16()});
+    if (response.stream_doorbell()) {
+      StatusOr<std::unique_ptr<DoorbellCaller>> doorbell = DoorbellCaller::Connect(channel->region());
+      if (doorbell.ok()) {
+        channel->RingThrough(*std::move(doorbell), offer.call_timeout, offer.cancel);
+      } else {
+        log::Info(absl::StrCat("pserver ", offer.index, " (", offer.address, "): no doorbell (",
+                               doorbell.status().message(), "); the stream's calls go over gRPC"));
+      }
+    }
+  }
+  out.channel = std::move(channel);
   return out;
 }
 
@@ -82,7 +98,7 @@ ChannelAttach AttachLink(proto::ParameterServer::Stub& stub, const ChannelOffer&
     return out;
   }
   StatusOr<std::unique_ptr<DenseLink>> link =
-      DialDenseLink(offer.address, response, offer.link_lanes, rpc::PserverIdentity(offer.index), *region);
+      DialDenseLink(offer.address, response, offer.link_lanes, rpc::PserverIdentity(offer.index), *region, offer.cancel);
   if (!link.ok()) {
     out.refusal = absl::StrCat("no dense link: ", link.status().message());
     log::Warning(absl::StrCat("pserver ", offer.index, " (", offer.address, "): ", out.refusal,
@@ -91,6 +107,7 @@ ChannelAttach AttachLink(proto::ParameterServer::Stub& stub, const ChannelOffer&
   }
   out.channel = std::make_unique<LinkDenseChannel>(offer.slots, *std::move(region), response.region(),
                                                    *std::move(link), bf16, offer.residuals, offer.call_timeout);
+  if (offer.replica_stream) out.channel->SetStreamAbilities({response.stream_batches(), response.link_bf16()});
   return out;
 }
 

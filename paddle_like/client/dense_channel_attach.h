@@ -7,7 +7,9 @@
 #ifndef PADDLE_LIKE_CLIENT_DENSE_CHANNEL_ATTACH_H_
 #define PADDLE_LIKE_CLIENT_DENSE_CHANNEL_ATTACH_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +31,15 @@ struct ChannelOffer {
   WireDtype wire = WireDtype::kFloat32;
   int link_lanes = 1;
   Bf16Residuals* residuals = nullptr;
+  // A replication stream's region (a primary's, to another replica of its shard: no
+  // slots, Replicate calls only; AttachRequest.replica_stream), rung through the
+  // replica's doorbell in shared memory where it serves one (`doorbell`). `cancel` (may
+  // be null) ends a link's or a doorbell's blocked wait.
+  bool replica_stream = false;
+  bool doorbell = false;
+  const std::atomic<bool>* cancel = nullptr;
+  // Makes the Attach call instead of a call of its own (a stream's, which it can cancel).
+  std::function<Status(const proto::AttachRequest&, proto::AttachResponse*)> attach_call;
 };
 
 // A channel, or why there is none. An empty refusal means the pserver could not be

@@ -43,4 +43,11 @@ Status GrpcDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* conte
   return rpc::FromGrpc(stub.Pull(context, request, response));
 }
 
+Status GrpcDenseChannel::Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                                   const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) {
+  if (pushes.size() > 1) return absl::UnimplementedError("a gRPC stream call carries one push entry");
+  if (!pushes.empty()) call.AddPayloadsOf(*pushes.front());
+  return rpc::FromGrpc(stub.Replicate(context, call, response));
+}
+
 }  // namespace pl

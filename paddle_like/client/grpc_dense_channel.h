@@ -32,6 +32,9 @@ class GrpcDenseChannel final : public DenseChannel {
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
   void TakePushForGrpc(PushFrame&, const PreparedPush&) override {}  // it is one already
+  // The blocks referenced in the call, not copied; one push entry a call.
+  Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                   const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
 
  private:
   const WireDtype wire_;

@@ -64,4 +64,21 @@ Status LinkDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* conte
   return st;
 }
 
+Status LinkDenseChannel::Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                                   const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) {
+  PL_RETURN_IF_ERROR(CheckStream(call, pushes));
+  int64_t end = 0;
+  const std::vector<DenseLink::Range> ranges = PackStream(call, pushes, 0, &end);
+  const uint64_t seq = ++seq_;
+  call.header().set_link_seq(seq);
+  // The call goes while the blocks travel: the replica waits for them to land.
+  Status st = Landed(link_->StartSend(seq, ranges));
+  if (!st.ok()) return st;
+  st = rpc::FromGrpc(stub.Replicate(context, call, response));
+  // An answered call means the blocks landed; a link that broke after is found so next.
+  const Status sent = link_->FinishSend();
+  if (!st.ok() && !sent.ok()) st = Landed(sent);
+  return st;
+}
+
 }  // namespace pl

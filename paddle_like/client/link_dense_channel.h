@@ -38,6 +38,9 @@ class LinkDenseChannel final : public RegionDenseChannel {
               bool bring_values, proto::PushResponse* response, PullFrame* values) override;
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
+  // The blocks sent from where they lie, under the call's link_seq.
+  Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                   const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
 
  protected:
   bool bf16() const override { return bf16_; }

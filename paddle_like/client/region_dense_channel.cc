@@ -152,7 +152,8 @@ int RegionDenseChannel::BindParameters(const KeyStore& keys) {
 }
 
 std::string ShmDenseChannel::Describe() const {
-  return absl::StrFormat("shared memory (%.1f MB)", region_->total_bytes() / 1e6);
+  return absl::StrFormat("shared memory (%.1f MB%s)", region_->total_bytes() / 1e6,
+                         doorbell_ != nullptr ? ", calls rung in it" : "");
 }
 
 Status ShmDenseChannel::Push(PserverFrameStub& stub, grpc::ClientContext* context, PushFrame& push,
@@ -171,6 +172,105 @@ Status ShmDenseChannel::Pull(PserverFrameStub& stub, grpc::ClientContext* contex
   Status st = rpc::FromGrpc(stub.Pull(context, PullRequestOf(request, slots), response));
   if (st.ok()) AddValues(slots, response);
   return st;
+}
+
+// ------------------------------------------------------------------ the stream
+
+namespace {
+// Where a block starts in a stream call's packing: float32 blocks 4-byte aligned.
+int64_t AlignedTo4(int64_t at) { return (at + 3) & ~int64_t{3}; }
+}  // namespace
+
+int64_t RegionDenseChannel::PackedBytes(const std::vector<const PushFrame*>& pushes) {
+  int64_t bytes = 0;
+  for (const PushFrame* push : pushes) {
+    for (const DenseFramePayload& d : push->dense()) bytes = AlignedTo4(bytes) + d.values.num_bytes();
+  }
+  return bytes;
+}
+
+Status RegionDenseChannel::CheckStream(const ReplicateFrame& call, const std::vector<const PushFrame*>& pushes) const {
+  if (PackedBytes(pushes) > stream_room()) return absl::UnimplementedError("the entries do not fit in the region");
+  if (call.header().entries_size() > 1 && !stream_.batches) {
+    return absl::UnimplementedError("the replica takes one entry a call");
+  }
+  if (!stream_.bf16) {
+    for (const PushFrame* push : pushes) {
+      for (const DenseFramePayload& d : push->dense()) {
+        if (d.bf16) return absl::UnimplementedError("the replica reads only float32 from a region");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<DenseLink::Range> RegionDenseChannel::PackStream(ReplicateFrame& call,
+                                                             const std::vector<const PushFrame*>& pushes,
+                                                             int64_t base, int64_t* end) const {
+  call.header().set_region(region_id_);
+  std::vector<DenseLink::Range> ranges;
+  int64_t at = base;
+  size_t next = 0;
+  for (proto::ReplicaEntry& entry : *call.header().mutable_entries()) {
+    if (!entry.has_push() || next == pushes.size()) continue;
+    for (const DenseFramePayload& d : pushes[next++]->dense()) {
+      at = AlignedTo4(at);
+      proto::ShmBlock* b = entry.mutable_push()->add_shm_dense();
+      b->set_param(d.param);
+      b->set_block(d.block);
+      b->set_offset(at);
+      b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
+      b->set_bf16(d.bf16);
+      d.values.ForEachPiece([&](const char* data, size_t n) {
+        ranges.push_back({at, static_cast<int64_t>(n), data});
+        at += static_cast<int64_t>(n);
+      });
+    }
+  }
+  *end = at;
+  return ranges;
+}
+
+void ShmDenseChannel::RingThrough(std::unique_ptr<DoorbellCaller> doorbell, absl::Duration timeout,
+                                  const std::atomic<bool>* cancel) {
+  doorbell_ = std::move(doorbell);
+  ring_timeout_ = timeout;
+  cancel_ = cancel;
+}
+
+Status ShmDenseChannel::Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                                  const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) {
+  PL_RETURN_IF_ERROR(CheckStream(call, pushes));
+  static const std::atomic<bool> kNever{false};
+  const std::atomic<bool>& cancel = cancel_ != nullptr ? *cancel_ : kNever;
+  const int64_t payload = PackedBytes(pushes);
+  uint32_t halves = kHalf0 | kHalf1;
+  int64_t base = 0, limit = static_cast<int64_t>(region_->payload_bytes());
+  if (doorbell_ != nullptr) {
+    const int64_t half = (static_cast<int64_t>(region_->payload_bytes()) / 2) & ~int64_t{63};
+    if (payload + kDoorbellRoom / 4 <= half) {
+      halves = next_half_;
+      base = halves == kHalf0 ? 0 : half;
+      limit = base + half;
+      next_half_ = halves == kHalf0 ? kHalf1 : kHalf0;
+    }
+    PL_RETURN_IF_ERROR(doorbell_->AwaitFree(halves, ring_timeout_, cancel));
+  }
+  int64_t end = 0;
+  for (const DenseLink::Range& r : PackStream(call, pushes, base, &end)) {
+    std::memcpy(region_->payload() + r.offset, r.source, static_cast<size_t>(r.bytes));
+  }
+  if (doorbell_ != nullptr) {
+    StatusOr<int64_t> answered = doorbell_->Call(call.header(), ring_timeout_, cancel, halves, end, limit);
+    if (!absl::IsUnimplemented(answered.status())) {
+      ++rung_calls_;
+      if (answered.ok()) response->set_version(*answered);
+      return answered.status();
+    }
+    // A header too large for the room after the blocks (a long batch): over gRPC, where
+    // the replica copies the blocks out before it answers.
+  }
+  return rpc::FromGrpc(stub.Replicate(context, call, response));
 }
 
 }  // namespace pl

@@ -13,6 +13,7 @@
 #ifndef PADDLE_LIKE_CLIENT_REGION_DENSE_CHANNEL_H_
 #define PADDLE_LIKE_CLIENT_REGION_DENSE_CHANNEL_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,7 +22,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/key_store.h"
+#include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/shared_region.h"
+#include "paddle_like/dist/stream_doorbell.h"
 
 namespace pl {
 
@@ -44,6 +47,18 @@ class RegionDenseChannel : public DenseChannel {
   int BindParameters(const KeyStore& keys);
   const std::shared_ptr<SharedRegion>& region() const { return region_; }
 
+  // A replication stream's region (no slots; each Replicate call packs its blocks from
+  // the payload's start): what the replica said of it at Attach.
+  struct StreamAbilities {
+    bool batches = false;  // several entries a call (AttachResponse.stream_batches)
+    bool bf16 = false;     // bfloat16 blocks read from the region (AttachResponse.link_bf16)
+  };
+  void SetStreamAbilities(StreamAbilities abilities) { stream_ = abilities; }
+  const StreamAbilities& stream_abilities() const { return stream_; }
+  int64_t stream_room() const override { return static_cast<int64_t>(region_->payload_bytes()); }
+  // The bytes `pushes`' blocks take packed (float32 ones 4-byte aligned).
+  static int64_t PackedBytes(const std::vector<const PushFrame*>& pushes);
+
  protected:
   // Whether the region holds bfloat16 values, 2 bytes each (a link's wire dtype).
   virtual bool bf16() const { return false; }
@@ -59,17 +74,34 @@ class RegionDenseChannel : public DenseChannel {
   proto::PullRequest PullRequestOf(const proto::PullRequest& pull, const std::vector<int>& slots) const;
   // The values of `slots` as `frame`'s dense payloads (widened from bfloat16 when bf16()).
   void AddValues(const std::vector<int>& slots, PullFrame* frame) const;
+  // UNIMPLEMENTED unless this region takes a stream call of `call`'s entries with
+  // `pushes`' blocks (DenseChannel::Replicate).
+  Status CheckStream(const ReplicateFrame& call, const std::vector<const PushFrame*>& pushes) const;
+  // Names `pushes`' blocks in `call`'s push entries, packed from byte `base` of the
+  // payload, and says where each piece goes (from where it lies); *end: the byte after.
+  std::vector<DenseLink::Range> PackStream(ReplicateFrame& call, const std::vector<const PushFrame*>& pushes,
+                                           int64_t base, int64_t* end) const;
 
   const std::vector<DenseSlot> slots_;
   const std::shared_ptr<SharedRegion> region_;
   const uint64_t region_id_;
   absl::flat_hash_map<std::pair<std::string, int32_t>, int> slot_of_;  // (param, block) -> slots_ index
   Bf16Residuals* residuals_ = nullptr;  // bf16() channels only
+  StreamAbilities stream_;
 };
 
 class ShmDenseChannel final : public RegionDenseChannel {
  public:
   using RegionDenseChannel::RegionDenseChannel;
+
+  // A stream's region whose replica answers calls rung in it (paddle_like/dist/
+  // stream_doorbell.h): Replicate rings it, waiting at most `timeout` or until *cancel.
+  void RingThrough(std::unique_ptr<DoorbellCaller> doorbell, absl::Duration timeout, const std::atomic<bool>* cancel);
+  bool rings() const { return doorbell_ != nullptr; }
+  // Stream calls rung through the doorbell so far (the others went over gRPC).
+  int64_t rung_calls() const { return rung_calls_; }
+  Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
+                   const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
 
   std::string Describe() const override;
   int64_t WireBytes(int64_t values) const override { return values * 4; }
@@ -79,6 +111,16 @@ class ShmDenseChannel final : public RegionDenseChannel {
               bool bring_values, proto::PushResponse* response, PullFrame* values) override;
   Status Pull(PserverFrameStub& stub, grpc::ClientContext* context, const proto::PullRequest& request,
               PullFrame* response) override;
+
+ private:
+  // Rung, the replica reads a call's blocks in place until it has applied them: a call
+  // goes in the half the last one did not use (where it fits there with its header),
+  // once the replica released the call that used it before.
+  std::unique_ptr<DoorbellCaller> doorbell_;
+  absl::Duration ring_timeout_;
+  const std::atomic<bool>* cancel_ = nullptr;
+  uint32_t next_half_ = kHalf0;
+  int64_t rung_calls_ = 0;
 };
 
 }  // namespace pl

@@ -56,7 +56,7 @@ class SharedRegion {
   uint64_t answer() const;
   void set_answer(uint64_t value);
   // [kMailboxAt, kHeaderBytes) of the header: zeroed at Create, free for the two
-  // sides to signal through (pserver/replication/stream_doorbell.h).
+  // sides to signal through (paddle_like/dist/stream_doorbell.h).
   static constexpr size_t kMailboxAt = 256;
   static constexpr size_t kMailboxBytes = kHeaderBytes - kMailboxAt;
   char* mailbox() const { return base_ + kMailboxAt; }

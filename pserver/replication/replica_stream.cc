@@ -12,22 +12,12 @@
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/caller.h"
-#include "paddle_like/dist/dense_link_dial.h"
+#include "paddle_like/client/dense_channel_attach.h"
 #include "pserver/replication/snapshot_lanes.h"
 
 namespace pl::pserver {
 
 namespace {
-
-bool HasBf16(const PushFrame& push) {
-  for (const DenseFramePayload& d : push.dense()) {
-    if (d.bf16) return true;
-  }
-  return false;
-}
-
-// Where a block starts in the link's region: float32 blocks 4-byte aligned.
-int64_t AlignedTo4(int64_t at) { return (at + 3) & ~int64_t{3}; }
 
 bool HasDense(const StreamEntry& entry) { return entry.push != nullptr && !entry.push->dense().empty(); }
 
@@ -74,7 +64,7 @@ ReplicaStream::~ReplicaStream() {
     for (grpc::ClientContext* call : calls_) call->TryCancel();
   }
   thread_.join();
-  link_.reset();  // its lanes poll cancel_: gone before it is
+  region_channel_.reset();  // a link's lanes poll cancel_: gone before it is
 }
 
 ReplicaStream::Call::Call(ReplicaStream* stream)
@@ -295,10 +285,10 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
   // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
   // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
   if (HasDense(entry) && MayUseRegion()) {
-    const bool shm = region_ != nullptr ? link_ == nullptr : options_.shared_memory && !shm_refused_;
+    const bool shm = region_channel_ != nullptr ? shm_channel_ != nullptr : options_.shared_memory && !shm_refused_;
     Status sent = SendThroughRegion({&entry});
     if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
-      std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
+      std::atomic<int64_t>* counter = shm_channel_ != nullptr ? options_.shm_entries : options_.linked_entries;
       if (sent.ok() && counter != nullptr) ++*counter;
       return sent;
     }
@@ -306,7 +296,7 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
       // The link failed, or the replica let the region go (unused for its idle timeout):
       // the entry goes inline and the next one asks for a new region. A backup that
       // applied it already knows its position and does not apply it twice.
-      if (region_ != nullptr) {
+      if (region_channel_ != nullptr) {
         log::Warning(absl::StrCat("shard ", options_.index, ": the ", shm ? "shared memory" : "dense link",
                                   " to replica ", absl::Hex(options_.replica_id), " (", options_.address,
                                   ") failed: ", sent.message(), "; sending inline"));
@@ -319,19 +309,21 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
   ReplicateFrame call_frame;
   call_frame.header().set_epoch(epoch_);
   *call_frame.header().add_entries() = EntryMessage(entry);
-  if (entry.push) call_frame.AddPayloadsOf(*entry.push);  // referenced, not copied
+  std::vector<const PushFrame*> pushes;
+  if (entry.push) pushes.push_back(entry.push.get());
   Call call(this);
   proto::ReplicateResponse resp;
-  return rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
+  return inline_.Replicate(*frames_, call.get(), call_frame, pushes, &resp);
 }
 
 bool ReplicaStream::Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const {
   // Only behind an entry that goes through the region, and into a region that holds
-  // them all (its thread alone touches region_, and this is its thread).
-  if (region_ == nullptr || !region_batches_ || !HasDense(first)) return false;
-  if (*payload == 0) *payload = RegionBytes(*first.push);
-  const int64_t with_next = next.push ? AlignedTo4(*payload) + RegionBytes(*next.push) : *payload;
-  if (with_next > static_cast<int64_t>(region_->payload_bytes())) return false;
+  // them all (its thread alone touches the channel, and this is its thread).
+  if (region_channel_ == nullptr || !region_channel_->stream_abilities().batches || !HasDense(first)) return false;
+  if (*payload == 0) *payload = RegionDenseChannel::PackedBytes({first.push.get()});
+  const int64_t aligned = (*payload + 3) & ~int64_t{3};  // where next's blocks would start
+  const int64_t with_next = next.push ? aligned + RegionDenseChannel::PackedBytes({next.push.get()}) : *payload;
+  if (with_next > region_channel_->stream_room()) return false;
   *payload = with_next;
   return true;
 }
@@ -344,10 +336,10 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
       for (const DenseFramePayload& d : e.push->dense()) *options_.dense_bytes += d.values.num_bytes();
     }
   }
-  const bool shm = link_ == nullptr;
+  const bool shm = shm_channel_ != nullptr;
   Status sent = SendThroughRegion(batch);
   if (sent.ok()) {
-    std::atomic<int64_t>* counter = link_ == nullptr ? options_.shm_entries : options_.linked_entries;
+    std::atomic<int64_t>* counter = shm_channel_ != nullptr ? options_.shm_entries : options_.linked_entries;
     if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
     return sent;
   }
@@ -368,211 +360,89 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
 }
 
 void ReplicaStream::DropRegion() {
-  doorbell_.reset();
-  next_half_ = kHalf0;
-  link_.reset();
-  region_.reset();
-  region_id_ = 0;
+  shm_channel_ = nullptr;
+  region_channel_.reset();
 }
 
 Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
+  ChannelOffer offer;
+  offer.index = options_.index;
+  offer.address = options_.address;
+  offer.client_id = options_.replica_id ^ 0x53545245414d4c4bULL;  // not a trainer's
+  // Room for twice this entry (a shard's pushes carry its dense blocks, so they are
+  // alike, and a somewhat larger one still fits), and for a rung call's header.
+  offer.area_bytes = payload_bytes + kDoorbellRoom / 2;
+  offer.call_timeout = options_.call_timeout;
+  offer.link_lanes = options_.dense_link_lanes;
+  offer.replica_stream = true;
+  offer.doorbell = options_.doorbell;
+  offer.cancel = &cancel_;
+  offer.attach_call = [this](const proto::AttachRequest& request, proto::AttachResponse* response) {
+    Call call(this);
+    return rpc::FromGrpc(stub_->Attach(call.get(), request, response));
+  };
   if (options_.shared_memory && !shm_refused_) {
-    Status attached = AttachSharedMemory(payload_bytes);
-    // Refused for good (another host, say): the link is asked next.
-    if (attached.ok() || !shm_refused_) return attached;
+    ChannelAttach attached = AttachSharedMemory(*stub_, offer);
+    if (attached.channel != nullptr) {
+      region_channel_ = std::move(attached.channel);
+      shm_channel_ = static_cast<ShmDenseChannel*>(region_channel_.get());
+      log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory, %s",
+                                options_.index, options_.replica_id, shm_channel_->region()->total_bytes() / 1e6,
+                                shm_channel_->rings() ? "its calls rung there too"
+                                                      : "its calls over gRPC (the replica rings no doorbell)"));
+      return absl::OkStatus();
+    }
+    if (attached.refusal.empty()) return absl::AbortedError("the replica could not be asked for shared memory now");
+    // Refused for good (another host, say): said once, and the link is asked next.
+    shm_refused_ = true;
+    log::Info(absl::StrCat("shard ", options_.index, ": replica ", absl::Hex(options_.replica_id),
+                           " shares no memory with this process (", attached.refusal, ")"));
   }
   if (options_.dense_link_lanes <= 0 || link_refused_) {
     return absl::UnimplementedError("neither shared memory nor a dense link reaches the replica");
   }
-  return OpenLink(payload_bytes);
-}
-
-Status ReplicaStream::AttachSharedMemory(int64_t payload_bytes) {
-  // Room for twice this entry, as a link's: a shard's pushes carry its dense blocks, so
-  // they are alike, and a somewhat larger one still fits; and for a call's header after
-  // them (the doorbell's).
-  StatusOr<std::shared_ptr<SharedRegion>> region =
-      SharedRegion::Create(static_cast<size_t>(2 * payload_bytes + kDoorbellRoom));
-  if (!region.ok()) {
-    shm_refused_ = true;
-    log::Warning(absl::StrCat("shard ", options_.index, ": no shared memory for the stream to replica ",
-                              absl::Hex(options_.replica_id), ": ", region.status().message()));
-    return absl::AbortedError(region.status().message());
+  ChannelAttach attached = AttachLink(*stub_, offer);
+  if (attached.channel != nullptr) {
+    region_channel_ = std::move(attached.channel);
+    return absl::OkStatus();
   }
-  proto::AttachRequest request;
-  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
-  request.set_shm_name((*region)->name());
-  request.set_shm_bytes(static_cast<int64_t>((*region)->total_bytes()));
-  request.set_nonce((*region)->nonce());
-  request.set_replica_stream(true);
-  request.set_stream_doorbell(options_.doorbell);
-  proto::AttachResponse response;
-  Call call(this);
-  const Status attached = rpc::FromGrpc(stub_->Attach(call.get(), request, &response));
-  (*region)->Unlink();  // both sides map it now (or never will)
-  if (!attached.ok() || (*region)->answer() != response.region()) {
-    const std::string why = attached.ok() ? "its answer did not appear in the shared memory"
-                                          : std::string(attached.message());
-    // A replica on another host cannot open the name: expected, and said once.
-    if (attached.ok() || !rpc::IsRetryable(attached)) {
-      shm_refused_ = true;
-      log::Info(absl::StrCat("shard ", options_.index, ": replica ", absl::Hex(options_.replica_id),
-                             " shares no memory with this process (", why, ")"));
-    }
-    return absl::AbortedError(why);
-  }
-  region_ = *std::move(region);
-  region_id_ = response.region();
-  region_bf16_ = response.link_bf16();
-  region_batches_ = response.stream_batches();
-  link_.reset();
-  doorbell_.reset();
-  next_half_ = kHalf0;
-  std::string rung = "its calls over gRPC (the replica rings no doorbell)";
-  if (response.stream_doorbell()) {
-    StatusOr<std::unique_ptr<DoorbellCaller>> doorbell = DoorbellCaller::Connect(region_);
-    if (doorbell.ok()) {
-      doorbell_ = *std::move(doorbell);
-      rung = "its calls rung there too";
-    } else {
-      rung = absl::StrCat("its calls over gRPC (", doorbell.status().message(), ")");
-    }
-  }
-  log::Info(absl::StrFormat("shard %d: the stream to replica %x goes through %.1f MB of shared memory, %s",
-                            options_.index, options_.replica_id, region_->total_bytes() / 1e6, rung));
-  return absl::OkStatus();
-}
-
-Status ReplicaStream::OpenLink(int64_t payload_bytes) {
-  // Room for twice this entry: a shard's pushes carry its dense blocks, so they are alike.
-  const int64_t region_bytes = 2 * payload_bytes;
-  PL_ASSIGN_OR_RETURN(std::shared_ptr<SharedRegion> region, SharedRegion::CreatePrivate(region_bytes));
-  proto::AttachRequest request;
-  request.set_client_id(options_.replica_id ^ 0x53545245414d4c4bULL);  // not a trainer's
-  request.set_shm_bytes(static_cast<int64_t>(region->total_bytes()));
-  request.set_link_lanes(options_.dense_link_lanes);
-  request.set_replica_stream(true);
-  proto::AttachResponse response;
-  Call call(this);
-  if (Status s = rpc::FromGrpc(stub_->Attach(call.get(), request, &response)); !s.ok()) {
-    if (!rpc::IsRetryable(s)) link_refused_ = true;  // an older build, or --dense_link=false: inline for good
-    return absl::AbortedError(absl::StrCat("no dense link: ", s.message()));
-  }
-  StatusOr<std::unique_ptr<DenseLink>> link = DialDenseLink(options_.address, response, options_.dense_link_lanes,
-                                                            rpc::PserverIdentity(options_.index), region, &cancel_);
-  if (!link.ok()) {
+  if (!attached.refusal.empty()) {
+    // An older build, --dense_link=false, or no route to its port: inline for good.
     link_refused_ = true;
-    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", absl::Hex(options_.replica_id), " (",
-                              link.status().message(), "); its stream's dense blocks go inline"));
-    return absl::AbortedError(link.status().message());
+    log::Warning(absl::StrCat("shard ", options_.index, ": no dense link to replica ", absl::Hex(options_.replica_id),
+                              " (", attached.refusal, "); its stream's dense blocks go inline"));
   }
-  link_ = *std::move(link);
-  region_ = std::move(region);
-  region_id_ = response.region();
-  link_seq_ = 0;
-  region_bf16_ = response.link_bf16();
-  region_batches_ = response.stream_batches();
-  return absl::OkStatus();
-}
-
-int64_t ReplicaStream::RegionBytes(const PushFrame& push) {
-  int64_t bytes = 0;
-  for (const DenseFramePayload& d : push.dense()) bytes = AlignedTo4(bytes) + d.values.num_bytes();
-  return bytes;
+  return absl::AbortedError(absl::StrCat("no dense link: ", attached.refusal));
 }
 
 Status ReplicaStream::SendThroughRegion(const std::vector<const StreamEntry*>& entries) {
-  // The region's layout: the entries' blocks back to back, float32 ones 4-byte aligned.
-  int64_t payload = 0;
+  std::vector<const PushFrame*> pushes;
   for (const StreamEntry* e : entries) {
-    if (e->push) payload = AlignedTo4(payload) + RegionBytes(*e->push);
+    if (e->push) pushes.push_back(e->push.get());
   }
-  if (region_ && payload > static_cast<int64_t>(region_->payload_bytes())) {
+  const int64_t payload = RegionDenseChannel::PackedBytes(pushes);
+  if (region_channel_ != nullptr && payload > region_channel_->stream_room()) {
     // The region was sized from an earlier, smaller entry (a client pushing some of its
     // keys): a larger one replaces it, and the replica lets the old one go.
-    log::Info(absl::StrCat("shard ", options_.index, ": the ", link_ ? "dense link" : "shared memory",
+    log::Info(absl::StrCat("shard ", options_.index, ": the ", shm_channel_ ? "shared memory" : "dense link",
                            " to replica ", absl::Hex(options_.replica_id),
                            absl::StrFormat(" grows from %.2f to %.2f MB for a larger entry",
-                                           region_->payload_bytes() / 1e6, 2 * payload / 1e6)));
+                                           region_channel_->stream_room() / 1e6, 2 * payload / 1e6)));
     DropRegion();
   }
-  if (!region_) PL_RETURN_IF_ERROR(OpenRegion(payload));
-  if (!region_bf16_) {
-    for (const StreamEntry* e : entries) {
-      if (e->push && HasBf16(*e->push)) return absl::UnimplementedError("the replica reads only float32 from a region");
-    }
-  }
-  if (entries.size() > 1 && !region_batches_) return absl::UnimplementedError("the replica takes one entry a call");
-  // Rung, the backup reads the blocks in place until it has applied them: a call goes in
-  // the half the last one did not use, where it fits there with its header (else over
-  // the whole payload), once the backup released the call that used it before.
-  uint32_t halves = kHalf0 | kHalf1;
-  int64_t base = 0, limit = static_cast<int64_t>(region_->payload_bytes());
-  if (doorbell_ != nullptr) {
-    const int64_t half = (static_cast<int64_t>(region_->payload_bytes()) / 2) & ~int64_t{63};
-    if (payload + kDoorbellRoom / 4 <= half) {
-      halves = next_half_;
-      base = halves == kHalf0 ? 0 : half;
-      limit = base + half;
-      next_half_ = halves == kHalf0 ? kHalf1 : kHalf0;
-    }
-    PL_RETURN_IF_ERROR(doorbell_->AwaitFree(halves, options_.call_timeout, cancel_));
-  }
-  proto::ReplicateRequest header;
-  header.set_epoch(epoch_);
-  header.set_region(region_id_);
-  if (link_) header.set_link_seq(++link_seq_);
-  std::vector<DenseLink::Range> ranges;
-  int64_t at = base;
-  for (const StreamEntry* e : entries) {
-    proto::ReplicaEntry* entry = header.add_entries();
-    *entry = EntryMessage(*e);
-    if (!e->push) continue;
-    for (const DenseFramePayload& d : e->push->dense()) {
-      at = AlignedTo4(at);
-      proto::ShmBlock* b = entry->mutable_push()->add_shm_dense();
-      b->set_param(d.param);
-      b->set_block(d.block);
-      b->set_offset(at);
-      b->set_count(d.bf16 ? d.values.num_bytes() / 2 : d.values.size());
-      b->set_bf16(d.bf16);
-      d.values.ForEachPiece([&](const char* data, size_t n) {
-        ranges.push_back({at, static_cast<int64_t>(n), data});
-        at += static_cast<int64_t>(n);
-      });
-    }
-  }
-  if (options_.calls != nullptr) ++*options_.calls;
+  if (region_channel_ == nullptr) PL_RETURN_IF_ERROR(OpenRegion(payload));
   ReplicateFrame call_frame;
-  call_frame.header() = std::move(header);
-  proto::ReplicateResponse resp;
-  if (!link_) {
-    // Shared memory: over gRPC the replica copies the blocks out before it answers, and
-    // the next entry is written only after that answer; rung, see above.
-    for (const DenseLink::Range& r : ranges) std::memcpy(region_->payload() + r.offset, r.source, r.bytes);
-    if (doorbell_ != nullptr) {
-      StatusOr<int64_t> answered = doorbell_->Call(call_frame.header(), options_.call_timeout, cancel_, halves, at, limit);
-      if (!absl::IsUnimplemented(answered.status())) {
-        if (options_.rung_calls != nullptr) ++*options_.rung_calls;
-        return answered.status();
-      }
-      // A header too large for the room after the blocks (a long batch): over gRPC.
-    }
-    Call call(this);
-    return rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
-  }
+  call_frame.header().set_epoch(epoch_);
+  for (const StreamEntry* e : entries) *call_frame.header().add_entries() = EntryMessage(*e);
+  const int64_t rung_before = shm_channel_ != nullptr ? shm_channel_->rung_calls() : 0;
   Call call(this);
-  // Each piece is sent from where it is; the call goes while the bytes travel, and the
-  // backup waits for them to land.
-  if (Status started = link_->StartSend(link_seq_, ranges); !started.ok()) {
-    return absl::AbortedError(started.message());
+  proto::ReplicateResponse resp;
+  const Status sent = region_channel_->Replicate(*frames_, call.get(), call_frame, pushes, &resp);
+  if (!absl::IsUnimplemented(sent) && options_.calls != nullptr) ++*options_.calls;
+  if (shm_channel_ != nullptr && shm_channel_->rung_calls() > rung_before && options_.rung_calls != nullptr) {
+    ++*options_.rung_calls;
   }
-  const Status called = rpc::FromGrpc(frames_->Replicate(call.get(), call_frame, &resp));
-  // An answered call means the bytes landed; a link that broke after stays broken, and
-  // the next entry finds it so.
-  const Status sent = link_->FinishSend();
-  if (called.ok() || sent.ok()) return called;
-  return absl::AbortedError(sent.message());
+  return sent;
 }
 
 }  // namespace pl::pserver

@@ -5,12 +5,13 @@
 // sends the shard's snapshot, then the entries after it: over sockets the joiner opens
 // (snapshot_lanes.h) when it offers them, else in InstallSnapshot pieces.
 //
-// An entry's dense blocks travel beside its gRPC call where they can: through a
-// shared-memory region when the replica is on this host (one copy in, one copy out: no
-// socket, no cipher; and the call itself is rung through the region, stream_doorbell.h),
-// else over a dense link; else inline in the call. Through a
-// region, the entries that queued while a call was out (several trainers' pushes) go
-// in the next call together, as far as the region holds them.
+// Each call is a Replicate (proto::ReplicateRequest) of one or more entries. Their dense
+// blocks travel over the same channels as a trainer's (paddle_like/client/
+// dense_channel.h): through a shared-memory region when the replica is on this host
+// (one copy in, one copy out: no socket, no cipher; and the call itself rung through
+// the region, paddle_like/dist/stream_doorbell.h), else over a dense link; else inline
+// in the call. Through a region, the entries that queued while a call was out (several
+// trainers' pushes) go in the next call together, as far as the region holds them.
 //
 // A call that fails ends the stream for good: the primary asks the master to drop
 // that replica (which then exits and joins again from a fresh snapshot), because a
@@ -35,11 +36,11 @@
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
-#include "paddle_like/dist/dense_link.h"
+#include "paddle_like/client/grpc_dense_channel.h"
+#include "paddle_like/client/region_dense_channel.h"
 #include "proto/pserver.grpc.pb.h"
 #include "pserver/store/push_loan.h"
 #include "pserver/store/shard_snapshot.h"
-#include "pserver/replication/stream_doorbell.h"
 
 namespace pl::pserver {
 
@@ -84,7 +85,7 @@ class ReplicaStream {
     // replica on another host (or with /dev/shm of its own, or --noshm) cannot open it,
     // and the stream asks for the link instead, once.
     bool shared_memory = false;
-    // Ring the replica through such a region (stream_doorbell.h) when it offers to.
+    // Ring the replica through such a region (paddle_like/dist/stream_doorbell.h) when it offers to.
     bool doorbell = false;
     std::function<void()> on_progress;
     // Counted per entry sent (not owned; may be null): through shared memory, over the
@@ -122,10 +123,6 @@ class ReplicaStream {
   Status SendSnapshotInPieces(int64_t start);
   // The most entries one call carries.
   static constexpr size_t kMaxEntriesPerCall = 32;
-  // A shared-memory region's room beyond twice its first entry, for a call's header
-  // after the blocks: a push's takes tens of bytes a block, so a batch of a few KB fits
-  // (a longer one goes over gRPC).
-  static constexpr int64_t kDoorbellRoom = 8 << 10;
   // One entry, through the region where it can, else inline; `count_bytes`: into
   // options_.dense_bytes (not when SendBatch counted it already).
   Status Send(const StreamEntry& entry, bool count_bytes = true);
@@ -134,17 +131,12 @@ class ReplicaStream {
   // Whether `next` may follow `first` (and those already batched behind it, their
   // region bytes in `payload`, 0 for none) in one call; if so adds it to `payload`.
   bool Batches(const StreamEntry& first, const StreamEntry& next, int64_t* payload) const;
-  // The bytes a push's dense blocks take in a region.
-  static int64_t RegionBytes(const PushFrame& push);
-  // The entries' dense blocks into the region (shared memory, or the link's), then one
-  // Replicate call naming them, with the entries.
-  // ABORTED when the region cannot take them (the caller drops it and sends them
-  // inline), UNIMPLEMENTED when these entries cannot use it (inline, the region kept).
+  // The entries in one Replicate call through the region channel (opened, or grown,
+  // first). ABORTED when the channel failed (the caller drops it and sends them
+  // inline), UNIMPLEMENTED when these entries cannot use it (inline, the channel kept).
   Status SendThroughRegion(const std::vector<const StreamEntry*>& entries);
-  // A region for entries of `payload_bytes`: shared memory, else a link.
+  // A region channel for entries of `payload_bytes`: shared memory, else a link.
   Status OpenRegion(int64_t payload_bytes);
-  Status AttachSharedMemory(int64_t payload_bytes);
-  Status OpenLink(int64_t payload_bytes);
   void DropRegion();
   // A gRPC call's context, registered with the stream while it lives: the destructor
   // cancels every call out, since a replica whose host is gone (no FIN, no RST) answers
@@ -164,7 +156,7 @@ class ReplicaStream {
   };
 
   bool MayUseRegion() const {
-    return region_ != nullptr || (options_.shared_memory && !shm_refused_) ||
+    return region_channel_ != nullptr || (options_.shared_memory && !shm_refused_) ||
            (options_.dense_link_lanes > 0 && !link_refused_);
   }
 
@@ -175,18 +167,13 @@ class ReplicaStream {
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::unique_ptr<PserverFrameStub> frames_;
   // Where the entries' dense blocks go (the stream's thread alone uses these): the
-  // region (shared with the replica, or this side's copy of a link's), the replica's id
-  // for it, and the link that mirrors it (null for shared memory) with its last send's
-  // number; `*_refused`: not asked again.
-  std::shared_ptr<SharedRegion> region_;
-  uint64_t region_id_ = 0;
-  bool region_bf16_ = false;  // the replica reads bfloat16 blocks from it (ShmBlock.bf16)
-  bool region_batches_ = false;  // and takes several entries a call (AttachResponse.stream_batches)
-  std::unique_ptr<DenseLink> link_;
-  uint64_t link_seq_ = 0;
-  // The replica's doorbell in a shared-memory region_ (null: the calls go over gRPC).
-  std::unique_ptr<DoorbellCaller> doorbell_;
-  uint32_t next_half_ = kHalf0;  // where its next call's blocks go
+  // channels of paddle_like/client/dense_channel.h, as a trainer's. A region channel
+  // (shared memory with the replica, rung through its doorbell where it serves one, or
+  // a link to another host) while there is one, else inline in the calls;
+  // `*_refused`: not asked again.
+  GrpcDenseChannel inline_{WireDtype::kFloat32, nullptr};
+  std::unique_ptr<RegionDenseChannel> region_channel_;
+  ShmDenseChannel* shm_channel_ = nullptr;  // region_channel_, when it is shared memory
   bool shm_refused_ = false;
   bool link_refused_ = false;
 

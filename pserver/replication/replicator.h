@@ -83,7 +83,7 @@ struct ReplicatorOptions {
   int stream_link_lanes = 0;
   // and, to a backup on this host, through shared memory (tried first),
   bool stream_shm = false;
-  // ringing it there instead of calling it over gRPC (stream_doorbell.h).
+  // ringing it there instead of calling it over gRPC (paddle_like/dist/stream_doorbell.h).
   bool stream_doorbell = false;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
   std::string listen_host = "127.0.0.1";

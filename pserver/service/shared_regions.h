@@ -27,7 +27,7 @@
 #include "paddle_like/dist/dense_link.h"
 #include "paddle_like/dist/shared_region.h"
 #include "proto/pserver.pb.h"
-#include "pserver/replication/stream_doorbell.h"
+#include "paddle_like/dist/stream_doorbell.h"
 
 namespace pl::pserver {
 

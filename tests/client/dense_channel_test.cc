@@ -1,11 +1,16 @@
 // The dense channels' own work, without a pserver: what Prepare makes of a push (zero
 // copy, own copies, bfloat16 with error feedback, a region's slots), and the push a
-// failed region channel hands back for gRPC.
+// failed region channel hands back for gRPC; how a replication stream's call packs its
+// entries' blocks into a region, and what a replica's region refuses.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "paddle_like/client/dense_channel.h"
 #include "paddle_like/client/grpc_dense_channel.h"
@@ -192,6 +197,10 @@ class Bf16Region final : public RegionDenseChannel {
   Status Pull(PserverFrameStub&, grpc::ClientContext*, const proto::PullRequest&, PullFrame*) override {
     return absl::FailedPreconditionError("this test has no pserver");
   }
+  Status Replicate(PserverFrameStub&, grpc::ClientContext*, ReplicateFrame&, const std::vector<const PushFrame*>&,
+                   proto::ReplicateResponse*) override {
+    return absl::FailedPreconditionError("this test has no pserver");
+  }
 
  protected:
   bool bf16() const override { return true; }
@@ -212,6 +221,135 @@ TEST(RegionDenseChannel, ABfloat16RegionRoundsWithFeedbackAndWidensExactlyForGrp
   // What rounding dropped waits for the next push (block 1 starts at kDefaultBlockSize).
   EXPECT_FLOAT_EQ(residuals.For("w", 0, 1)[0], a[0] - got_a[0]);
   EXPECT_FLOAT_EQ(residuals.For("w", kDefaultBlockSize + 1, 1)[0], b[1] - got_b[1]);
+}
+
+// A stub whose calls fail at once (nothing listens on port 1): the channel's own work is
+// done by then.
+PserverFrameStub NowhereStub() {
+  return PserverFrameStub(grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> ShortCall() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return context;
+}
+
+proto::ReplicaEntry PushEntry(int64_t position, const PushFrame& push) {
+  proto::ReplicaEntry e;
+  e.set_position(position);
+  *e.mutable_push() = push.header();
+  return e;
+}
+
+TEST(ShmDenseChannel, AStreamCallPacksItsPushesBlocksAlignedWhereItNamesThem) {
+  std::shared_ptr<SharedRegion> region = *SharedRegion::CreatePrivate(4096);
+  ShmDenseChannel channel({}, region, 7);
+  channel.SetStreamAbilities({/*batches=*/true, /*bf16=*/true});
+  PushFrame first, second;
+  const std::vector<float> a = {1, 2, 3}, b = {4, 5}, c = {6};
+  first.AddDenseCopy("w", 0, a.data(), 3);
+  const float half_in[2] = {1.5f, -2.25f};  // exact in bfloat16
+  first.AddDenseBf16("h", 0, half_in, 2);   // 4 bytes: the next block starts aligned
+  second.AddDenseCopy("w", 1, b.data(), 2);
+  second.AddDenseCopy("v", 0, c.data(), 1);
+  ReplicateFrame call;
+  call.header().set_epoch(3);
+  *call.header().add_entries() = PushEntry(1, first);
+  call.header().add_entries()->set_step_end(2);
+  *call.header().add_entries() = PushEntry(3, second);
+  PserverFrameStub stub = NowhereStub();
+  proto::ReplicateResponse response;
+  const Status s = channel.Replicate(stub, ShortCall().get(), call, {&first, &second}, &response);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;  // the call found no replica; the blocks are in place
+
+  const proto::ReplicateRequest& sent = call.header();
+  EXPECT_EQ(sent.region(), 7u);
+  EXPECT_EQ(sent.entries(1).push().shm_dense_size(), 0);
+  ASSERT_EQ(sent.entries(0).push().shm_dense_size(), 2);
+  ASSERT_EQ(sent.entries(2).push().shm_dense_size(), 2);
+  const proto::ShmBlock& w0 = sent.entries(0).push().shm_dense(0);
+  const proto::ShmBlock& h0 = sent.entries(0).push().shm_dense(1);
+  const proto::ShmBlock& w1 = sent.entries(2).push().shm_dense(0);
+  const proto::ShmBlock& v0 = sent.entries(2).push().shm_dense(1);
+  EXPECT_EQ(w0.offset(), 0);
+  EXPECT_EQ(w0.count(), 3);
+  EXPECT_EQ(h0.offset(), 12);
+  EXPECT_EQ(h0.count(), 2);
+  EXPECT_TRUE(h0.bf16());
+  EXPECT_EQ(w1.offset(), 16);
+  EXPECT_EQ(w1.param(), "w");
+  EXPECT_EQ(w1.block(), 1);
+  EXPECT_EQ(v0.offset(), 24);
+  auto floats_at = [&](const proto::ShmBlock& blk) {
+    const float* p = *region->Floats(blk.offset(), blk.count());
+    return std::vector<float>(p, p + blk.count());
+  };
+  EXPECT_EQ(floats_at(w0), a);
+  EXPECT_EQ(floats_at(w1), b);
+  EXPECT_EQ(floats_at(v0), c);
+  float decoded[2];
+  DecodeBf16(*region->Halves(h0.offset(), 2), 2, decoded);
+  EXPECT_EQ(decoded[0], half_in[0]);
+  EXPECT_EQ(decoded[1], half_in[1]);
+}
+
+TEST(ShmDenseChannel, AStreamCallARegionCannotTakeIsRefusedBeforeAnythingIsWritten) {
+  std::shared_ptr<SharedRegion> region = *SharedRegion::CreatePrivate(64);
+  ShmDenseChannel channel({}, region, 7);
+  PserverFrameStub stub = NowhereStub();
+  proto::ReplicateResponse response;
+  PushFrame one, two, half, big;
+  const std::vector<float> v(4, 1.0f), large(64, 2.0f);
+  one.AddDenseCopy("w", 0, v.data(), 4);
+  two.AddDenseCopy("w", 0, v.data(), 4);
+  half.AddDenseBf16("w", 0, v.data(), 4);
+  big.AddDenseCopy("w", 0, large.data(), 64);
+
+  ReplicateFrame batch;
+  *batch.header().add_entries() = PushEntry(1, one);
+  *batch.header().add_entries() = PushEntry(2, two);
+  // A replica that takes one entry a call, and reads no bfloat16 from a region.
+  Status s = channel.Replicate(stub, ShortCall().get(), batch, {&one, &two}, &response);
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("one entry a call"));
+  ReplicateFrame rounded;
+  *rounded.header().add_entries() = PushEntry(1, half);
+  s = channel.Replicate(stub, ShortCall().get(), rounded, {&half}, &response);
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("float32"));
+  ReplicateFrame large_call;
+  *large_call.header().add_entries() = PushEntry(1, big);
+  s = channel.Replicate(stub, ShortCall().get(), large_call, {&big}, &response);
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("do not fit"));
+  // Nothing of them was named or written.
+  EXPECT_EQ(batch.header().region(), 0u);
+  EXPECT_EQ(large_call.header().entries(0).push().shm_dense_size(), 0);
+  EXPECT_EQ((*region->Floats(0, 1))[0], 0.0f);
+}
+
+TEST(GrpcDenseChannel, AStreamCallCarriesOnePushEntrysBlocksInline) {
+  GrpcDenseChannel channel(WireDtype::kFloat32, nullptr);
+  PserverFrameStub stub = NowhereStub();
+  proto::ReplicateResponse response;
+  PushFrame one, two;
+  const std::vector<float> v = {1, 2};
+  one.AddDenseCopy("w", 0, v.data(), 2);
+  two.AddDenseCopy("w", 1, v.data(), 2);
+  ReplicateFrame call;
+  *call.header().add_entries() = PushEntry(1, one);
+  Status s = channel.Replicate(stub, ShortCall().get(), call, {&one}, &response);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  ASSERT_EQ(call.dense().size(), 1u);
+  EXPECT_EQ(call.dense()[0].param, "w");
+  EXPECT_EQ(Values(call.dense()[0].values), v);
+  EXPECT_EQ(call.dense()[0].values.contiguous(), one.dense()[0].values.contiguous());  // referenced, not copied
+  ReplicateFrame batch;
+  *batch.header().add_entries() = PushEntry(1, one);
+  *batch.header().add_entries() = PushEntry(2, two);
+  s = channel.Replicate(stub, ShortCall().get(), batch, {&one, &two}, &response);
+  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // A primary's stream calls to a backup on its own host, rung through the shared-memory
-// region that already carries their dense blocks (replica_stream.h) instead of made as
+// region that already carries their dense blocks (ShmDenseChannel::Replicate, pserver/
+// replication/replica_stream.h) instead of made as
 // gRPC calls. The primary writes the call's header (the ReplicateRequest naming the blocks)
 // into the region after the blocks and wakes the backup through a futex word in the
 // mailbox of the region's header page; the backup's thread runs what the gRPC call
@@ -17,8 +18,8 @@
 //
 // Thread-safety: a DoorbellCaller serves one stream's thread (one call at a time); a
 // DoorbellServer's own thread runs the handler, one call at a time.
-#ifndef PSERVER_REPLICATION_STREAM_DOORBELL_H_
-#define PSERVER_REPLICATION_STREAM_DOORBELL_H_
+#ifndef PADDLE_LIKE_DIST_STREAM_DOORBELL_H_
+#define PADDLE_LIKE_DIST_STREAM_DOORBELL_H_
 
 #include <atomic>
 #include <cstdint>
@@ -32,13 +33,16 @@
 #include "paddle_like/dist/shared_region.h"
 #include "proto/pserver.pb.h"
 
-namespace pl::pserver {
+namespace pl {
 
 // The halves of a region's payload a call's blocks lie in. The backup answers a call as
 // soon as it holds the call's entries, before it has applied them, and applies them
 // straight from the region: so the primary writes the next call into the other half,
 // and comes back to a half only once the backup released the call that used it.
 inline constexpr uint32_t kHalf0 = 1, kHalf1 = 2;
+// A stream region's room beyond its blocks for a rung call's header: a push's takes tens
+// of bytes a block, so a batch of a few KB fits (a longer one goes over gRPC).
+inline constexpr int64_t kDoorbellRoom = 8 << 10;
 
 // The backup's end: answers the calls rung in `region`'s mailbox on a thread of its own.
 class DoorbellServer {
@@ -109,6 +113,6 @@ class DoorbellCaller {
   uint32_t last_use_[2] = {0, 0};  // the last call rung with its blocks in each half
 };
 
-}  // namespace pl::pserver
+}  // namespace pl
 
-#endif  // PSERVER_REPLICATION_STREAM_DOORBELL_H_
+#endif  // PADDLE_LIKE_DIST_STREAM_DOORBELL_H_

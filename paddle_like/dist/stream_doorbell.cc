@@ -1,4 +1,4 @@
-#include "pserver/replication/stream_doorbell.h"
+#include "paddle_like/dist/stream_doorbell.h"
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/log.h"
 
-namespace pl::pserver {
+namespace pl {
 namespace {
 
 // The mailbox, at SharedRegion::mailbox(). The futex words are shared between
@@ -245,4 +245,4 @@ StatusOr<int64_t> DoorbellCaller::Call(const proto::ReplicateRequest& header, ab
   return Status(code, std::string(box->message, std::min<size_t>(box->message_bytes, kMessageBytes)));
 }
 
-}  // namespace pl::pserver
+}  // namespace pl

@@ -1,7 +1,7 @@
 // The doorbell between a primary's stream and a backup on its host: answers and
 // refusals come back as the handler gave them, and a caller never waits out its timeout
 // for a backup that closed the region, or whose process died mid-call.
-#include "pserver/replication/stream_doorbell.h"
+#include "paddle_like/dist/stream_doorbell.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace pl::pserver {
+namespace pl {
 namespace {
 
 std::shared_ptr<SharedRegion> NewRegion(size_t payload = 64 << 10) {
@@ -203,4 +203,4 @@ TEST(StreamDoorbellTest, ABackupKilledMidCallIsSeenAtOnce) {
 }
 
 }  // namespace
-}  // namespace pl::pserver
+}  // namespace pl
