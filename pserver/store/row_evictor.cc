@@ -23,10 +23,10 @@ RowEvictor::~RowEvictor() {
 void RowEvictor::Run() {
   absl::Time last_ttl_sweep = start_, last_log = start_;
   int64_t unlogged = 0;
-  while (!stop_.WaitForNotificationWithTimeout(ShardStore::kEvictionTick)) {
+  while (!stop_.WaitForNotificationWithTimeout(SparseStore::kEvictionTick)) {
     const absl::Time now = absl::Now();
     // Tick 0 stands for "before the first tick" (rows restored and not touched since).
-    shard_->SetEvictionTick(static_cast<uint32_t>((now - start_) / ShardStore::kEvictionTick) + 1);
+    shard_->SetEvictionTick(static_cast<uint32_t>((now - start_) / SparseStore::kEvictionTick) + 1);
     if (!shard_->evicting()) continue;
     const bool ttl_due = now - last_ttl_sweep >= kTimeToLiveSweepEvery;
     if (ttl_due) last_ttl_sweep = now;

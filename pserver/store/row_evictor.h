@@ -1,5 +1,5 @@
 // RowEvictor: the thread that evicts a shard's sparse rows in the background. Every
-// ShardStore::kEvictionTick it advances the shard's eviction clock (the tick rows are
+// SparseStore::kEvictionTick it advances the shard's eviction clock (the tick rows are
 // marked with when touched) and sweeps when the sparse rows are over the memory cap;
 // once a second it also sweeps the rows past their table's time to live. On a backup the clock runs too (so a
 // promoted backup knows which rows are cold), but only the primary's stream evicts.

@@ -45,7 +45,7 @@ ShardCounters ParameterShard::Counters() const {
   ShardCounters c;
   c.version = clock_.version();
   c.dense_elements = store_.dense_elements();
-  c.sparse_rows = store_.sparse_rows();
+  c.sparse_rows = store_.tables().rows();
   c.pushes_applied = pushes_applied_.load();
   c.pushes_rejected = pushes_rejected_.load();
   c.pulls = pulls_.load();

@@ -276,6 +276,10 @@ struct SparseTable {
 };
 
 // A validated push: where each payload goes and its floats, read in place.
+// What an error says after a name a shard holds none of the kind asked for: "(it is a
+// sparse table)", "(not initialised here)".
+using WhyNot = std::function<const char*(const std::string& name)>;
+
 struct ResolvedPush {
   struct Dense {
     DenseBlock* block;

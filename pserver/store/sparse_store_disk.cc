@@ -1,15 +1,15 @@
-// ShardStore's disk tier: rows the cap spills, taken back when touched (shard_store.h,
+// SparseStore's disk tier: rows the cap spills, taken back when touched (sparse_store.h,
 // disk_tier.h).
 #include <vector>
 
-#include "pserver/store/shard_store.h"
+#include "pserver/store/sparse_store.h"
 
 namespace pl::pserver {
 
 
-void ShardStore::AttachDiskTier(std::unique_ptr<DiskTier> tier) { disk_ = std::move(tier); }
+void SparseStore::AttachDiskTier(std::unique_ptr<DiskTier> tier) { disk_ = std::move(tier); }
 
-std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stripe, int64_t id) const
+std::optional<uint32_t> SparseStore::TakeFromDisk(SparseTable* t, RowStripe* stripe, int64_t id) const
     ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ (shared) and stripe->mu
   if (disk_ == nullptr) return std::nullopt;
   // tier_mu_ comes before a stripe's lock: let go of the stripe to take it.
@@ -28,7 +28,7 @@ std::optional<uint32_t> ShardStore::TakeFromDisk(SparseTable* t, RowStripe* stri
   return stripe->index.Find(id);
 }
 
-Status ShardStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+Status SparseStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const std::optional<uint32_t> slot = stripe->index.Find(id);
   if (!slot) return absl::OkStatus();
   PL_RETURN_IF_ERROR(disk_->Put(t->spec.name(), id, {stripe->At(*slot, t->stride), static_cast<size_t>(t->stride)}));
@@ -38,17 +38,18 @@ Status ShardStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) const
   return absl::OkStatus();
 }
 
-Status ShardStore::Loader::Filled(const std::string& table, int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  ShardStore* s = store_;
-  const int64_t cap = s->memory_cap_bytes();
-  if (s->disk_ == nullptr || cap <= 0) return absl::OkStatus();
-  if (s->SparseBytesLocked() <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
-  auto tit = s->sparse_.find(table);
-  if (tit == s->sparse_.end()) return absl::OkStatus();
+Status SparseStore::LoadedRow(const std::string& table, int64_t id) {
+  const int64_t cap = memory_cap_bytes();
+  if (disk_ == nullptr || cap <= 0) return absl::OkStatus();
+  absl::ReaderMutexLock l(&mu_);
+  if (BytesLocked() <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
+  auto tit = tables_.find(table);
+  if (tit == tables_.end()) return absl::OkStatus();
   SparseTable* t = tit->second.get();
+  absl::ReaderMutexLock tier(&tier_mu_);
   RowStripe& stripe = t->stripes[StripeOf(id)];
   absl::MutexLock sl(&stripe.mu);
-  return s->SpillRow(t, &stripe, id);
+  return SpillRow(t, &stripe, id);
 }
 
 }  // namespace pl::pserver

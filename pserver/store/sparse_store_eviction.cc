@@ -1,5 +1,5 @@
-// ShardStore's eviction: what the memory cap counts, which rows a sweep takes, and
-// evicting them (shard_store.h).
+// SparseStore's eviction: what the memory cap counts, which rows a sweep takes, and
+// evicting them (sparse_store.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "pserver/store/shard_store.h"
+#include "pserver/store/sparse_store.h"
 
 namespace pl::pserver {
 
@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kIndexBytesPerRow = 8 + 8;
 
 int64_t CountedSteps(const SparseTable& t, const float* record) {
-  return std::min(t.GetStep(record), ShardStore::kMaxCountedSteps);
+  return std::min(t.GetStep(record), SparseStore::kMaxCountedSteps);
 }
 
 template <typename K>
@@ -29,8 +29,8 @@ std::vector<std::pair<K, int64_t>> Sorted(const absl::flat_hash_map<K, int64_t>&
 }
 }  // namespace
 
-void ShardStore::ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const {
-  for (const auto& [name, t] : sparse_) {
+void SparseStore::ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const {
+  for (const auto& [name, t] : tables_) {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
@@ -39,43 +39,43 @@ void ShardStore::ForEachRow(const std::function<void(const SparseTable&, int64_t
   }
 }
 
-void ShardStore::EnableEviction(int64_t cap_bytes) {
+void SparseStore::EnableEviction(int64_t cap_bytes) {
   cap_bytes_.store(std::max<int64_t>(cap_bytes, 0), std::memory_order_relaxed);
   evicting_.store(true, std::memory_order_relaxed);
 }
 
-int64_t ShardStore::RowCost(const SparseTable& t) {
+int64_t SparseStore::RowCost(const SparseTable& t) {
   // The record, the tick it was touched at, its change mark.
   return t.stride * static_cast<int64_t>(sizeof(float)) + 2 * static_cast<int64_t>(sizeof(uint32_t)) +
          kIndexBytesPerRow;
 }
 
-int64_t ShardStore::sparse_bytes() const {
+int64_t SparseStore::bytes() const {
   absl::ReaderMutexLock l(&mu_);
-  return SparseBytesLocked();
+  return BytesLocked();
 }
 
-int64_t ShardStore::SparseBytesLocked() const {
+int64_t SparseStore::BytesLocked() const {
   int64_t bytes = 0;
-  for (const auto& [name, t] : sparse_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
+  for (const auto& [name, t] : tables_) bytes += t->rows.load(std::memory_order_relaxed) * RowCost(*t);
   return bytes;
 }
 
-std::vector<std::string> ShardStore::TableNames() const {
+std::vector<std::string> SparseStore::TableNames() const {
   absl::ReaderMutexLock l(&mu_);
   std::vector<std::string> names;
-  for (const auto& [name, t] : sparse_) names.push_back(name);
+  for (const auto& [name, t] : tables_) names.push_back(name);
   return names;
 }
 
-ShardStore::SweepPlan ShardStore::PlanSweep(bool ttl_due) const {
+SparseStore::SweepPlan SparseStore::PlanSweep(bool ttl_due) const {
   SweepPlan plan;
   if (!evicting()) return plan;
   const uint32_t now = tick();
   absl::ReaderMutexLock l(&mu_);
   if (ttl_due) {
     const int64_t ticks_per_s = absl::Seconds(1) / kEvictionTick;
-    for (const auto& [name, t] : sparse_) {
+    for (const auto& [name, t] : tables_) {
       if (t->evict_after_s <= 0) continue;
       const int64_t before = static_cast<int64_t>(now) - t->evict_after_s * ticks_per_s;
       if (before > 0) plan.expired_before[name] = static_cast<uint32_t>(before);
@@ -83,7 +83,7 @@ ShardStore::SweepPlan ShardStore::PlanSweep(bool ttl_due) const {
   }
   const int64_t cap = memory_cap_bytes();
   if (cap <= 0) return plan;
-  const int64_t bytes = SparseBytesLocked();
+  const int64_t bytes = BytesLocked();
   if (bytes <= static_cast<int64_t>(kHighWater * static_cast<double>(cap))) return plan;
   // Over the cap: the bytes of the rows by their update count, fewest first, give the
   // count below which every row goes; the rows of that count by the tick they were last
@@ -119,11 +119,11 @@ ShardStore::SweepPlan ShardStore::PlanSweep(bool ttl_due) const {
   return plan;
 }
 
-ShardStore::Victims ShardStore::SweepStripe(const std::string& table, int s, SweepPlan* plan, bool erase) {
+SparseStore::Victims SparseStore::SweepStripe(const std::string& table, int s, SweepPlan* plan, bool erase) {
   Victims victims;
   absl::ReaderMutexLock l(&mu_);
-  auto it = sparse_.find(table);
-  if (it == sparse_.end() || s < 0 || s >= kRowStripes) return victims;
+  auto it = tables_.find(table);
+  if (it == tables_.end() || s < 0 || s >= kRowStripes) return victims;
   SparseTable* t = it->second.get();
   const int64_t cost = RowCost(*t);
   auto expiry = plan->expired_before.find(table);
@@ -166,15 +166,15 @@ ShardStore::Victims ShardStore::SweepStripe(const std::string& table, int s, Swe
   return victims;
 }
 
-StatusOr<int64_t> ShardStore::Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk) {
+StatusOr<int64_t> SparseStore::Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk) {
   if (to_disk && disk_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "pserver ", index_, ": asked to move rows of table '", table,
         "' to the disk tier, and it has none (its primary runs with --sparse_disk_dir; this replica must too)"));
   }
   absl::ReaderMutexLock l(&mu_);
-  auto it = sparse_.find(table);
-  if (it == sparse_.end()) return 0;
+  auto it = tables_.find(table);
+  if (it == tables_.end()) return 0;
   SparseTable* t = it->second.get();
   std::optional<absl::ReaderMutexLock> tier;
   if (to_disk) tier.emplace(&tier_mu_);

@@ -1,0 +1,288 @@
+#include "pserver/store/dense_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "paddle_like/dist/sharding.h"
+#include "pserver/store/parallel_for.h"
+
+namespace pl::pserver {
+
+namespace {
+// A request's bytes for one block, generously: a field's tag and length, the
+// parameter's name, the block number, and the values in float32 (the widest the wire
+// carries).
+int64_t RequestBytesOfBlock(const proto::ParamSpec& spec, int64_t n) {
+  return 32 + static_cast<int64_t>(spec.name().size()) + 4 * n;
+}
+
+Status BlockNotHere(const proto::ParamSpec& spec, int64_t numel, int64_t block_size, int64_t block, int index,
+                    int num_shards) {
+  const int64_t nb = NumBlocks(numel, block_size);
+  if (block < 0 || block >= nb) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name(), "': block ", block,
+                                                   " is outside [0, ", nb, ")"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("parameter '", spec.name(), "': block ", block,
+                                                 " belongs to pserver ", ShardOfDenseBlock(spec.name(), block, num_shards),
+                                                 ", not to this pserver ", index));
+}
+}  // namespace
+
+int64_t DenseStore::Add(const proto::ParamSpec& spec, const InitSpec& init, uint64_t seed,
+                        const OptimizerSpec& optimizer, bool initialize_values) {
+  const int slots = NumSlots(optimizer.kind);
+  auto p = std::make_unique<DenseParam>();
+  p->spec = spec;
+  p->spec.set_block_size(BlockSizeOf(spec));
+  p->init = init;
+  p->numel = DenseNumel(spec);
+  p->block_size = BlockSizeOf(spec);
+  const uint64_t stream = DenseStreamSeed(seed, spec.name());
+  const int64_t nb = NumBlocks(p->numel, p->block_size);
+  int64_t request_bytes = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (ShardOfDenseBlock(spec.name(), b, num_shards_) != index_) continue;
+    auto blk = std::make_unique<DenseBlock>();
+    blk->block = b;
+    blk->offset = b * p->block_size;
+    blk->n = std::min(p->numel, blk->offset + p->block_size) - blk->offset;
+    blk->data.reset(new float[(1 + slots) * blk->n]);
+    if (initialize_values) {
+      InitializeValues(init, stream, blk->data.get(), blk->n, blk->offset);
+      InitSlots(optimizer, blk->data.get() + blk->n, blk->n);
+    }
+    elements_ += blk->n;
+    request_bytes += RequestBytesOfBlock(spec, blk->n);
+    p->blocks.emplace(b, std::move(blk));
+  }
+  absl::WriterMutexLock l(&mu_);
+  params_.emplace(spec.name(), std::move(p));
+  return request_bytes;
+}
+
+bool DenseStore::Holds(const std::string& name) const {
+  absl::ReaderMutexLock l(&mu_);
+  return params_.count(name) > 0;
+}
+
+const proto::ParamSpec* DenseStore::Spec(const std::string& name) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto it = params_.find(name);
+  return it == params_.end() ? nullptr : &it->second->spec;  // never removed while serving
+}
+
+size_t DenseStore::size() const {
+  absl::ReaderMutexLock l(&mu_);
+  return params_.size();
+}
+
+StatusOr<DenseBlock*> DenseStore::Find(const std::string& param, int64_t block, const WhyNot& why) const {
+  const DenseParam* found = nullptr;
+  {
+    absl::ReaderMutexLock l(&mu_);
+    auto pit = params_.find(param);
+    if (pit != params_.end()) found = pit->second.get();  // never removed while serving
+  }
+  // `why` may ask the other half: never with this half's lock held.
+  if (found == nullptr) return absl::NotFoundError(absl::StrCat("unknown dense parameter '", param, "'", why(param)));
+  const DenseParam& p = *found;
+  auto bit = p.blocks.find(block);
+  if (bit == p.blocks.end()) return BlockNotHere(p.spec, p.numel, p.block_size, block, index_, num_shards_);
+  return bit->second.get();
+}
+
+Status DenseStore::Resolve(const PushFrame& frame, bool check_finite, const WhyNot& why, ResolvedPush* out) const {
+  out->dense.reserve(frame.dense().size());
+  int64_t floats = 0;
+  for (const DenseFramePayload& msg : frame.dense()) {
+    PL_ASSIGN_OR_RETURN(DenseBlock * blk, Find(msg.param, msg.block, why));
+    const std::string what = absl::StrCat("parameter '", msg.param, "' block ", msg.block);
+    if (msg.values.num_bytes() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg.values.num_bytes(),
+                                                     " bytes is not a whole number of float32 values"));
+    }
+    if (msg.values.size() != blk->n) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": expected ", blk->n, " gradient values, got ",
+                                                     msg.values.size()));
+    }
+    out->dense.push_back({blk, &msg.values});
+    floats += blk->n;
+  }
+  if (!check_finite) return absl::OkStatus();
+  std::vector<int64_t> bad(out->dense.size(), -1);
+  ParallelFor(
+      static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
+      [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); }, /*another_follows=*/true);
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (bad[i] < 0) continue;
+    const DenseFramePayload& msg = frame.dense()[i];
+    return absl::InvalidArgumentError(absl::StrCat("gradient of parameter '", msg.param, "' block ", msg.block,
+                                                   " has a non-finite value (", msg.values.At(bad[i]),
+                                                   ") at index ", out->dense[i].block->offset + bad[i]));
+  }
+  return absl::OkStatus();
+}
+
+void DenseStore::Apply(const std::vector<ResolvedPush::Dense>& dense, const UpdateRule& rule) {
+  int64_t floats = 0;
+  for (const ResolvedPush::Dense& d : dense) floats += d.block->n;
+  ParallelFor(static_cast<int64_t>(dense.size()), ThreadsForDense(floats), [&](int64_t i) {
+    const ResolvedPush::Dense& d = dense[i];
+    DenseBlock* blk = d.block;
+    absl::MutexLock bl(&blk->mu);
+    const int64_t step = ++blk->step;
+    float* value = blk->Writable(rule.num_slots());
+    float* slots = rule.num_slots() > 0 ? value + blk->n : nullptr;
+    d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
+      rule.Apply(value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+      // The gradient chunk is consumed: its place may take the new values.
+      if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
+    });
+  });
+}
+
+void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense) {
+  for (const ResolvedPush::Dense& d : dense) {
+    DenseBlock* blk = d.block;
+    absl::MutexLock bl(&blk->mu);
+    if (!blk->accum) blk->accum.reset(new float[blk->n]);
+    float* acc = blk->accum.get();
+    if (!blk->has_accum) {
+      d.grad->CopyTo(acc);
+      blk->has_accum = true;
+    } else {
+      d.grad->ForEachChunk([acc](int64_t offset, const float* grad, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) acc[offset + i] += grad[i];
+      });
+    }
+  }
+}
+
+void DenseStore::ApplyAccumulated(float scale, const UpdateRule& rule) {
+  absl::ReaderMutexLock l(&mu_);
+  for (auto& [name, p] : params_) {
+    for (auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      if (!blk->has_accum) continue;
+      float* g = blk->accum.get();
+      for (int64_t i = 0; i < blk->n; ++i) g[i] *= scale;
+      float* value = blk->Writable(rule.num_slots());
+      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n);
+      blk->has_accum = false;
+    }
+  }
+}
+
+Status DenseStore::Read(const proto::PullRequest& request, bool sync, const WhyNot& why, PullFrame* frame,
+                        const DenseDestination& dense_out) const {
+  std::vector<DenseBlock*> blocks;
+  blocks.reserve(request.dense_size());
+  for (const proto::DenseBlock& msg : request.dense()) {
+    PL_ASSIGN_OR_RETURN(DenseBlock * blk, Find(msg.param(), msg.block(), why));
+    blocks.push_back(blk);
+  }
+  std::vector<float*> destinations;
+  if (dense_out) {
+    for (int i = 0; i < request.dense_size(); ++i) {
+      PL_ASSIGN_OR_RETURN(float* out, dense_out(i, blocks[i]->n));
+      destinations.push_back(out);
+    }
+  }
+  for (int i = 0; i < request.dense_size(); ++i) {
+    DenseBlock* blk = blocks[i];
+    if (!sync) {
+      // Async: read without the block lock. A push applied meanwhile may show in part
+      // of the block; each value is either before or after it (float stores do not
+      // tear), the staleness async training already accepts. In a frame, the values
+      // are sent in place.
+      if (destinations.empty() && request.bf16()) {
+        frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n);
+      } else if (destinations.empty()) {
+        frame->AddDenseRef(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n, blk->data);
+      } else {
+        std::memcpy(destinations[i], blk->data.get(), blk->n * sizeof(float));
+      }
+      continue;
+    }
+    // Sync: exactly the values of the finished step.
+    if (destinations.empty() && request.bf16()) {
+      absl::MutexLock bl(&blk->mu);
+      frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n);
+      continue;
+    }
+    float* out = destinations.empty()
+                     ? frame->AddDenseBuffer(request.dense(i).param(), request.dense(i).block(), blk->n)
+                     : destinations[i];
+    absl::MutexLock bl(&blk->mu);
+    std::memcpy(out, blk->data.get(), blk->n * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<DensePin> DenseStore::Pin(int slots) const {
+  absl::ReaderMutexLock l(&mu_);
+  std::vector<DensePin> pins;
+  for (const auto& [name, p] : params_) {
+    for (const auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      ++blk->pins;
+      pins.push_back({blk.get(), blk->data, static_cast<size_t>((1 + slots) * blk->n) * sizeof(float)});
+    }
+  }
+  return pins;
+}
+
+void DenseStore::Unpin(const DensePin& pin) {
+  absl::MutexLock bl(&pin.block->mu);
+  // An update since has given the block a copy of its own, with no pins.
+  if (pin.block->data.get() == pin.data.get() && pin.block->pins > 0) --pin.block->pins;
+}
+
+Status DenseStore::Visit(ShardVisitor* v, int slots) const {
+  absl::ReaderMutexLock l(&mu_);
+  for (const auto& [name, p] : params_) {
+    PL_RETURN_IF_ERROR(v->Param(p->spec, p->blocks.size()));
+    for (const auto& [b, blk] : p->blocks) {
+      absl::MutexLock bl(&blk->mu);
+      PL_RETURN_IF_ERROR(v->Block(b, blk->n, blk->step, {blk->data.get(), static_cast<size_t>((1 + slots) * blk->n)}));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Span<float> DenseStore::LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t step, int slots) {
+  absl::ReaderMutexLock l(&mu_);
+  auto pit = params_.find(name);
+  if (pit == params_.end()) return {};
+  auto it = pit->second->blocks.find(b);
+  if (it == pit->second->blocks.end() || it->second->n != n || step < 0) return {};
+  DenseBlock* blk = it->second.get();
+  absl::MutexLock bl(&blk->mu);
+  blk->step = step;
+  return {blk->data.get(), static_cast<size_t>((1 + slots) * n)};
+}
+
+size_t DenseStore::OwnedBlocks(const std::string& name, int slots, std::unique_ptr<PageWarmer>* warmer) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto it = params_.find(name);
+  if (it == params_.end()) return 0;
+  if (warmer != nullptr) {
+    for (const auto& [b, blk] : it->second->blocks) {
+      const size_t bytes = static_cast<size_t>((1 + slots) * blk->n) * sizeof(float);
+      if (bytes < PageWarmer::kMinBytes) continue;
+      if (!*warmer) *warmer = std::make_unique<PageWarmer>();
+      (*warmer)->Add(blk->data.get(), bytes);
+    }
+  }
+  return it->second->blocks.size();
+}
+
+void DenseStore::Clear() {
+  absl::WriterMutexLock l(&mu_);
+  params_.clear();
+  elements_ = 0;
+}
+
+}  // namespace pl::pserver

@@ -1,0 +1,108 @@
+// DenseStore: the dense half of a parameter server's shard (shard_store.h): block b of
+// parameter p (elements [b*block_size, min(numel, (b+1)*block_size))) when
+// ShardOfDenseBlock(p, b, P) == index, one allocation per block holding value (n) then
+// the optimizer's state slots (n each), plus its step count; and the update rules over
+// them. It knows nothing of tables, versions or barriers.
+//
+// Thread-safety: thread-safe. mu_ guards the map of parameters (Add and Clear hold it
+// exclusively, everything else shared); each block has its own mutex, taken one at a
+// time after mu_, so work on different blocks proceeds in parallel. Blocks are never
+// removed but by Clear (of a store that never served), so a resolved block stays valid
+// without a lock. A sync step's update is not atomic by itself: the caller keeps
+// readers out meanwhile (SyncBarrier).
+#ifndef PSERVER_STORE_DENSE_STORE_H_
+#define PSERVER_STORE_DENSE_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/dist/dense_frame.h"
+#include "paddle_like/optim/update_rules.h"
+#include "proto/pserver.pb.h"
+#include "pserver/store/page_warmer.h"
+#include "pserver/store/shard_storage.h"
+#include "pserver/store/shard_visitor.h"
+
+namespace pl::pserver {
+
+// A snapshot's hold on a dense block's floats as they are now, without a copy: the
+// block's next update copies them first (DenseBlock::Writable), until Unpin.
+struct DensePin {
+  DenseBlock* block = nullptr;
+  std::shared_ptr<const float[]> data;
+  size_t bytes = 0;
+};
+
+class DenseStore {
+ public:
+  DenseStore(int index, int num_shards) : index_(index), num_shards_(num_shards) {}
+  DenseStore(const DenseStore&) = delete;
+  DenseStore& operator=(const DenseStore&) = delete;
+
+  // Adds dense parameter `spec` with the blocks this shard owns: values drawn from its
+  // stream of `seed` and state slots for `optimizer`, or left unset without
+  // `initialize_values` (for a Loader that writes every block next: the initializer's
+  // draws were most of the time a large snapshot took to install). Returns the bytes a
+  // request carrying all of them takes, serialized.
+  int64_t Add(const proto::ParamSpec& spec, const InitSpec& init, uint64_t seed, const OptimizerSpec& optimizer,
+              bool initialize_values);
+  bool Holds(const std::string& name) const;
+  // The spec parameter `name` was created with, or null.
+  const proto::ParamSpec* Spec(const std::string& name) const;
+  size_t size() const;
+  int64_t elements() const { return elements_.load(); }
+
+  // Block `block` of `param`; NOT_FOUND for an unknown parameter (`why` says more),
+  // INVALID_ARGUMENT for a block outside it or another shard's.
+  StatusOr<DenseBlock*> Find(const std::string& param, int64_t block, const WhyNot& why) const;
+  // The push's dense payloads, checked (sizes; with `check_finite` every gradient is
+  // finite), into out->dense.
+  Status Resolve(const PushFrame& frame, bool check_finite, const WhyNot& why, ResolvedPush* out) const;
+  // Async: applies resolved blocks, each with its own step count, and writes each
+  // block's new values to its write_back, if any.
+  static void Apply(const std::vector<ResolvedPush::Dense>& dense, const UpdateRule& rule);
+  // Sync: adds resolved blocks' gradients to the current step's sums.
+  static void Accumulate(const std::vector<ResolvedPush::Dense>& dense);
+  // Sync: applies the step's sums times `scale`, and clears them.
+  void ApplyAccumulated(float scale, const UpdateRule& rule);
+  // The pull's blocks into `frame`, or with `dense_out` block i to dense_out(i, n), after
+  // checking all of them. Async blocks are sent in place; sync ones are copied under
+  // their lock.
+  Status Read(const proto::PullRequest& request, bool sync, const WhyNot& why, PullFrame* frame,
+              const DenseDestination& dense_out) const;
+
+  // Every block's floats pinned as they are now, in the order Visit shows them. The
+  // caller keeps updates out while it pins, and unpins before the store goes.
+  std::vector<DensePin> Pin(int slots) const;
+  static void Unpin(const DensePin& pin);
+  // Each parameter and its blocks, each block under its lock (ShardVisitor).
+  Status Visit(ShardVisitor* visitor, int slots) const;
+
+  // For a Loader: block b of `name` with its step set to `step`, its value and `slots`
+  // slots to fill; empty when this shard holds no such block of n floats.
+  absl::Span<float> LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t step, int slots);
+  // Blocks of `name` held here (0 if none); with `warmer`, its blocks' pages are
+  // faulted in there ahead of the fill.
+  size_t OwnedBlocks(const std::string& name, int slots = 0, std::unique_ptr<PageWarmer>* warmer = nullptr) const;
+  // Forgets every parameter (a Load that failed).
+  void Clear();
+
+ private:
+  const int index_;
+  const int num_shards_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<DenseParam>> params_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> elements_{0};
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_STORE_DENSE_STORE_H_

@@ -1,0 +1,212 @@
+// SparseStore: the sparse half of a parameter server's shard (shard_store.h): row r of a
+// table when ShardOfRow(r, P) == index, created on first touch (pull or push) from
+// RowStreamSeed(seed, table, r). Each row is one record [value (dim) | slots (S*dim) |
+// step (int64)] inside a slab shared by many rows, indexed by a flat hash map, so a row
+// costs little beyond its floats. Rows may be held back until seen often enough
+// (admission), evicted (a table's time to live, the pserver's memory cap: the slot is
+// reused, and the row comes back from the initializer when touched), or spilled to a
+// disk tier and taken back when touched.
+//
+// Thread-safety: thread-safe. mu_ guards the configuration and the map of tables (Add,
+// Configure and Clear hold it exclusively, everything else shared). Each stripe of a
+// table's rows has its own mutex, taken one at a time after mu_, so work on different
+// stripes proceeds in parallel; tier_mu_ comes before a stripe's. Tables are never
+// removed but by Clear (of a store that never served), so a resolved table stays valid
+// without a lock.
+#ifndef PSERVER_STORE_SPARSE_STORE_H_
+#define PSERVER_STORE_SPARSE_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "paddle_like/core/status.h"
+#include "paddle_like/optim/update_rules.h"
+#include "proto/pserver.pb.h"
+#include "pserver/store/disk_tier.h"
+#include "pserver/store/shard_storage.h"
+#include "pserver/store/shard_visitor.h"
+
+namespace pl::pserver {
+
+class SparseStore {
+ public:
+  SparseStore(int index, int num_shards) : index_(index), num_shards_(num_shards) {}
+  SparseStore(const SparseStore&) = delete;
+  SparseStore& operator=(const SparseStore&) = delete;
+
+  // What new rows start from: `seed`'s streams, and the optimizer of tables without
+  // their own. Set once, before any table is added.
+  void Configure(uint64_t seed, const OptimizerSpec& optimizer, const UpdateRule& rule);
+  // Adds table `spec`; returns the bytes a request of as many rows as it can hold here
+  // (at most kRowsPerPushBound) takes, serialized.
+  StatusOr<int64_t> Add(const proto::ParamSpec& spec, const InitSpec& init);
+  static constexpr int64_t kRowsPerPushBound = int64_t{1} << 20;
+  bool Holds(const std::string& name) const;
+  // The spec table `name` was created with, or null.
+  const proto::ParamSpec* Spec(const std::string& name) const;
+  size_t size() const;
+  int64_t rows() const;
+  // Each table's rows, bytes and `hottest` most updated rows (most first).
+  std::vector<proto::TableStats> Stats(int hottest) const;
+
+  // The push's rows, checked (each id in range and owned here, sizes; with
+  // `check_finite` every gradient finite), into out->sparse.
+  Status Resolve(const proto::PushRequest& request, bool check_finite, const WhyNot& why, ResolvedPush* out) const;
+  // Async: applies resolved rows, each with its own step count (admission, the change
+  // and touch notes, the hot-row counts).
+  void Apply(const std::vector<ResolvedPush::Sparse>& sparse) const;
+  // Sync: adds resolved rows' gradients to the current step's sums.
+  static void Accumulate(const std::vector<ResolvedPush::Sparse>& sparse);
+  // Sync: applies the step's sums times `scale`, and clears them.
+  void ApplyAccumulated(float scale) const;
+  // The pull's rows into `response` (created on first touch) once every table and id is
+  // checked; a bad request creates no rows.
+  Status Read(const proto::PullRequest& request, proto::PullResponse* response) const;
+  // Checks the pull's rows (as Read does) without reading any.
+  Status CheckRead(const proto::PullRequest& request) const;
+  // Each table and its rows stripe by stripe, each stripe under its lock (ShardVisitor).
+  Status Visit(ShardVisitor* visitor, VisitRows rows) const;
+
+  // From now on every row a push updates is marked as changed (incremental
+  // checkpoints; RowStripe::MarkChanged). Idempotent.
+  void TrackChanges() const { track_changes_.store(true, std::memory_order_relaxed); }
+  bool tracking_changes() const { return track_changes_.load(std::memory_order_relaxed); }
+
+  // ---- eviction (sparse_store_eviction.cc) ----
+  // From now on every pull and push notes when it touched each row (RowStripe::Touch),
+  // so rows can be evicted; `cap_bytes` > 0 caps what bytes() counts. A table with
+  // evict_after_s turns the notes on by itself. May be called again (a new cap).
+  void EnableEviction(int64_t cap_bytes);
+  bool evicting() const { return evicting_.load(std::memory_order_relaxed); }
+  int64_t memory_cap_bytes() const { return cap_bytes_.load(std::memory_order_relaxed); }
+  // The clock of those notes, in ticks of kEvictionTick (0 is before any tick: restored
+  // rows not touched since count as touched then). Set by the sweeper.
+  static constexpr absl::Duration kEvictionTick = absl::Milliseconds(100);
+  void SetTick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
+  uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
+  // What the cap counts: each table's rows times RowCost (record, index entry, marks).
+  int64_t bytes() const;
+  static int64_t RowCost(const SparseTable& t);
+  // The cap evicts once bytes() passes kHighWater of it, down to kLowWater.
+  static constexpr double kHighWater = 0.95, kLowWater = 0.85;
+  // Which rows a sweep evicts: those of a table with evict_after_s untouched for longer,
+  // and, while the tables are over the cap, the least frequently updated (a row's step
+  // count, which its record holds) and among those the least recently touched. By
+  // frequency first because a click log's ids are drawn from a skewed law: the rows
+  // worth keeping are the often-updated ones, which recency alone cannot tell from the
+  // rows a batch touched once a moment ago. Rows that were hot and went cold are the
+  // time to live's to evict.
+  struct SweepPlan {
+    std::map<std::string, uint32_t> expired_before;  // per table: rows touched before this tick
+    bool cap = false;           // over the cap: rows with fewer than cap_steps updates go,
+    int64_t cap_steps = 0;      // and of the rows with exactly cap_steps, those touched
+    uint32_t cap_before = 0;    // before tick cap_before, and at cap_before until
+    int64_t cap_bytes_at = 0;   // cap_bytes_at bytes are taken
+    bool empty() const { return expired_before.empty() && !cap; }
+  };
+  // Steps beyond this count as equal (a row updated that often is hot enough).
+  static constexpr int64_t kMaxCountedSteps = 1 << 20;
+  // `ttl_due`: plan the time-to-live part too (it needs a scan of the rows, so the
+  // sweeper asks for it about once a second; the cap is checked without a scan).
+  SweepPlan PlanSweep(bool ttl_due) const;
+  std::vector<std::string> TableNames() const;
+  // Stripe `stripe` of `table`: the ids of the rows `plan` evicts (it counts down the
+  // plan's cap_bytes_at), those past their time to live and those beyond the cap. With
+  // `erase` they go at once, under the same lock (the cap's to the disk tier if there
+  // is one); else the caller evicts them (Evict), having first sent them to its backups.
+  struct Victims {
+    std::vector<int64_t> expired, over_cap;
+  };
+  Victims SweepStripe(const std::string& table, int stripe, SweepPlan* plan, bool erase);
+  // Evicts these rows of `table` (those it has), to the disk tier when `to_disk`;
+  // returns how many it had. FAILED_PRECONDITION for `to_disk` without a disk tier.
+  StatusOr<int64_t> Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk = false);
+
+  // ---- the disk tier (sparse_store_disk.cc) ----
+  // From now on the cap spills rows to `tier` instead of dropping them, and a pull or
+  // push of a row there takes it back, so nothing the cap evicts is lost. Set before
+  // serving (and before a load, so a restore beyond the cap goes there directly).
+  void AttachDiskTier(std::unique_ptr<DiskTier> tier);
+  bool has_disk_tier() const { return disk_ != nullptr; }
+  const DiskTier* disk_tier() const { return disk_.get(); }
+
+  // ---- for a restorer (ShardStore::Loader) ----
+  // Row `id`'s record of `table`: `fresh` only a new one (empty when the row exists),
+  // else new or existing, to overwrite. Empty for an unknown table.
+  absl::Span<float> LoadRow(const std::string& table, int64_t id, bool fresh);
+  void EraseRow(const std::string& table, int64_t id);
+  // After a loaded row was filled: with a disk tier, a row beyond the cap goes there at
+  // once, so a restore never holds more than the cap in memory.
+  Status LoadedRow(const std::string& table, int64_t id);
+  absl::Span<uint16_t> LoadSightings(const std::string& table, int stripe);
+  // Forgets every table (a Load that failed).
+  void Clear();
+
+ private:
+  // Table `name` with its rows `msg` checked: in range, owned here, of its dim; `why`
+  // (may be null) says more of an unknown name. Takes mu_: `why` may ask the other half,
+  // never with this half's lock held.
+  StatusOr<SparseTable*> FindRows(const proto::SparseRowsMsg& msg, const WhyNot* why) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The row's slot: in memory, else taken back from the disk tier, else none. Needs
+  // mu_ (shared) and stripe->mu (which the disk tier's path releases for a while).
+  std::optional<uint32_t> FindSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // A new row's slot, its record from the table's initializer. Needs mu_ and stripe->mu.
+  uint32_t CreateSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // With a disk tier: row `id`'s slot once taken back from the tier, or none when it is
+  // not there. Needs mu_ (shared) and stripe->mu, which it releases and takes again
+  // (tier_mu_ comes before a stripe's lock): the caller re-checks the index after it.
+  std::optional<uint32_t> TakeFromDisk(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // Moves row `id` (in memory) to the tier. Needs tier_mu_ (shared) and stripe->mu.
+  Status SpillRow(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // A push's row: its slot, or none while admission still holds the id back (the
+  // table's admit_after; the push counts as one more sighting). Needs stripe->mu.
+  std::optional<uint32_t> AdmittedSlot(SparseTable* table, RowStripe* stripe, int64_t id) const;
+  // What a row's update notes besides the step: the change mark (incremental
+  // checkpoints) and the tick it was touched at (eviction). Read once per push.
+  struct RowNotes {
+    bool track = false;
+    bool touch = false;
+    uint32_t tick = 0;
+  };
+  RowNotes Notes() const { return {tracking_changes(), evicting(), tick()}; }
+  // One row's update by `grad` (dim floats): admission, the optimizer step, the notes
+  // and the hot-row count. Needs mu_ and stripe->mu.
+  void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, const RowNotes& notes) const;
+  // bytes(), with mu_ held.
+  int64_t BytesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Calls fn(table, its step count (at most kMaxCountedSteps), the tick it was touched
+  // at) for every row, each stripe under its lock. Needs mu_ (shared).
+  void ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const int index_;
+  const int num_shards_;
+  mutable absl::Mutex mu_;
+  uint64_t seed_ ABSL_GUARDED_BY(mu_) = 0;
+  OptimizerSpec optimizer_ ABSL_GUARDED_BY(mu_);
+  std::optional<UpdateRule> rule_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<SparseTable>> tables_ ABSL_GUARDED_BY(mu_);
+  mutable std::atomic<bool> track_changes_{false};
+  std::atomic<bool> evicting_{false};
+  std::atomic<int64_t> cap_bytes_{0};
+  std::atomic<uint32_t> tick_{0};
+  std::unique_ptr<DiskTier> disk_;  // set before serving; then fixed
+  // Moves between memory and the tier hold it shared; a whole visit (a checkpoint, a
+  // snapshot) holds it exclusively, so no row is between the two places meanwhile.
+  mutable absl::Mutex tier_mu_;
+};
+
+}  // namespace pl::pserver
+
+#endif  // PSERVER_STORE_SPARSE_STORE_H_
