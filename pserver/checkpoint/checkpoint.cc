@@ -111,13 +111,13 @@ StatusOr<std::string> Checkpointer::Save(const ParameterShard& shard) {
     }
   }
   // From here on the shard marks what pushes change: the next save may be a delta.
-  if (!shard.tracking_changes()) {
-    shard.TrackChanges();
+  if (!shard.tables().tracking_changes()) {
+    shard.tables().TrackChanges();
     need_full_ = true;
   }
   // Change marks follow rows in memory; a row the cap spilled to the disk tier carries
   // its changes there, so with a disk tier every checkpoint is a whole one.
-  const bool full = need_full_ || saves_since_full_ + 1 >= full_every_ || shard.has_disk_tier();
+  const bool full = need_full_ || saves_since_full_ + 1 >= full_every_ || shard.tables().has_disk_tier();
   const std::string path = (fs::path(shard_dir_) /
                             absl::StrFormat("ckpt-%010d%s", next_seq_, full ? kFullSuffix : kDeltaSuffix))
                                .string();

@@ -16,7 +16,7 @@
 // one is passed over for the one before, with the deltas between the two.
 //
 // Checkpoint time grows with the rows changed, not the table: the shard marks the rows
-// each push updates once Save has seen it (ParameterShard::TrackChanges).
+// each push updates once Save has seen it (SparseStore::TrackChanges).
 //
 // Thread-safety: Save may be called from several threads (calls are serialised);
 // RestoreLatest is meant for startup.

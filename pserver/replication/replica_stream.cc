@@ -42,6 +42,7 @@ proto::ReplicaEntry EntryMessage(const StreamEntry& entry) {
 
 ReplicaStream::ReplicaStream(Options options, ShardSnapshot snapshot, int64_t start, int64_t epoch)
     : options_(std::move(options)),
+      counters_(options_.counters != nullptr ? options_.counters : &own_counters_),
       epoch_(epoch),
       snapshot_bytes_(static_cast<int64_t>(snapshot.size())),
       snapshot_(std::move(snapshot)) {
@@ -279,8 +280,8 @@ Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
-  if (count_bytes && options_.dense_bytes != nullptr && entry.push) {
-    for (const DenseFramePayload& d : entry.push->dense()) *options_.dense_bytes += d.values.num_bytes();
+  if (count_bytes && entry.push) {
+    for (const DenseFramePayload& d : entry.push->dense()) counters_->dense_bytes += d.values.num_bytes();
   }
   // A replica of an older build reads only float32 from a region: a bfloat16 entry goes
   // inline beside it (UNIMPLEMENTED), and the region stays for the entries around it.
@@ -288,8 +289,7 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
     const bool shm = region_channel_ != nullptr ? shm_channel_ != nullptr : options_.shared_memory && !shm_refused_;
     Status sent = SendThroughRegion({&entry});
     if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) {
-      std::atomic<int64_t>* counter = shm_channel_ != nullptr ? options_.shm_entries : options_.linked_entries;
-      if (sent.ok() && counter != nullptr) ++*counter;
+      if (sent.ok()) ++(shm_channel_ != nullptr ? counters_->shm_entries : counters_->linked_entries);
       return sent;
     }
     if (absl::IsAborted(sent)) {
@@ -304,8 +304,8 @@ Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
       DropRegion();
     }
   }
-  if (options_.inline_entries != nullptr) ++*options_.inline_entries;
-  if (options_.calls != nullptr) ++*options_.calls;
+  ++counters_->inline_entries;
+  ++counters_->calls;
   ReplicateFrame call_frame;
   call_frame.header().set_epoch(epoch_);
   *call_frame.header().add_entries() = EntryMessage(entry);
@@ -332,15 +332,15 @@ Status ReplicaStream::SendBatch(const std::vector<StreamEntry>& entries) {
   std::vector<const StreamEntry*> batch;
   for (const StreamEntry& e : entries) {
     batch.push_back(&e);
-    if (options_.dense_bytes != nullptr && e.push) {
-      for (const DenseFramePayload& d : e.push->dense()) *options_.dense_bytes += d.values.num_bytes();
+    if (e.push) {
+      for (const DenseFramePayload& d : e.push->dense()) counters_->dense_bytes += d.values.num_bytes();
     }
   }
   const bool shm = shm_channel_ != nullptr;
   Status sent = SendThroughRegion(batch);
   if (sent.ok()) {
-    std::atomic<int64_t>* counter = shm_channel_ != nullptr ? options_.shm_entries : options_.linked_entries;
-    if (counter != nullptr) *counter += static_cast<int64_t>(entries.size());
+    (shm_channel_ != nullptr ? counters_->shm_entries : counters_->linked_entries) +=
+        static_cast<int64_t>(entries.size());
     return sent;
   }
   if (!absl::IsAborted(sent) && !absl::IsUnimplemented(sent)) return sent;
@@ -438,10 +438,8 @@ Status ReplicaStream::SendThroughRegion(const std::vector<const StreamEntry*>& e
   Call call(this);
   proto::ReplicateResponse resp;
   const Status sent = region_channel_->Replicate(*frames_, call.get(), call_frame, pushes, &resp);
-  if (!absl::IsUnimplemented(sent) && options_.calls != nullptr) ++*options_.calls;
-  if (shm_channel_ != nullptr && shm_channel_->rung_calls() > rung_before && options_.rung_calls != nullptr) {
-    ++*options_.rung_calls;
-  }
+  if (!absl::IsUnimplemented(sent)) ++counters_->calls;
+  if (shm_channel_ != nullptr && shm_channel_->rung_calls() > rung_before) ++counters_->rung_calls;
   return sent;
 }
 

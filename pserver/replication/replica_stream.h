@@ -58,6 +58,19 @@ struct StreamEntry {
 };
 int64_t StreamEntryBytes(const StreamEntry& entry);
 
+// What a primary's streams sent (StatsResponse.stream_*), counted by every stream of the
+// process: entries by the way their dense blocks went (shared memory, a link, inline),
+// their dense bytes, the calls that carried them and, of those, the ones rung through a
+// region's doorbell. Thread-safety: atomics.
+struct StreamCounters {
+  std::atomic<int64_t> shm_entries{0};
+  std::atomic<int64_t> linked_entries{0};
+  std::atomic<int64_t> inline_entries{0};
+  std::atomic<int64_t> dense_bytes{0};
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> rung_calls{0};
+};
+
 class ReplicaStream {
  public:
   struct Options {
@@ -88,14 +101,8 @@ class ReplicaStream {
     // Ring the replica through such a region (paddle_like/dist/stream_doorbell.h) when it offers to.
     bool doorbell = false;
     std::function<void()> on_progress;
-    // Counted per entry sent (not owned; may be null): through shared memory, over the
-    // link, or inline.
-    std::atomic<int64_t>* shm_entries = nullptr;
-    std::atomic<int64_t>* linked_entries = nullptr;
-    std::atomic<int64_t>* inline_entries = nullptr;
-    std::atomic<int64_t>* dense_bytes = nullptr;  // of the entries sent, either way
-    std::atomic<int64_t>* calls = nullptr;        // the calls that carried them
-    std::atomic<int64_t>* rung_calls = nullptr;   // of those, rung through the region's mailbox
+    // Where what it sends is counted (not owned; outlives the stream).
+    StreamCounters* counters = nullptr;
   };
   // Sends `snapshot` (may be empty: an in-sync backup needs none) taken at stream
   // position `start`, then every appended entry after it.
@@ -161,6 +168,8 @@ class ReplicaStream {
   }
 
   const Options options_;
+  StreamCounters own_counters_;      // where a stream given none counts
+  StreamCounters* const counters_;   // options_.counters, else own_counters_
   const int64_t epoch_;
   const int64_t snapshot_bytes_;
   ShardSnapshot snapshot_;  // released once sent

@@ -39,6 +39,21 @@ Replicator::Replicator(ReplicatorOptions options)
   applier_ = std::make_unique<StreamApplier>(
       [this](StreamApplier::Update& update) { return ApplyFollowed(update); },
       [this](const Status& s) { SetFatal(absl::StrCat("cannot apply the primary's stream: ", s.message())); });
+  SnapshotReceiver::Options receiving;
+  receiving.index = options_.index;
+  receiving.socket = options_.snapshot_socket;
+  receiving.lanes = options_.snapshot_lanes;
+  receiving.listen_host = options_.listen_host;
+  receiving.slow_joiner = options_.faults.slow_joiner;
+  SnapshotReceiver::Hooks hooks;
+  hooks.accept = [this](const proto::SnapshotChunk& chunk) { return AcceptSnapshot(chunk); };
+  hooks.check_offer = [this](const proto::SnapshotChunk& chunk) { return CheckSnapshotOffer(chunk); };
+  hooks.installed = [this](int64_t position) {
+    absl::MutexLock l(&mu_);
+    position_ = position;
+  };
+  hooks.fatal = [this](const std::string& why) { SetFatal(why); };
+  snapshots_ = std::make_unique<SnapshotReceiver>(std::move(receiving), std::move(hooks), &follow_mu_);
 }
 
 Replicator::~Replicator() {
@@ -61,12 +76,7 @@ void Replicator::Stop() {
     snapshotters.swap(snapshot_threads_);
   }
   for (std::thread& t : snapshotters) t.join();  // no lock held: they take mu_ when done
-  std::unique_ptr<SocketInstall> socket_install;
-  {
-    absl::MutexLock l(&socket_mu_);
-    socket_install.swap(socket_install_);
-  }
-  socket_install.reset();  // no lock held: its thread takes follow_mu_ and mu_
+  snapshots_->Stop();  // no lock held: its thread takes follow_mu_ and mu_
   applier_->Drain();  // a backup's final checkpoint holds every update it acknowledged
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams;
   {
@@ -398,12 +408,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.dense_link_lanes = options_.stream_link_lanes;
       so.shared_memory = options_.stream_shm;
       so.doorbell = options_.stream_doorbell;
-      so.shm_entries = &stream_entries_shm_;
-      so.linked_entries = &stream_entries_linked_;
-      so.inline_entries = &stream_entries_inline_;
-      so.dense_bytes = &stream_dense_bytes_;
-      so.calls = &stream_calls_;
-      so.rung_calls = &stream_calls_rung_;
+      so.counters = &stream_counters_;
       so.on_progress = [this] {
         absl::MutexLock pl(&mu_);
         progress_.SignalAll();

@@ -45,11 +45,11 @@
 #include "paddle_like/client/master_client.h"
 #include "proto/master.grpc.pb.h"
 #include "pserver/replication/replica_stream.h"
+#include "pserver/replication/snapshot_receiver.h"
 #include "pserver/replication/stream_applier.h"
 #include "pserver/store/faults.h"
 #include "pserver/store/replication_hook.h"
 #include "pserver/store/shard.h"
-#include "paddle_like/rpc/bulk_socket.h"
 
 namespace pl::pserver {
 
@@ -114,15 +114,9 @@ class Replicator : public ReplicationHook {
 
   Role role() const;
   int64_t epoch() const;
-  // Entries this process's streams sent with their dense blocks over a dense link,
-  // inline, and through shared memory (StatsResponse.stream_entries_*).
-  int64_t stream_entries_linked() const { return stream_entries_linked_.load(); }
-  int64_t stream_entries_inline() const { return stream_entries_inline_.load(); }
-  int64_t stream_entries_shm() const { return stream_entries_shm_.load(); }
-  int64_t stream_calls() const { return stream_calls_.load(); }  // that carried those entries
-  int64_t stream_calls_rung() const { return stream_calls_rung_.load(); }  // of those, by doorbell
+  // What this process's streams sent (StatsResponse.stream_*).
+  const StreamCounters& stream_counters() const { return stream_counters_; }
   absl::Duration slow_stream_call() const { return options_.faults.slow_stream_call; }
-  int64_t stream_dense_bytes() const { return stream_dense_bytes_.load(); }
   // The highest version a primary of this shard reported to the master (what a
   // restore from a checkpoint falls short of).
   int64_t last_known_version() const;
@@ -135,7 +129,9 @@ class Replicator : public ReplicationHook {
   // in order and applied on the applier's thread; the shard's version. And a joiner's
   // snapshot.
   StatusOr<int64_t> OnEntry(int64_t epoch, StreamApplier::Update update);
-  Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
+  Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+    return snapshots_->OnChunk(chunk, ack);
+  }
 
   // ReplicationHook (the primary side).
   Status CheckPrimary() const override;
@@ -168,20 +164,11 @@ class Replicator : public ReplicationHook {
   // A backup's application of one update of the stream (on the applier's thread).
   Status ApplyFollowed(StreamApplier::Update& update) ABSL_LOCKS_EXCLUDED(mu_);
   void SetFatal(const std::string& why);
-  // A joiner's snapshot (replicator_snapshot.cc): the checks every piece passes, the
-  // primary's offer of a socket, and the thread that reads the snapshot off it.
-  struct SocketInstall {
-    ~SocketInstall();  // cancels and joins
-    std::atomic<bool> cancel{false};
-    std::unique_ptr<rpc::BulkListener> listener;
-    std::thread thread;
-  };
-  StatusOr<ParameterShard*> AcceptSnapshotFrom(const proto::SnapshotChunk& chunk)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
-  // The snapshot is in: the stream goes on from `position`.
-  void Installed(const ParameterShard& shard, int64_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(follow_mu_);
-  Status OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
-  void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes);
+  // Whether a joiner takes a snapshot of `chunk` now (for this replica, joining, an epoch
+  // not older than its own, which it adopts), and the shard it goes into
+  // (SnapshotReceiver's hooks).
+  StatusOr<ParameterShard*> AcceptSnapshot(const proto::SnapshotChunk& chunk) ABSL_LOCKS_EXCLUDED(mu_);
+  Status CheckSnapshotOffer(const proto::SnapshotChunk& chunk) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const ReplicatorOptions options_;
   const uint64_t replica_id_;
@@ -204,12 +191,7 @@ class Replicator : public ReplicationHook {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // promoted, still applying what it held as a backup
   // Primary: the streams, by replica id; `required_` are waited for before an ack.
   // Declared before the streams, which count into them until they are destroyed.
-  std::atomic<int64_t> stream_entries_linked_{0};
-  std::atomic<int64_t> stream_entries_inline_{0};
-  std::atomic<int64_t> stream_entries_shm_{0};
-  std::atomic<int64_t> stream_calls_{0};
-  std::atomic<int64_t> stream_calls_rung_{0};
-  std::atomic<int64_t> stream_dense_bytes_{0};
+  StreamCounters stream_counters_;
   std::map<uint64_t, std::unique_ptr<ReplicaStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> required_ ABSL_GUARDED_BY(mu_);
   // Joiners waited for since the position given, not yet reported in sync.
@@ -228,17 +210,9 @@ class Replicator : public ReplicationHook {
 
   // Backup: application of the stream, one entry at a time.
   absl::Mutex follow_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // A joining replica's snapshot as its pieces arrive.
-  std::unique_ptr<char[]> snapshot_buffer_ ABSL_GUARDED_BY(follow_mu_);
-  int64_t snapshot_total_ ABSL_GUARDED_BY(follow_mu_) = 0;  // 0: none under way
-  int64_t snapshot_received_ ABSL_GUARDED_BY(follow_mu_) = 0;
-  std::set<int64_t> snapshot_offsets_ ABSL_GUARDED_BY(follow_mu_);
   std::unique_ptr<StreamApplier> applier_;  // set at construction, reset by the destructor
-  bool snapshot_installed_ ABSL_GUARDED_BY(follow_mu_) = false;
-  bool joined_trained_ ABSL_GUARDED_BY(follow_mu_) = false;  // the snapshot was past version 0
-  // The socket a joiner offered its primary, and the thread reading from it.
-  absl::Mutex socket_mu_ ABSL_ACQUIRED_BEFORE(follow_mu_);
-  std::unique_ptr<SocketInstall> socket_install_ ABSL_GUARDED_BY(socket_mu_);
+  // A joining replica's snapshot (after follow_mu_, which it holds to install one).
+  std::unique_ptr<SnapshotReceiver> snapshots_;
 
   absl::Notification stop_;
   // A heartbeat wanted before the next period (AwaitPrimary, Stop).

@@ -1,6 +1,6 @@
 // Replicator, backup side: holding the primary's stream in order (CheckEntry, OnEntry)
-// and applying it on the StreamApplier's thread (ApplyFollowed). A joiner's snapshot:
-// replicator_snapshot.cc. See replicator.h.
+// and applying it on the StreamApplier's thread (ApplyFollowed); whether a joiner takes
+// a snapshot (its receipt: snapshot_receiver.h). See replicator.h.
 #include "pserver/replication/replicator.h"
 
 #include <cstring>
@@ -12,6 +12,14 @@
 #include "paddle_like/core/log.h"
 
 namespace pl::pserver {
+namespace {
+
+Status RefuseEpoch(int index, int64_t epoch, proto::ReplicaInfo::Role role, int64_t own_epoch) {
+  return absl::FailedPreconditionError(absl::StrCat("shard ", index, ": a snapshot of epoch ", epoch, " reached a ",
+                                                    ReplicaRoleName(role), " replica of epoch ", own_epoch));
+}
+
+}  // namespace
 
 // ------------------------------------------------------------------ backup
 
@@ -28,7 +36,7 @@ Status Replicator::CheckEntry(int64_t epoch, int64_t position, bool* duplicate) 
                                                       " is older than epoch ", epoch_, ": its sender is no longer primary"));
   }
   epoch_ = epoch;
-  if (!snapshot_installed_ && role_ != proto::ReplicaInfo::BACKUP) {
+  if (!snapshots_->installed() && role_ != proto::ReplicaInfo::BACKUP) {
     return absl::FailedPreconditionError(absl::StrCat("shard ", options_.index, ": joining, no snapshot installed yet"));
   }
   if (position <= position_) {
@@ -54,7 +62,7 @@ StatusOr<int64_t> Replicator::OnEntry(int64_t epoch, StreamApplier::Update updat
   }
   if (shard == nullptr) return absl::UnavailableError("replica starting");
   if (duplicate) return shard->version();
-  if (update.push && joined_trained_ && options_.faults.slow_joiner > absl::ZeroDuration()) {
+  if (update.push && snapshots_->joined_trained() && options_.faults.slow_joiner > absl::ZeroDuration()) {
     absl::SleepFor(options_.faults.slow_joiner);
   }
   // Held in order is acknowledged: the applier's thread applies it while the next
@@ -79,6 +87,31 @@ Status Replicator::ApplyFollowed(StreamApplier::Update& update) {
     return absl::OkStatus();
   }
   return shard->FollowPush(std::move(*update.push)).status();
+}
+
+// ------------------------------------------------------------------ joiner
+
+StatusOr<ParameterShard*> Replicator::AcceptSnapshot(const proto::SnapshotChunk& chunk) {
+  absl::MutexLock l(&mu_);
+  if (chunk.replica_id() != replica_id_) {
+    return absl::InvalidArgumentError(absl::StrCat("a snapshot for replica ", absl::Hex(chunk.replica_id()),
+                                                    " reached replica ", absl::Hex(replica_id_)));
+  }
+  if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+    return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+  }
+  epoch_ = chunk.replica_epoch();
+  ParameterShard* shard = AttachedShardLocked();
+  if (shard == nullptr) return absl::UnavailableError("replica starting");
+  return shard;
+}
+
+Status Replicator::CheckSnapshotOffer(const proto::SnapshotChunk& chunk) const {
+  absl::MutexLock l(&mu_);
+  if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
+    return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pl::pserver

@@ -211,19 +211,20 @@ proto::StatsResponse PserverService::StatsNow() const {
   if (replicator_ != nullptr) {
     r.set_replica_role(proto::ReplicaInfo::Role_Name(replicator_->role()));
     r.set_replica_epoch(replicator_->epoch());
-    r.set_stream_entries_linked(replicator_->stream_entries_linked());
-    r.set_stream_entries_inline(replicator_->stream_entries_inline());
-    r.set_stream_entries_shm(replicator_->stream_entries_shm());
-    r.set_stream_calls(replicator_->stream_calls());
-    r.set_stream_calls_rung(replicator_->stream_calls_rung());
-    r.set_stream_dense_bytes(replicator_->stream_dense_bytes());
+    const StreamCounters& sent = replicator_->stream_counters();
+    r.set_stream_entries_linked(sent.linked_entries.load());
+    r.set_stream_entries_inline(sent.inline_entries.load());
+    r.set_stream_entries_shm(sent.shm_entries.load());
+    r.set_stream_calls(sent.calls.load());
+    r.set_stream_calls_rung(sent.rung_calls.load());
+    r.set_stream_dense_bytes(sent.dense_bytes.load());
   }
   r.set_push_clients(shard_->ledger_clients());
   r.set_largest_request_bytes(shard_->largest_request_bytes());
-  r.set_sparse_memory_cap_bytes(shard_->memory_cap_bytes());
-  r.set_sparse_bytes(shard_->sparse_bytes());
-  r.set_sparse_disk_bytes(shard_->sparse_disk_bytes());
-  for (proto::TableStats& t : shard_->Tables()) *r.add_tables() = std::move(t);
+  r.set_sparse_memory_cap_bytes(shard_->tables().memory_cap_bytes());
+  r.set_sparse_bytes(shard_->tables().bytes());
+  r.set_sparse_disk_bytes(shard_->tables().disk_bytes());
+  for (proto::TableStats& t : shard_->tables().Stats()) *r.add_tables() = std::move(t);
   return r;
 }
 

@@ -117,15 +117,14 @@ class ParameterShard {
   // Waits until every queued push is applied.
   void WaitForQueuedPushes() { applier_.WaitUntilIdle(); }
 
-  // ---- eviction (shard_eviction.cc; ShardStore's eviction) ----
-  // Rows are evicted from now on: past a table's evict_after_s, and the least recently
-  // touched beyond `cap_bytes` of sparse rows (0: no cap). RowEvictor drives it.
-  void EnableEviction(int64_t cap_bytes) { store_.tables().EnableEviction(cap_bytes); }
-  bool evicting() const { return store_.tables().evicting(); }
-  void SetEvictionTick(uint32_t tick) { store_.tables().SetTick(tick); }
-  int64_t sparse_bytes() const { return store_.tables().bytes(); }
-  int64_t memory_cap_bytes() const { return store_.tables().memory_cap_bytes(); }
-  // One sweep (ShardStore::PlanSweep; `ttl_due` includes the times to live); returns the
+  // The sparse tables' half of the store: their statistics, the memory cap and eviction
+  // clock (RowEvictor drives them), the disk tier (set before serving), the change marks
+  // of incremental checkpoints (sparse_store.h).
+  SparseStore& tables() { return store_.tables(); }
+  const SparseStore& tables() const { return store_.tables(); }
+
+  // ---- eviction (shard_eviction.cc) ----
+  // One sweep (SparseStore::PlanSweep; `ttl_due` includes the times to live); returns the
   // rows evicted. Stripe by stripe, so pushes wait at most for one stripe's. A
   // replicated primary sends each stripe's evictions to its backups in its stream,
   // ordered with its pushes; a backup evicts only what its stream says (0 here).
@@ -133,10 +132,6 @@ class ParameterShard {
   // A backup applies an eviction of the primary's stream (`to_disk`: rows the cap moved
   // to the disk tier, which this replica must have too).
   Status FollowEviction(const proto::SparseRowsMsg& evicted, bool to_disk);
-  // The disk tier (ShardStore::AttachDiskTier); set before serving.
-  void AttachDiskTier(std::unique_ptr<DiskTier> tier) { store_.tables().AttachDiskTier(std::move(tier)); }
-  bool has_disk_tier() const { return store_.tables().has_disk_tier(); }
-  int64_t sparse_disk_bytes() const { return store_.tables().has_disk_tier() ? store_.tables().disk_tier()->bytes_on_disk() : 0; }
 
   // ---- replication (shard_replication.cc) ----
   // Set before serving; `hook` outlives the shard's use of it. Null: not replicated.
@@ -179,8 +174,6 @@ class ParameterShard {
   int64_t largest_request_bytes() const { return store_.largest_request_bytes(); }
   int64_t version() const { return clock_.version(); }
   ShardCounters Counters() const;
-  // Each sparse table's size and hottest rows (ShardStore::Tables).
-  std::vector<proto::TableStats> Tables(int hottest = 10) const { return store_.tables().Stats(hottest); }
 
   // The whole shard (shard_serializer.h) as a byte stream, and back. In sync mode the
   // saved state is exactly the state at its version. LoadState requires a fresh shard
@@ -193,9 +186,6 @@ class ParameterShard {
   Status LoadState(const ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
   // An incremental state onto the state it was taken after (shard_serializer.h).
   Status ApplyStateDelta(const ByteReader& read);
-  // Incremental checkpoints: see ShardStore::TrackChanges.
-  void TrackChanges() const { store_.TrackChanges(); }
-  bool tracking_changes() const { return store_.tracking_changes(); }
 
  private:
   friend class ShardSnapshotTestAccess;  // sizes a snapshot's buffer apart from taking it

@@ -98,7 +98,7 @@ struct RowStripe {
   RowIndex index ABSL_GUARDED_BY(mu){&ids_in};  // id -> slot
   std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
   uint32_t used_in_last ABSL_GUARDED_BY(mu) = 0;
-  // Incremental checkpoints (ShardStore::TrackChanges): the rows updated since the
+  // Incremental checkpoints (SparseStore::TrackChanges): the rows updated since the
   // marks were last taken, as (id, slot), each once: a row's entry in `marked_in` (per
   // slab, made while tracking) says in which generation it was last marked. An array
   // read per update, no hashing: marking costs a few percent of a sparse push.

@@ -110,9 +110,6 @@ class ShardStore {
   // pins (a shard's order lock), and unpins before the store goes.
   std::vector<DensePin> PinDense() const;
   static void Unpin(const DensePin& pin) { DenseStore::Unpin(pin); }
-  // From now on, every row a push updates is marked as changed (incremental checkpoints).
-  void TrackChanges() const { sparse_.TrackChanges(); }
-  bool tracking_changes() const { return sparse_.tracking_changes(); }
 
   // What a restorer fills (Load). It runs while Load holds the store exclusively.
   class Loader {

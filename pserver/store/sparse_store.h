@@ -57,7 +57,7 @@ class SparseStore {
   size_t size() const;
   int64_t rows() const;
   // Each table's rows, bytes and `hottest` most updated rows (most first).
-  std::vector<proto::TableStats> Stats(int hottest) const;
+  std::vector<proto::TableStats> Stats(int hottest = 10) const;
 
   // The push's rows, checked (each id in range and owned here, sizes; with
   // `check_finite` every gradient finite), into out->sparse.
@@ -139,6 +139,7 @@ class SparseStore {
   void AttachDiskTier(std::unique_ptr<DiskTier> tier);
   bool has_disk_tier() const { return disk_ != nullptr; }
   const DiskTier* disk_tier() const { return disk_.get(); }
+  int64_t disk_bytes() const { return disk_ != nullptr ? disk_->bytes_on_disk() : 0; }
 
   // ---- for a restorer (ShardStore::Loader) ----
   // Row `id`'s record of `table`: `fresh` only a new one (empty when the row exists),

@@ -95,16 +95,16 @@ TEST_F(KVWorkerTest, ATablesAdmissionPolicyReachesThePservers) {
 TEST_F(KVWorkerTest, ATablesTimeToLiveReachesThePservers) {
   auto kv = Worker({KeySpec::Sparse("emb", 2, 0, InitSpec::Constant(1.0f), TablePolicy{.evict_after_s = 1})}, Sgd(0.5f));
   ASSERT_TRUE(kv->Connect().ok());
-  for (auto& shard : shards_) shard->SetEvictionTick(1);
+  for (auto& shard : shards_) shard->tables().SetTick(1);
   StatusOr<KVWorker::Handle> h = kv->Push({KeyValues{"emb", {5, 6}, std::vector<float>(4, 1.0f)}});
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_TRUE(kv->Wait(*h).ok());
   EXPECT_EQ(PullNow(*kv, {{"emb", {5, 6}}})[0].values, std::vector<float>(4, 0.5f));
   int64_t evicted = 0;
   for (auto& shard : shards_) {
-    ASSERT_EQ(shard->Tables().size(), 1u);
-    EXPECT_EQ(shard->Tables()[0].evict_after_s(), 1);
-    shard->SetEvictionTick(30);  // 2.9 s later
+    ASSERT_EQ(shard->tables().Stats().size(), 1u);
+    EXPECT_EQ(shard->tables().Stats()[0].evict_after_s(), 1);
+    shard->tables().SetTick(30);  // 2.9 s later
     evicted += shard->SweepRows(/*ttl_due=*/true);
   }
   EXPECT_EQ(evicted, 2);

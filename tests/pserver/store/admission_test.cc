@@ -36,7 +36,7 @@ void PushOnes(ParameterShard& shard, std::vector<int64_t> ids) {
   ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
 }
 
-proto::TableStats Stats(const ParameterShard& shard) { return shard.Tables()[0]; }
+proto::TableStats Stats(const ParameterShard& shard) { return shard.tables().Stats()[0]; }
 
 TEST(Admission, AnIdGetsItsRowAtItsNthUpdateAndReadsZerosUntilThen) {
   auto shard = MakeShard(3);

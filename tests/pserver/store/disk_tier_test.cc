@@ -35,8 +35,8 @@ std::unique_ptr<ParameterShard> MakeShard(const std::string& disk_dir, int64_t a
   if (!disk_dir.empty()) {
     auto tier = DiskTier::Open(disk_dir, kCap);
     EXPECT_TRUE(tier.ok()) << tier.status();
-    shard->AttachDiskTier(std::move(*tier));
-    shard->EnableEviction(kCap);
+    shard->tables().AttachDiskTier(std::move(*tier));
+    shard->tables().EnableEviction(kCap);
   }
   auto init = shard->Init(MakeInit({Table(admit_after)}, Sgd(0.5f)));
   EXPECT_TRUE(init.ok()) << init.status();
@@ -86,7 +86,7 @@ TEST(DiskTier, ATableTenTimesTheCapTrainsExactlyAsWithoutOne) {
   // 1,000 rows (ten times the cap's 100) in rounds of pushes; each row is updated in
   // several rounds, so rows keep coming back from disk with their state.
   for (uint32_t round = 0; round < 12; ++round) {
-    capped->SetEvictionTick(round + 1);
+    capped->tables().SetTick(round + 1);
     std::vector<int64_t> ids;
     for (int64_t id = 0; id < 1000; ++id) {
       if ((id + round) % 3 == 0) ids.push_back(id);
@@ -95,13 +95,13 @@ TEST(DiskTier, ATableTenTimesTheCapTrainsExactlyAsWithoutOne) {
     Push(*open, ids, g);
     Push(*capped, ids, g);
     capped->SweepRows(false);
-    EXPECT_LE(capped->sparse_bytes(), kCap);
+    EXPECT_LE(capped->tables().bytes(), kCap);
   }
-  const proto::TableStats s = capped->Tables()[0];
+  const proto::TableStats s = capped->tables().Stats()[0];
   EXPECT_LE(s.rows(), 100);
   EXPECT_EQ(s.rows() + s.rows_on_disk(), 1000);
   EXPECT_EQ(s.evicted(), 0);  // nothing was dropped
-  EXPECT_GT(capped->sparse_disk_bytes(), 0);
+  EXPECT_GT(capped->tables().disk_bytes(), 0);
   EXPECT_EQ(PullRows(*capped, "emb", Range(0, 1000)), PullRows(*open, "emb", Range(0, 1000)));
 }
 
@@ -109,10 +109,10 @@ TEST(DiskTier, ACheckpointCarriesTheRowsOnDiskAndARestorePutsTheExcessThere) {
   const std::string dir = TempPath("tier_ckpt");
   std::filesystem::remove_all(dir);
   auto shard = MakeShard(TempPath("tier_ckpt_disk"));
-  shard->SetEvictionTick(1);
+  shard->tables().SetTick(1);
   Push(*shard, Range(0, 500), 1.0f);
   shard->SweepRows(false);
-  ASSERT_GT(shard->Tables()[0].rows_on_disk(), 300);
+  ASSERT_GT(shard->tables().Stats()[0].rows_on_disk(), 300);
   Checkpointer ckpt(dir, 0, 2, 10);
   ASSERT_TRUE(ckpt.Save(*shard).ok());
   Push(*shard, Range(0, 10), 1.0f);
@@ -121,12 +121,12 @@ TEST(DiskTier, ACheckpointCarriesTheRowsOnDiskAndARestorePutsTheExcessThere) {
   EXPECT_THAT(*second, ::testing::Not(::testing::EndsWith(".delta")));
   auto restored = Checkpointer(dir, 0).RestoreLatest(1, [](ParameterShard* s) -> Status {
     PL_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(TempPath("tier_ckpt_restored"), kCap));
-    s->AttachDiskTier(std::move(tier));
-    s->EnableEviction(kCap);
+    s->tables().AttachDiskTier(std::move(tier));
+    s->tables().EnableEviction(kCap);
     return absl::OkStatus();
   });
   ASSERT_TRUE(restored.ok() && restored->shard) << restored.status();
-  const proto::TableStats s = restored->shard->Tables()[0];
+  const proto::TableStats s = restored->shard->tables().Stats()[0];
   EXPECT_LE(s.rows(), 100);  // never more than the cap in memory, even while restoring
   EXPECT_EQ(s.rows() + s.rows_on_disk(), 500);
   EXPECT_EQ(PullRows(*restored->shard, "emb", Range(0, 500)), PullRows(*shard, "emb", Range(0, 500)));
@@ -135,15 +135,15 @@ TEST(DiskTier, ACheckpointCarriesTheRowsOnDiskAndARestorePutsTheExcessThere) {
 
 TEST(DiskTier, ARowOnDiskNeedsNoNewAdmission) {
   auto shard = MakeShard(TempPath("tier_admit"), /*admit_after=*/3);
-  shard->SetEvictionTick(1);
+  shard->tables().SetTick(1);
   for (int i = 0; i < 3; ++i) Push(*shard, Range(0, 200), 1.0f);  // every id admitted at its third update
   shard->SweepRows(false);
-  const int64_t on_disk = shard->Tables()[0].rows_on_disk();
+  const int64_t on_disk = shard->tables().Stats()[0].rows_on_disk();
   ASSERT_GT(on_disk, 0);
   // A pull finds each row where it is (not the shared zeros of an id never admitted).
   const std::vector<float> rows = PullRows(*shard, "emb", Range(0, 200));
   EXPECT_EQ(std::count(rows.begin(), rows.end(), 0.0f), 0);
-  EXPECT_EQ(shard->Tables()[0].admitted(), 200);
+  EXPECT_EQ(shard->tables().Stats()[0].admitted(), 200);
 }
 
 TEST(DiskTier, ABackupWithoutADiskTierRefusesToMoveRowsToOne) {

@@ -56,18 +56,18 @@ std::vector<int64_t> Range(int64_t from, int64_t to) {
   return ids;
 }
 
-proto::TableStats Stats(const ParameterShard& shard) { return shard.Tables()[0]; }
+proto::TableStats Stats(const ParameterShard& shard) { return shard.tables().Stats()[0]; }
 
 TEST(Eviction, RowsUntouchedForTheirTimeToLiveGoAndComeBackFromTheInitializer) {
   auto shard = MakeShard(Table(/*evict_after_s=*/1));
-  ASSERT_TRUE(shard->evicting());  // a table with a time to live turns the notes on
-  shard->SetEvictionTick(1);
+  ASSERT_TRUE(shard->tables().evicting());  // a table with a time to live turns the notes on
+  shard->tables().SetTick(1);
   PushOnes(*shard, {1, 2, 3});  // 1 - 0.5 = 0.5 each
-  shard->SetEvictionTick(5);
+  shard->tables().SetTick(5);
   EXPECT_THAT(PullRows(*shard, "emb", {2}), ElementsAre(0.5f, 0.5f));  // a pull touches row 2
   // At tick 12 the time to live (10 ticks of 100 ms) has passed for rows last touched
   // at tick 1, not for row 2.
-  shard->SetEvictionTick(12);
+  shard->tables().SetTick(12);
   EXPECT_EQ(shard->SweepRows(/*ttl_due=*/false), 0);  // the cap is not exceeded; no TTL scan asked
   EXPECT_EQ(shard->SweepRows(/*ttl_due=*/true), 2);
   proto::TableStats s = Stats(*shard);
@@ -83,16 +83,16 @@ TEST(Eviction, RowsUntouchedForTheirTimeToLiveGoAndComeBackFromTheInitializer) {
 
 TEST(Eviction, AmongRowsUpdatedAsOftenTheCapEvictsTheLeastRecentlyTouchedDownToItsLowWater) {
   auto shard = MakeShard(Table(0));
-  shard->EnableEviction(100 * kRowCost);  // high water 95 rows, low water 85
-  shard->SetEvictionTick(1);
+  shard->tables().EnableEviction(100 * kRowCost);  // high water 95 rows, low water 85
+  shard->tables().SetTick(1);
   PushOnes(*shard, Range(0, 60));
-  shard->SetEvictionTick(2);
+  shard->tables().SetTick(2);
   PushOnes(*shard, Range(100, 130));
   EXPECT_EQ(shard->SweepRows(false), 0);  // 90 rows: under the high water
   PushOnes(*shard, Range(130, 160));      // 120 rows
-  EXPECT_EQ(shard->sparse_bytes(), 120 * kRowCost);
+  EXPECT_EQ(shard->tables().bytes(), 120 * kRowCost);
   EXPECT_EQ(shard->SweepRows(false), 35);  // down to 85 rows, all of them from tick 1
-  EXPECT_EQ(shard->sparse_bytes(), 85 * kRowCost);
+  EXPECT_EQ(shard->tables().bytes(), 85 * kRowCost);
   EXPECT_EQ(Stats(*shard).rows(), 85);
   // Every row touched at tick 2 is still trained...
   EXPECT_THAT(PullRows(*shard, "emb", Range(100, 160)), Each(Eq(0.5f)));
@@ -104,10 +104,10 @@ TEST(Eviction, AmongRowsUpdatedAsOftenTheCapEvictsTheLeastRecentlyTouchedDownToI
 
 TEST(Eviction, TheCapKeepsTheMostUpdatedRowsHoweverLongAgo) {
   auto shard = MakeShard(Table(0));
-  shard->EnableEviction(100 * kRowCost);
-  shard->SetEvictionTick(1);
+  shard->tables().EnableEviction(100 * kRowCost);
+  shard->tables().SetTick(1);
   for (int i = 0; i < 4; ++i) PushOnes(*shard, Range(0, 10));  // 1 - 4 * 0.5 = -1
-  shard->SetEvictionTick(2);
+  shard->tables().SetTick(2);
   PushOnes(*shard, Range(100, 200));  // 110 rows: 25 must go
   EXPECT_EQ(shard->SweepRows(false), 25);
   // Rows 0..9, older but updated 4 times each, stay; 25 of the once-updated rows go.
@@ -118,13 +118,13 @@ TEST(Eviction, TheCapKeepsTheMostUpdatedRowsHoweverLongAgo) {
 
 TEST(Eviction, UnderTheCapTheRowsStayBoundedAndSlotsAreReused) {
   auto shard = MakeShard(Table(0));
-  shard->EnableEviction(4000 * kRowCost);
+  shard->tables().EnableEviction(4000 * kRowCost);
   int64_t bytes_early = 0;
   for (uint32_t tick = 1; tick <= 20; ++tick) {
-    shard->SetEvictionTick(tick);
+    shard->tables().SetTick(tick);
     PushOnes(*shard, Range(tick * 10000, tick * 10000 + 2000));
     shard->SweepRows(false);
-    EXPECT_LE(shard->sparse_bytes(), 4000 * kRowCost) << "tick " << tick;
+    EXPECT_LE(shard->tables().bytes(), 4000 * kRowCost) << "tick " << tick;
     if (tick == 5) bytes_early = Stats(*shard).bytes();
   }
   // 40,000 rows went through; the memory they take stays near what the cap's 4,000 took
@@ -139,11 +139,11 @@ TEST(Eviction, UnderTheCapTheRowsStayBoundedAndSlotsAreReused) {
 
 TEST(Eviction, AnEvictedIdComesBackThroughAdmission) {
   auto shard = MakeShard(Table(/*evict_after_s=*/1, /*admit_after=*/2));
-  shard->SetEvictionTick(1);
+  shard->tables().SetTick(1);
   PushOnes(*shard, {5});
   PushOnes(*shard, {5});  // admitted: 1 - 0.5
   EXPECT_THAT(PullRows(*shard, "emb", {5}), ElementsAre(0.5f, 0.5f));
-  shard->SetEvictionTick(20);
+  shard->tables().SetTick(20);
   EXPECT_EQ(shard->SweepRows(true), 1);
   EXPECT_THAT(PullRows(*shard, "emb", {5}), ElementsAre(0.0f, 0.0f));  // no row: the shared default
   EXPECT_EQ(Stats(*shard).rows(), 0);
@@ -159,12 +159,12 @@ TEST(Eviction, IncrementalCheckpointsRecordEvictionsAndRestoreTheSameRows) {
   std::filesystem::remove_all(dir);
   auto shard = MakeShard(Table(/*evict_after_s=*/1));
   Checkpointer ckpt(dir, 0, 2, 10);
-  shard->SetEvictionTick(1);
+  shard->tables().SetTick(1);
   PushOnes(*shard, Range(0, 20));
   ASSERT_TRUE(ckpt.Save(*shard).ok());  // full: rows 0..19
-  shard->SetEvictionTick(5);
+  shard->tables().SetTick(5);
   PushOnes(*shard, Range(10, 20));       // rows 10..19 at tick 5: 0.0
-  shard->SetEvictionTick(12);
+  shard->tables().SetTick(12);
   ASSERT_EQ(shard->SweepRows(true), 10);  // rows 0..9 go
   PushOnes(*shard, {3});                  // row 3 comes back (1 - 0.5) into a reused slot
   PushOnes(*shard, {30});                 // and a new row
@@ -209,11 +209,11 @@ TEST(Eviction, ABackupEvictsWhatItsPrimarysStreamSaysAndNothingElse) {
   primary->SetReplicationHook(&primary_hook);
   backup->SetReplicationHook(&backup_hook);
   backup->SetFollowing(true);
-  for (ParameterShard* s : {primary.get(), backup.get()}) s->EnableEviction(100 * kRowCost);
+  for (ParameterShard* s : {primary.get(), backup.get()}) s->tables().EnableEviction(100 * kRowCost);
   // Both see the same pushes; the backup's clock differs (its own), which must not matter.
   auto push_both = [&](uint32_t primary_tick, uint32_t backup_tick, const std::vector<int64_t>& ids) {
-    primary->SetEvictionTick(primary_tick);
-    backup->SetEvictionTick(backup_tick);
+    primary->tables().SetTick(primary_tick);
+    backup->tables().SetTick(backup_tick);
     PushOnes(*primary, ids);
     ASSERT_TRUE(backup->FollowPush(PushFrame::FromProtoRef(Ones(ids))).ok());
   };

@@ -69,7 +69,7 @@ TEST(HotRows, AShardReportsEachTablesSizeAndItsHottestRows) {
     AddRows(&push, "emb", 4, ids, std::vector<float>(4 * ids.size(), 0.01f));
     ASSERT_TRUE(shard.Push(PushFrame::FromProtoRef(push)).ok());
   }
-  std::vector<proto::TableStats> tables = shard.Tables(3);
+  std::vector<proto::TableStats> tables = shard.tables().Stats(3);
   ASSERT_EQ(tables.size(), 2u);
   const proto::TableStats& cold = tables[0].name() == "cold" ? tables[0] : tables[1];
   const proto::TableStats& emb = tables[0].name() == "emb" ? tables[0] : tables[1];

@@ -47,7 +47,7 @@ TEST(TableOptimizer, ATablesRowsFollowItsOwnRuleAndTheDenseParametersTheJobs) {
   EXPECT_THAT(PullBlock(*shard, "w", 0), ::testing::ElementsAre(0.5f, 0.5f));
   EXPECT_THAT(PullRows(*shard, "emb", {7}),
               ::testing::ElementsAre(::testing::FloatNear(0.9f, 1e-6), ::testing::FloatNear(0.9f, 1e-6)));
-  EXPECT_EQ(shard->Tables()[0].optimizer(), Adam(0.1f).ToString());
+  EXPECT_EQ(shard->tables().Stats()[0].optimizer(), Adam(0.1f).ToString());
   // Adam's m, v and step travel with the row: after a restore, its second step with the
   // same gradient moves it by lr again (m-hat = v-hat = 1 with bias correction).
   Checkpointer ckpt(dir, 0, 2, 10);

@@ -1,6 +1,8 @@
-// Replicator, a joiner's side of its snapshot: in gRPC pieces, or read off sockets
+// SnapshotReceiver: a joiner's side of its snapshot, in gRPC pieces or read off sockets
 // (snapshot_lanes.h) that the primary's first InstallSnapshot call opens. See
-// replicator.h.
+// snapshot_receiver.h.
+#include "pserver/replication/snapshot_receiver.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -10,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/caller.h"
-#include "pserver/replication/replicator.h"
 #include "pserver/replication/snapshot_lanes.h"
 
 namespace pl::pserver {
@@ -21,35 +22,31 @@ constexpr absl::Duration kSocketAcceptWithin = absl::Seconds(30);
 // A sender that moves no byte for this long is taken for dead.
 constexpr absl::Duration kSocketIdle = absl::Seconds(30);
 
-Status RefuseEpoch(int index, int64_t epoch, proto::ReplicaInfo::Role role, int64_t own_epoch) {
-  return absl::FailedPreconditionError(absl::StrCat("shard ", index, ": a snapshot of epoch ", epoch, " reached a ",
-                                                    ReplicaRoleName(role), " replica of epoch ", own_epoch));
-}
-
 }  // namespace
 
-Replicator::SocketInstall::~SocketInstall() {
+SnapshotReceiver::SnapshotReceiver(Options options, Hooks hooks, absl::Mutex* follow_mu)
+    : options_(std::move(options)), hooks_(std::move(hooks)), follow_mu_(follow_mu) {}
+
+SnapshotReceiver::~SnapshotReceiver() { Stop(); }
+
+void SnapshotReceiver::Stop() {
+  std::unique_ptr<SocketInstall> socket_install;
+  {
+    absl::MutexLock l(&socket_mu_);
+    socket_install.swap(socket_install_);
+  }
+  socket_install.reset();  // no lock held: its thread takes follow_mu_
+}
+
+SnapshotReceiver::SocketInstall::~SocketInstall() {
   cancel = true;
   if (thread.joinable()) thread.join();
 }
 
-StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotChunk& chunk) {
-  ParameterShard* shard = nullptr;
-  {
-    absl::MutexLock l(&mu_);
-    if (chunk.replica_id() != replica_id_) {
-      return absl::InvalidArgumentError(absl::StrCat("a snapshot for replica ", absl::Hex(chunk.replica_id()),
-                                                      " reached replica ", absl::Hex(replica_id_)));
-    }
-    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
-      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
-    }
-    epoch_ = chunk.replica_epoch();
-    shard = AttachedShardLocked();
-  }
-  if (shard == nullptr) return absl::UnavailableError("replica starting");
-  if (snapshot_installed_) {
-    SetFatal("a second snapshot arrived after one was installed; restart to join afresh");
+StatusOr<ParameterShard*> SnapshotReceiver::Accept(const proto::SnapshotChunk& chunk) {
+  PL_ASSIGN_OR_RETURN(ParameterShard * shard, hooks_.accept(chunk));
+  if (installed_) {
+    hooks_.fatal("a second snapshot arrived after one was installed; restart to join afresh");
     return absl::FailedPreconditionError("snapshot already installed");
   }
   const int64_t total = chunk.total();
@@ -59,46 +56,45 @@ StatusOr<ParameterShard*> Replicator::AcceptSnapshotFrom(const proto::SnapshotCh
   return shard;
 }
 
-void Replicator::Installed(const ParameterShard& shard, int64_t position) {
-  snapshot_installed_ = true;
+void SnapshotReceiver::Installed(const ParameterShard& shard, int64_t position) {
   joined_trained_ = shard.version() > 0;
-  if (joined_trained_) absl::SleepFor(options_.faults.slow_joiner * 40);
-  absl::MutexLock l(&mu_);
-  position_ = position;
+  if (joined_trained_) absl::SleepFor(options_.slow_joiner * 40);
+  hooks_.installed(position);
+  installed_ = true;
 }
 
-Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
-  if (chunk.open_socket()) return OpenSnapshotSocket(chunk, ack);
-  absl::MutexLock follow(&follow_mu_);
-  PL_ASSIGN_OR_RETURN(ParameterShard* shard, AcceptSnapshotFrom(chunk));
+Status SnapshotReceiver::OnChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (chunk.open_socket()) return OpenSocket(chunk, ack);
+  absl::MutexLock follow(follow_mu_);
+  PL_ASSIGN_OR_RETURN(ParameterShard * shard, Accept(chunk));
   // Pieces come several at a time, in any order: each lands at its offset in a buffer
   // of the announced size, and the snapshot is installed once all its bytes are in.
   const int64_t total = chunk.total();
-  if (snapshot_total_ == 0) {
-    snapshot_buffer_.reset(new char[total]);  // not zeroed: every byte is written once
-    snapshot_total_ = total;
-    snapshot_received_ = 0;
-    snapshot_offsets_.clear();
+  if (total_ == 0) {
+    buffer_.reset(new char[total]);  // not zeroed: every byte is written once
+    total_ = total;
+    received_ = 0;
+    offsets_.clear();
   }
   const int64_t n = static_cast<int64_t>(chunk.data().size());
-  if (total != snapshot_total_ || chunk.offset() < 0 || n > total - chunk.offset() ||
-      !snapshot_offsets_.insert(chunk.offset()).second) {
+  if (total != total_ || chunk.offset() < 0 || n > total - chunk.offset() ||
+      !offsets_.insert(chunk.offset()).second) {
     return absl::FailedPreconditionError(absl::StrCat("a snapshot piece of ", n, " bytes at ", chunk.offset(),
-                                                      " does not fit the snapshot of ", snapshot_total_,
+                                                      " does not fit the snapshot of ", total_,
                                                       " bytes under way (or came twice)"));
   }
-  std::memcpy(snapshot_buffer_.get() + chunk.offset(), chunk.data().data(), n);
-  snapshot_received_ += n;
-  const int64_t received = snapshot_received_;
+  std::memcpy(buffer_.get() + chunk.offset(), chunk.data().data(), n);
+  received_ += n;
+  const int64_t received = received_;
   ack->set_received(received);
-  if (received < snapshot_total_) return absl::OkStatus();
+  if (received < total_) return absl::OkStatus();
   const absl::Time load_start = absl::Now();
-  if (Status s = shard->LoadSnapshot(std::string_view(snapshot_buffer_.get(), snapshot_total_)); !s.ok()) {
-    SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+  if (Status s = shard->LoadSnapshot(std::string_view(buffer_.get(), total_)); !s.ok()) {
+    hooks_.fatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
     return s;
   }
-  snapshot_buffer_.reset();
-  snapshot_total_ = 0;
+  buffer_.reset();
+  total_ = 0;
   Installed(*shard, chunk.seq());
   log::Info(absl::StrFormat("shard %d: installed the primary's snapshot (%.1f MB in pieces, version %d, position %d; "
                             "loading it took %s)",
@@ -107,26 +103,19 @@ Status Replicator::OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::Sna
   return absl::OkStatus();
 }
 
-Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
-  if (!options_.snapshot_socket) return absl::OkStatus();  // no port: the pieces follow
-  {
-    // Checked before an earlier offer is cancelled, so a stale primary's call cannot
-    // end the transfer of the current one.
-    absl::MutexLock l(&mu_);
-    if (role_ != proto::ReplicaInfo::JOINING || chunk.replica_epoch() < epoch_) {
-      return RefuseEpoch(options_.index, chunk.replica_epoch(), role_, epoch_);
-    }
-  }
+Status SnapshotReceiver::OpenSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
+  if (!options_.socket) return absl::OkStatus();  // no port: the pieces follow
+  PL_RETURN_IF_ERROR(hooks_.check_offer(chunk));
   absl::MutexLock socket(&socket_mu_);
   socket_install_.reset();  // an earlier primary's offer: its wait (or its transfer) ends
   {
-    absl::MutexLock follow(&follow_mu_);
-    PL_RETURN_IF_ERROR(AcceptSnapshotFrom(chunk).status());
+    absl::MutexLock follow(follow_mu_);
+    PL_RETURN_IF_ERROR(Accept(chunk).status());
   }
   auto install = std::make_unique<SocketInstall>();
   PL_ASSIGN_OR_RETURN(install->listener, rpc::BulkListener::Open(options_.listen_host, &install->cancel,
                                                                          rpc::PserverIdentity(options_.index)));
-  const int lanes = std::clamp(std::min(chunk.socket_lanes(), options_.snapshot_lanes), 1, kMaxSnapshotLanes);
+  const int lanes = std::clamp(std::min(chunk.socket_lanes(), options_.lanes), 1, kMaxSnapshotLanes);
   ack->set_socket_port(install->listener->port());
   ack->set_socket_token(install->listener->token());
   ack->set_socket_lanes(lanes);
@@ -136,7 +125,7 @@ Status Replicator::OpenSnapshotSocket(const proto::SnapshotChunk& chunk, proto::
   return absl::OkStatus();
 }
 
-void Replicator::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes) {
+void SnapshotReceiver::InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes) {
   const absl::Time offered = absl::Now();
   StatusOr<std::unique_ptr<LaneReceiver>> receiver =
       LaneReceiver::Accept(install->listener.get(), lanes, absl::Now() + kSocketAcceptWithin);
@@ -153,8 +142,8 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
   Status s;
   int64_t version = 0;
   {
-    absl::MutexLock follow(&follow_mu_);
-    StatusOr<ParameterShard*> shard = AcceptSnapshotFrom(chunk);  // still joining, still this epoch
+    absl::MutexLock follow(follow_mu_);
+    StatusOr<ParameterShard*> shard = Accept(chunk);  // still joining, still this epoch
     s = shard.status();
     if (s.ok()) {
       uint64_t left = static_cast<uint64_t>(chunk.total());
@@ -181,7 +170,7 @@ void Replicator::InstallFromSocket(SocketInstall* install, const proto::Snapshot
         Installed(**shard, chunk.seq());
       } else if (!absl::IsCancelled(s)) {
         // A shard half read, or a disk tier holding part of it: only a fresh start is clean.
-        SetFatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
+        hooks_.fatal(absl::StrCat("cannot install the primary's snapshot: ", s.message()));
       }
     }
   }
