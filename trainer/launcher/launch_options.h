@@ -51,7 +51,7 @@ struct LaunchOptions {
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
-  // Seeing the job (launcher_telemetry.cc).
+  // Seeing the job (job_telemetry.h).
   std::string logdir;               // --logdir: each process writes DIR/<its name>/; empty: none
   int metrics_port = -1;            // --metrics_port: -1 off, 0 free ports, P a base port
   int http_port = -1;               // --http_port: the master's status page; -1 off

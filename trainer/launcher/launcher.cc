@@ -46,24 +46,6 @@ bool InPath(const std::string& program) {
 
 }  // namespace
 
-// A port file holds the port in decimal. A writer that is not atomic may be caught
-// half-way, so the value is only trusted when two reads a moment apart agree.
-int ReadPortFile(const std::string& path) {
-  auto read_once = [&]() -> int {
-    std::ifstream in(path);
-    if (!in) return 0;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    int port = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ss.str()), &port)) return 0;
-    return (port > 0 && port < 65536) ? port : 0;
-  };
-  int first = read_once();
-  if (first == 0) return 0;
-  ::usleep(10000);
-  return read_once() == first ? first : 0;
-}
-
 namespace {
 
 double Seconds(std::chrono::steady_clock::duration d) {
@@ -73,7 +55,9 @@ double Seconds(std::chrono::steady_clock::duration d) {
 }  // namespace
 
 Launcher::Launcher(LaunchOptions options, LineSink sink)
-    : options_(std::move(options)), sink_(std::move(sink)) {
+    : options_(std::move(options)),
+      sink_(std::move(sink)),
+      telemetry_(&options_, &layout_, [this](const std::string& line) { supervisor_->Log(line); }) {
   supervisor_ = std::make_unique<Supervisor>(SupervisorOptions{}, sink_);
   if (::pipe2(signal_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) signal_pipe_[0] = signal_pipe_[1] = -1;
 }
@@ -84,7 +68,7 @@ Launcher::~Launcher() {
     if (fd >= 0) ::close(fd);
   }
   if (created_fifo_) ::unlink(options_.control_fifo.c_str());
-  if (configured_transport_) rpc::UseInsecureTransport();  // this process's channels were the job's
+  if (tls_.configured()) rpc::UseInsecureTransport();  // this process's channels were the job's
 }
 
 void Launcher::RequestStop(int signo) {
@@ -135,15 +119,15 @@ Status Launcher::PrepareWorkdir() {
     if (::mkdtemp(tmpl) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create a work directory under /tmp: ", strerror(errno)));
     }
-    workdir_ = tmpl;
+    layout_.set_workdir(tmpl);
     created_workdir_ = true;
   } else {
-    workdir_ = fs::absolute(options_.workdir).lexically_normal().string();
+    layout_.set_workdir(fs::absolute(options_.workdir).lexically_normal().string());
   }
   std::error_code ec;
-  std::vector<std::string> dirs = {workdir_ + "/ports"};
-  if (runs_master()) dirs.push_back(workdir_ + "/master");
-  for (const ShardCopy& copy : LocalCopies()) dirs.push_back(CheckpointDir(PserverName(copy)));
+  std::vector<std::string> dirs = {layout_.workdir() + "/ports"};
+  if (runs_master()) dirs.push_back(layout_.workdir() + "/master");
+  for (const ShardCopy& copy : layout_.LocalCopies()) dirs.push_back(layout_.CheckpointDir(layout_.PserverName(copy)));
   for (const std::string& d : dirs) {
     fs::create_directories(d, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", d, ": ", ec.message()));
@@ -174,31 +158,27 @@ Status Launcher::OpenControlFifo() {
   return absl::OkStatus();
 }
 
-std::string Launcher::PortFile(const std::string& name) const {
-  return absl::StrCat(workdir_, "/ports/", name, ".port");
-}
-
 std::vector<std::string> Launcher::MasterCommand(int port) const {
   // Several machines: the port of --master_addr, on every interface.
   if (multi_node() && port == 0) port = master_hp_.port;
   std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-master"),
                                    "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
                                    "--port", std::to_string(port),
-                                   "--port_file", PortFile("master"),
-                                   "--state_dir", workdir_ + "/master"};
+                                   "--port_file", layout_.PortFile("master"),
+                                   "--state_dir", layout_.workdir() + "/master"};
   if (!options_.data.empty()) {
     argv.insert(argv.end(), {"--data", options_.data});
   }
   argv.insert(argv.end(), {"--passes", std::to_string(options_.passes),
                            "--chunks_per_task", std::to_string(options_.chunks_per_task),
                            "--lease_ms", std::to_string(options_.lease_ms),
-                           "--num_pservers", std::to_string(total_pservers()),
+                           "--num_pservers", std::to_string(layout_.total_pservers()),
                            "--seed", std::to_string(options_.seed)});
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
   argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
-  const std::vector<std::string> telemetry = TelemetryArgs("master");
+  const std::vector<std::string> telemetry = telemetry_.Args("master");
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
-  const std::vector<std::string> tls = TlsArgs("master");
+  const std::vector<std::string> tls = tls_.Args("master");
   argv.insert(argv.end(), tls.begin(), tls.end());
   return argv;
 }
@@ -206,35 +186,35 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
 std::vector<std::string> Launcher::PserverCommand(int index, const std::string& name, int port) const {
   std::vector<std::string> argv = {absl::StrCat(options_.bin_dir, "/pl-pserver"),
                                    "--index", std::to_string(index),
-                                   "--num_pservers", std::to_string(total_pservers()),
+                                   "--num_pservers", std::to_string(layout_.total_pservers()),
                                    "--master", master_addr_,
                                    "--host", multi_node() ? "0.0.0.0" : "127.0.0.1",
                                    "--port", std::to_string(port),
-                                   "--port_file", PortFile(name),
-                                   "--checkpoint_dir", CheckpointDir(name),
+                                   "--port_file", layout_.PortFile(name),
+                                   "--checkpoint_dir", layout_.CheckpointDir(name),
                                    "--checkpoint_every_s", std::to_string(options_.checkpoint_every_s),
                                    "--replicas", std::to_string(options_.replicas)};
   // Each replica checkpoints into a directory of its own, as on separate machines: the
   // copy that outlives the others restores its own newest state. Its id file lets this
   // launcher tell the master the moment the process dies (ReportReplicaExit).
-  if (options_.replicas > 1) argv.insert(argv.end(), {"--replica_checkpoints", "--replica_id_file", ReplicaIdFile(name)});
+  if (options_.replicas > 1) argv.insert(argv.end(), {"--replica_checkpoints", "--replica_id_file", layout_.ReplicaIdFile(name)});
   if (options_.sparse_memory_mb > 0) argv.insert(argv.end(), {"--sparse_memory_mb", std::to_string(options_.sparse_memory_mb)});
-  if (options_.sparse_disk) argv.insert(argv.end(), {"--sparse_disk_dir", absl::StrCat(workdir_, "/sparse-disk/", name)});
+  if (options_.sparse_disk) argv.insert(argv.end(), {"--sparse_disk_dir", absl::StrCat(layout_.workdir(), "/sparse-disk/", name)});
   if (multi_node()) argv.insert(argv.end(), {"--advertise_host", node_addr_});
   // Each replica's own /metrics port and port file (its process name); its certificate
   // is the shard's.
-  const std::vector<std::string> telemetry = TelemetryArgs(name);
+  const std::vector<std::string> telemetry = telemetry_.Args(name);
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
-  const std::vector<std::string> tls = TlsArgs(absl::StrCat("pserver-", index));
+  const std::vector<std::string> tls = tls_.Args(absl::StrCat("pserver-", index));
   argv.insert(argv.end(), tls.begin(), tls.end());
   return argv;
 }
 
 StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& restart_note,
                                     const std::function<std::vector<std::string>(int)>& command) {
-  const std::string port_file = PortFile(name);
+  const std::string port_file = layout_.PortFile(name);
   ::unlink(port_file.c_str());
-  WatchTelemetry(name);
+  telemetry_.Watch(name);
   ProcessSpec spec;
   spec.name = name;
   spec.child.argv = command(0);
@@ -252,7 +232,7 @@ StatusOr<int> Launcher::StartServer(const std::string& name, const std::string& 
     if (int port = ReadPortFile(port_file); port > 0) {
       // Restarts bind the same port, so addresses handed out stay valid (and the same
       // metrics and status ports: those files are written before the port file).
-      AnnounceTelemetry();
+      telemetry_.Announce(!multi_node() || node_addr_.empty() ? "127.0.0.1" : node_addr_);
       PL_RETURN_IF_ERROR(supervisor_->SetCommand(name, command(port)));
       server_ports_[name] = port;
       PL_RETURN_IF_ERROR(supervisor_->SetRestartPolicy(name, RestartPolicy::kAlways));
@@ -276,13 +256,13 @@ Status Launcher::StartTrainer(const std::string& why) {
   spec.child.env = {{"PL_MASTER_ADDR", master_addr_},
                     {"PL_ROLE", "trainer"},
                     {"PL_TRAINER_RANK", std::to_string(rank)},
-                    {"PL_NUM_PSERVERS", std::to_string(total_pservers())},
+                    {"PL_NUM_PSERVERS", std::to_string(layout_.total_pservers())},
                     {"PL_SYNC", options_.sync ? "1" : "0"}};
-  for (auto& kv : TelemetryEnv(spec.name)) spec.child.env.push_back(std::move(kv));
+  for (auto& kv : telemetry_.Env(spec.name)) spec.child.env.push_back(std::move(kv));
   // A trainer's command may be any program (a Python script): its certificate comes by
   // the environment. Every trainer is "trainer".
-  spec.child.env.push_back({"PL_TLS_DIR", tls_root_.empty() ? "" : tls_root_ + "/trainer"});
-  WatchTelemetry(spec.name);
+  spec.child.env.push_back({"PL_TLS_DIR", tls_.Dir("trainer")});
+  telemetry_.Watch(spec.name);
   spec.restart = RestartPolicy::kNever;
   Status s = supervisor_->Start(spec);
   if (!s.ok()) {
@@ -308,11 +288,11 @@ Status Launcher::Run() {
   start_time_ = Clock::now();
   if (trainer_argv_.empty()) PL_RETURN_IF_ERROR(Validate());
   PL_RETURN_IF_ERROR(PrepareWorkdir());
-  PL_RETURN_IF_ERROR(PrepareTls());
+  PL_RETURN_IF_ERROR(tls_.Prepare(options_, layout_, [this](const std::string& line) { supervisor_->Log(line); }));
   PL_RETURN_IF_ERROR(OpenControlFifo());
-  supervisor_->Log(absl::StrCat("workdir ", workdir_, "; ", options_.num_pservers, " pserver(s)",
+  supervisor_->Log(absl::StrCat("workdir ", layout_.workdir(), "; ", options_.num_pservers, " pserver(s)",
                                 options_.replicas > 1 ? absl::StrCat(" of ", options_.replicas, " copies") : "",
-                                multi_node() ? absl::StrCat(" (this node runs ", LocalCopies().size(), " copies)") : "",
+                                multi_node() ? absl::StrCat(" (this node runs ", layout_.LocalCopies().size(), " copies)") : "",
                                 ", ", options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
                                 " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : "",
                                 multi_node() ? absl::StrCat("; node ", options_.node_rank, " of ", options_.num_nodes,
@@ -321,7 +301,7 @@ Status Launcher::Run() {
 
   Status started = [&]() -> Status {
     if (runs_master()) {
-      PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + workdir_ + "/master",
+      PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + layout_.workdir() + "/master",
                                                     [this](int port) { return MasterCommand(port); }));
       master_addr_ = multi_node() ? options_.master_addr : absl::StrCat("127.0.0.1:", master_port_);
       master_ = std::make_unique<MasterClient>(absl::StrCat("127.0.0.1:", master_port_));
@@ -335,9 +315,9 @@ Status Launcher::Run() {
       supervisor_->Log(absl::StrCat("warning: --replicas ", options_.replicas, " on ", options_.num_nodes,
                                     " nodes: some copies of a shard share a machine, and losing it loses both"));
     }
-    for (const ShardCopy& copy : LocalCopies()) {
+    for (const ShardCopy& copy : layout_.LocalCopies()) {
       const int i = copy.index;
-      const std::string name = PserverName(copy);
+      const std::string name = layout_.PserverName(copy);
       PL_RETURN_IF_ERROR(StartServer(name, absl::StrCat("at index ", i),
                                      [this, i, name](int port) { return PserverCommand(i, name, port); })
                              .status());
@@ -365,14 +345,14 @@ Status Launcher::Run() {
                                     DescribeStatus(status_), "; ", trainers_ok_, " trainer(s) exited 0"));
       if (created_workdir_) {
         std::error_code ec;
-        fs::remove_all(workdir_, ec);
+        fs::remove_all(layout_.workdir(), ec);
       }
       return absl::OkStatus();
     case Outcome::kCancelled:
-      supervisor_->Log(absl::StrCat(cause_, "; every process stopped; workdir kept at ", workdir_));
+      supervisor_->Log(absl::StrCat(cause_, "; every process stopped; workdir kept at ", layout_.workdir()));
       return absl::CancelledError(cause_);
     default:
-      supervisor_->Log(absl::StrCat("job failed: ", cause_, "; workdir kept at ", workdir_));
+      supervisor_->Log(absl::StrCat("job failed: ", cause_, "; workdir kept at ", layout_.workdir()));
       return bad_input_ ? absl::InvalidArgumentError(cause_) : absl::AbortedError(cause_);
   }
 }
@@ -384,7 +364,7 @@ void Launcher::StopEverything() {
     HandleEvents(supervisor_->Stop(trainers, options_.stop_grace));
   }
   std::vector<std::string> servers;
-  for (const ShardCopy& copy : LocalCopies()) servers.push_back(PserverName(copy));
+  for (const ShardCopy& copy : layout_.LocalCopies()) servers.push_back(layout_.PserverName(copy));
   supervisor_->Log(runs_master() ? "stopping pservers and master (SIGTERM)" : "stopping pservers (SIGTERM)");
   HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
   if (runs_master()) HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));
@@ -410,7 +390,7 @@ void Launcher::Step(milliseconds timeout) {
   for (int fd : ready) {
     if (fd == control_fd_) HandleControl();
   }
-  AnnounceTelemetry();
+  telemetry_.Announce(!multi_node() || node_addr_.empty() ? "127.0.0.1" : node_addr_);
   if (outcome_ != Outcome::kRunning || next_rank_ == 0) return;  // still starting up
   CheckTimers();
   PollStatus();

@@ -54,15 +54,15 @@
 #include "paddle_like/core/status.h"
 #include "paddle_like/client/master_client.h"
 #include "proto/master.grpc.pb.h"
+#include "trainer/launcher/job_layout.h"
+#include "trainer/launcher/job_telemetry.h"
+#include "trainer/launcher/job_tls.h"
 #include "trainer/launcher/launch_options.h"
 #include "trainer/launcher/node_role.h"
 #include "trainer/launcher/supervisor.h"
 
 namespace pl {
 
-// The port in a port file written by a child (read twice, 10 ms apart, so a file being
-// written is not misread); 0 when absent or not yet complete.
-int ReadPortFile(const std::string& path);
 
 class Launcher {
  public:
@@ -86,7 +86,7 @@ class Launcher {
   int stop_signal() const { return stop_signal_.load(); }
 
   // The working directory (known once Run() has created it).
-  const std::string& workdir() const { return workdir_; }
+  const std::string& workdir() const { return layout_.workdir(); }
 
  private:
   enum class Outcome { kRunning, kFinished, kFailed, kCancelled };
@@ -95,7 +95,6 @@ class Launcher {
   Status OpenControlFifo();
   std::vector<std::string> MasterCommand(int port) const;
   std::vector<std::string> PserverCommand(int index, const std::string& name, int port) const;
-  std::string PortFile(const std::string& name) const;
   // Starts `name` and waits (bounded, streaming output) for its port file; pins the port
   // for restarts.
   StatusOr<int> StartServer(const std::string& name, const std::string& restart_note,
@@ -118,49 +117,13 @@ class Launcher {
   void StopEverything();
   std::vector<std::string> RunningTrainers() const;
 
-  // ---- seeing the job (launcher_telemetry.cc) ----
-  // The /metrics port `name` is told to use: -1 off, 0 free, or from --metrics_port's base.
-  int MetricsPortFor(const std::string& name) const;
-  std::string LogDir() const;  // --logdir, absolute
-  // Flags for the master and pservers; the environment for trainers.
-  std::vector<std::string> TelemetryArgs(const std::string& name) const;
-  std::vector<std::pair<std::string, std::string>> TelemetryEnv(const std::string& name) const;
-  // Before starting `name`: clears its old metrics port file and waits for the new one.
-  void WatchTelemetry(const std::string& name);
-  // Prints "metrics: http://HOST:PORT/metrics (NAME)" and "status page: ..." once known.
-  void AnnounceTelemetry();
-
-  // ---- transport security (launcher_tls.cc) ----
-  // Unless --insecure: the job's CA in WORKDIR/tls/ca (made, or copied from --tls_ca),
-  // a certificate for the master, this node's pservers, the trainers and this launcher,
-  // and this process's own channels on mutual TLS.
-  Status PrepareTls();
-  // "--tls_dir DIR" (or "--insecure") for `identity`'s command line.
-  std::vector<std::string> TlsArgs(const std::string& identity) const;
-  std::string tls_root_;          // WORKDIR/tls; empty: insecure
-  bool configured_transport_ = false;
-
   // ---- several machines (launcher_nodes.cc) ----
-  bool multi_node() const { return options_.num_nodes > 1; }
-  bool runs_master() const { return options_.node_rank == 0; }
-  int total_pservers() const { return options_.num_nodes * options_.num_pservers; }
-  // The shard copies this node runs (node_role.h: with --replicas, copies of other
-  // nodes' pservers too, so that no machine holds every copy of a shard).
-  std::vector<ShardCopy> LocalCopies() const;
-  // The global indexes of the pservers of which this node runs a copy, ascending.
-  std::vector<int> LocalPservers() const;
   std::map<std::string, int> server_ports_;  // name -> the port it serves on (restarts reuse it)
-  // A copy's process name: "pserver-<i>", or with --replicas R > 1 "pserver-<i>.<r>".
-  std::string PserverName(const ShardCopy& copy) const;
-  // This node's processes of pserver `index`.
-  std::vector<std::string> PserverNames(int index) const;
-  // WORKDIR/pservers/<index> (or <index>.<replica>): where that process checkpoints.
-  std::string CheckpointDir(const std::string& pserver_name) const;
+  bool multi_node() const { return layout_.multi_node(); }
+  bool runs_master() const { return layout_.runs_master(); }
   // The process that serves shard `index` now: its only one, or with replicas the
   // primary the master names (empty when it names none this node runs).
   std::string PserverServing(int index);
-  // Where pserver process `name` writes its replica id (--replica_id_file).
-  std::string ReplicaIdFile(const std::string& name) const;
   // A replicated pserver's process exited: tells the master at once (it would otherwise
   // wait out the replica's lease before promoting a backup), once per incarnation.
   void ReportReplicaExit(const ProcessEvent& e);
@@ -186,7 +149,9 @@ class Launcher {
   LaunchOptions options_;
   LineSink sink_;
   std::unique_ptr<Supervisor> supervisor_;
-  std::string workdir_;
+  JobLayout layout_{&options_};  // what runs here, and where its files are (the workdir)
+  JobTls tls_;
+  JobTelemetry telemetry_;
   bool created_workdir_ = false;
   bool created_fifo_ = false;
   std::vector<std::string> trainer_argv_;  // the trainer command with argv[0] resolved
@@ -233,9 +198,6 @@ class Launcher {
   bool others_wait_logged_ = false;
   bool bad_input_ = false;               // Run() returns INVALID_ARGUMENT (exit 2)
 
-  std::map<std::string, int> metrics_ports_;  // announced /metrics ports by process
-  std::set<std::string> metrics_pending_;     // started, metrics port not read yet
-  int http_port_ = -1;                        // the master's status page, once read
 
   Outcome outcome_ = Outcome::kRunning;
   std::string cause_;

@@ -73,7 +73,7 @@ void Launcher::RunCommand(const std::string& line) {
     SignalTrainer(arg, SIGTERM, source);
   } else if (cmd == "kill-pserver" && words.size() == 2) {
     // The pservers of which this node runs a copy (several machines: node_role.h).
-    const std::vector<int> local = LocalPservers();
+    const std::vector<int> local = layout_.LocalPservers();
     int index = -1;
     if (!absl::SimpleAtoi(arg, &index) || std::find(local.begin(), local.end(), index) == local.end()) {
       supervisor_->Log(absl::StrCat(source, ": pserver index must be one this node runs a copy of: ",
@@ -146,20 +146,16 @@ void Launcher::CheckpointPserver(int index, const std::string& source) {
                           : absl::StrCat(source, ": shard ", index, " at ", address, ": ", s.error_message()));
 }
 
-std::string Launcher::ReplicaIdFile(const std::string& name) const {
-  return absl::StrCat(workdir_, "/ports/", name, ".replica");
-}
-
 void Launcher::ReportReplicaExit(const ProcessEvent& e) {
   if (options_.replicas <= 1 || !master_) return;
   int index = -1;
-  for (const ShardCopy& copy : LocalCopies()) {
-    if (PserverName(copy) == e.name) index = copy.index;
+  for (const ShardCopy& copy : layout_.LocalCopies()) {
+    if (layout_.PserverName(copy) == e.name) index = copy.index;
   }
   if (index < 0) return;
   // The file holds the id of the incarnation that exited: a restart comes only after
   // the supervisor's delay, and writes its own. Removed, so it is reported once.
-  const std::string file = ReplicaIdFile(e.name);
+  const std::string file = layout_.ReplicaIdFile(e.name);
   std::ifstream in(file);
   std::string hex;
   uint64_t id = 0;
@@ -181,7 +177,7 @@ void Launcher::ReportReplicaExit(const ProcessEvent& e) {
 }
 
 std::string Launcher::PserverServing(int index) {
-  const std::vector<std::string> names = PserverNames(index);
+  const std::vector<std::string> names = layout_.PserverNames(index);
   if (options_.replicas <= 1) return names.empty() ? "" : names.front();
   const std::string address = PrimaryAddress(index);
   if (address.empty()) return "";

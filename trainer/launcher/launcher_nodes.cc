@@ -19,35 +19,6 @@ int64_t WholeSeconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-std::vector<ShardCopy> Launcher::LocalCopies() const {
-  return ShardCopiesOnNode(options_.num_nodes, options_.node_rank, options_.num_pservers, options_.replicas);
-}
-
-std::string Launcher::PserverName(const ShardCopy& copy) const {
-  if (options_.replicas <= 1) return absl::StrCat("pserver-", copy.index);
-  return absl::StrCat("pserver-", copy.index, ".", copy.replica);
-}
-
-std::vector<std::string> Launcher::PserverNames(int index) const {
-  std::vector<std::string> names;
-  for (const ShardCopy& copy : LocalCopies()) {
-    if (copy.index == index) names.push_back(PserverName(copy));
-  }
-  return names;
-}
-
-std::string Launcher::CheckpointDir(const std::string& pserver_name) const {
-  return absl::StrCat(workdir_, "/pservers/", pserver_name.substr(std::string("pserver-").size()));
-}
-
-std::vector<int> Launcher::LocalPservers() const {
-  std::vector<int> out;
-  for (const ShardCopy& copy : LocalCopies()) {
-    if (out.empty() || out.back() != copy.index) out.push_back(copy.index);
-  }
-  return out;
-}
-
 Status Launcher::WaitForMaster() {
   const auto deadline = Clock::now() + FromSeconds(options_.master_wait_s);
   supervisor_->Log(absl::StrCat("waiting up to ", options_.master_wait_s, " s for the job's master at ",
