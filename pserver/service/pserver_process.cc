@@ -166,7 +166,7 @@ Status PserverProcess::Start() {
     if (o.sparse_disk_dir.empty()) return absl::OkStatus();
     PL_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o.sparse_disk_dir, sparse_cap_bytes));
     s->tables().AttachDiskTier(std::move(tier));
-    s->tables().EnableEviction(sparse_cap_bytes);
+    s->eviction().Enable(sparse_cap_bytes);
     return absl::OkStatus();
   };
   const bool replicated = o.replicas > 1;

@@ -221,8 +221,8 @@ proto::StatsResponse PserverService::StatsNow() const {
   }
   r.set_push_clients(shard_->ledger_clients());
   r.set_largest_request_bytes(shard_->largest_request_bytes());
-  r.set_sparse_memory_cap_bytes(shard_->tables().memory_cap_bytes());
-  r.set_sparse_bytes(shard_->tables().bytes());
+  r.set_sparse_memory_cap_bytes(shard_->eviction().cap_bytes());
+  r.set_sparse_bytes(shard_->eviction().bytes());
   r.set_sparse_disk_bytes(shard_->tables().disk_bytes());
   for (proto::TableStats& t : shard_->tables().Stats()) *r.add_tables() = std::move(t);
   return r;

@@ -11,7 +11,7 @@ constexpr absl::Duration kLogEvery = absl::Seconds(30);
 }  // namespace
 
 RowEvictor::RowEvictor(ParameterShard* shard, int64_t cap_bytes) : shard_(shard), start_(absl::Now()) {
-  if (cap_bytes > 0) shard_->tables().EnableEviction(cap_bytes);
+  if (cap_bytes > 0) shard_->eviction().Enable(cap_bytes);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -33,9 +33,9 @@ void RowEvictor::Run() {
     const int64_t evicted = shard_->SweepRows(ttl_due);
     unlogged += evicted;
     if (unlogged > 0 && now - last_log >= kLogEvery) {
-      const int64_t cap = shard_->tables().memory_cap_bytes();
+      const int64_t cap = shard_->eviction().cap_bytes();
       log::Info(absl::StrCat("pserver ", shard_->index(), ": evicted ", unlogged, " rows in the last ",
-                             absl::FormatDuration(now - last_log), "; sparse rows take ", shard_->tables().bytes() >> 20,
+                             absl::FormatDuration(now - last_log), "; sparse rows take ", shard_->eviction().bytes() >> 20,
                              " MB", cap > 0 ? absl::StrCat(" of the ", cap >> 20, " MB cap") : ""));
       unlogged = 0;
       last_log = now;

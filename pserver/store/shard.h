@@ -122,9 +122,11 @@ class ParameterShard {
   // of incremental checkpoints (sparse_store.h).
   SparseStore& tables() { return store_.tables(); }
   const SparseStore& tables() const { return store_.tables(); }
+  RowEviction& eviction() { return store_.eviction(); }
+  const RowEviction& eviction() const { return store_.eviction(); }
 
   // ---- eviction (shard_eviction.cc) ----
-  // One sweep (SparseStore::PlanSweep; `ttl_due` includes the times to live); returns the
+  // One sweep (RowEviction::Plan; `ttl_due` includes the times to live); returns the
   // rows evicted. Stripe by stripe, so pushes wait at most for one stripe's. A
   // replicated primary sends each stripe's evictions to its backups in its stream,
   // ordered with its pushes; a backup evicts only what its stream says (0 here).

@@ -8,14 +8,14 @@ namespace pl::pserver {
 
 int64_t ParameterShard::SweepRows(bool ttl_due) {
   if (!store_.initialized() || !store_.tables().evicting()) return 0;
-  SparseStore::SweepPlan plan = store_.tables().PlanSweep(ttl_due);
+  RowEviction::SweepPlan plan = store_.eviction().Plan(ttl_due);
   if (plan.empty()) return 0;
   int64_t evicted = 0;
   const bool to_disk = store_.tables().has_disk_tier();
   for (const std::string& table : store_.tables().TableNames()) {
     for (int s = 0; s < kRowStripes; ++s) {
       if (hook_ == nullptr) {
-        SparseStore::Victims v = store_.tables().SweepStripe(table, s, &plan, /*erase=*/true);
+        RowEviction::Victims v = store_.eviction().SweepStripe(table, s, &plan, /*erase=*/true);
         evicted += static_cast<int64_t>(v.expired.size() + v.over_cap.size());
         continue;
       }
@@ -23,7 +23,7 @@ int64_t ParameterShard::SweepRows(bool ttl_due) {
       // eviction exactly where this replica makes it.
       absl::MutexLock order(&order_mu_);
       if (!hook_->CheckPrimary().ok()) return evicted;  // a backup evicts what its stream says
-      SparseStore::Victims v = store_.tables().SweepStripe(table, s, &plan, /*erase=*/false);
+      RowEviction::Victims v = store_.eviction().SweepStripe(table, s, &plan, /*erase=*/false);
       // Those past their time to live go; those beyond the cap go to the disk tier, if any.
       for (auto [ids, disk] : {std::make_pair(&v.expired, false), std::make_pair(&v.over_cap, to_disk)}) {
         if (ids->empty()) continue;
@@ -31,7 +31,7 @@ int64_t ParameterShard::SweepRows(bool ttl_due) {
         msg.set_table(table);
         msg.mutable_ids()->Assign(ids->begin(), ids->end());
         if (!hook_->ForwardEviction(msg, disk).ok()) return evicted;  // no longer primary: keep the rows
-        StatusOr<int64_t> n = store_.tables().Evict(table, *ids, disk);
+        StatusOr<int64_t> n = store_.eviction().Evict(table, *ids, disk);
         if (!n.ok()) DiskTier::StopOnFailure(n.status());
         evicted += *n;
       }
@@ -42,7 +42,7 @@ int64_t ParameterShard::SweepRows(bool ttl_due) {
 
 Status ParameterShard::FollowEviction(const proto::SparseRowsMsg& evicted, bool to_disk) {
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
-  return store_.tables().Evict(evicted.table(), evicted.ids(), to_disk).status();
+  return store_.eviction().Evict(evicted.table(), evicted.ids(), to_disk).status();
 }
 
 }  // namespace pl::pserver

@@ -1,10 +1,11 @@
 // ShardStore: the part of every parameter that parameter server `index` of
 // `num_shards` owns, with its optimizer state, and the update rules over it, in two
 // halves by kind: the dense blocks (dense_store.h) and the sparse tables' rows
-// (sparse_store.h, with their eviction and disk tier). This class holds what they
-// share: the configuration the first Init fixes (optimizer, seed, mode), Init itself,
-// which checks a whole request before either half creates anything, and the calls
-// that span both (a push, a pull, a visit, a restore).
+// (sparse_store.h, with their disk tier; which rows leave memory: row_eviction.h).
+// This class holds what the halves share: the configuration the first Init fixes
+// (optimizer, seed, mode), Init itself, which checks a whole request before either
+// half creates anything, and the calls that span both (a push, a pull, a visit, a
+// restore).
 //
 // It knows nothing of versions, barriers or queues: ParameterShard decides when a
 // push is applied (Apply) or summed into a sync step (Accumulate, ApplyAccumulated).
@@ -35,6 +36,7 @@
 #include "proto/pserver.pb.h"
 #include "pserver/store/dense_store.h"
 #include "pserver/store/page_warmer.h"
+#include "pserver/store/row_eviction.h"
 #include "pserver/store/shard_storage.h"
 #include "pserver/store/shard_visitor.h"
 #include "pserver/store/sparse_store.h"
@@ -98,9 +100,11 @@ class ShardStore {
     return payload == 0 ? 0 : payload + payload / 8 + (64 << 10);
   }
   static constexpr int64_t kRowsPerPushBound = SparseStore::kRowsPerPushBound;
-  // The tables' half: their rows, statistics, eviction and disk tier.
+  // The tables' half: their rows, statistics and disk tier; and which rows leave it.
   SparseStore& tables() { return sparse_; }
   const SparseStore& tables() const { return sparse_; }
+  RowEviction& eviction() { return eviction_; }
+  const RowEviction& eviction() const { return eviction_; }
 
   // The whole store for a saver (ShardVisitor), in a stable order: the configuration,
   // the dense parameters, the tables. FAILED_PRECONDITION on an uninitialised store.
@@ -130,7 +134,7 @@ class ShardStore {
     void Erase(const std::string& table, int64_t id) { sparse().EraseRow(table, id); }
     // After a row of NewRow or Row was filled: with a disk tier, a row beyond the cap
     // goes there at once, so a restore never holds more than the cap in memory.
-    Status Filled(const std::string& table, int64_t id) { return sparse().LoadedRow(table, id); }
+    Status Filled(const std::string& table, int64_t id) { return store_->eviction_.AfterRestore(table, id); }
     // Stripe `stripe`'s sighting counters of `table`, to fill (empty for an unknown table).
     absl::Span<uint16_t> Sightings(const std::string& table, int stripe) {
       return sparse().LoadSightings(table, stripe);
@@ -182,6 +186,7 @@ class ShardStore {
   proto::OptimizerConfig optimizer_proto_ ABSL_GUARDED_BY(mu_);
   DenseStore dense_;
   SparseStore sparse_;
+  RowEviction eviction_{&sparse_};
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
 };
 

@@ -82,55 +82,28 @@ class SparseStore {
   void TrackChanges() const { track_changes_.store(true, std::memory_order_relaxed); }
   bool tracking_changes() const { return track_changes_.load(std::memory_order_relaxed); }
 
-  // ---- eviction (sparse_store_eviction.cc) ----
-  // From now on every pull and push notes when it touched each row (RowStripe::Touch),
-  // so rows can be evicted; `cap_bytes` > 0 caps what bytes() counts. A table with
-  // evict_after_s turns the notes on by itself. May be called again (a new cap).
-  void EnableEviction(int64_t cap_bytes);
+  // ---- what eviction (row_eviction.h) works with ----
+  int index() const { return index_; }
+  // From now on every pull and push notes when it touched each row (RowStripe::Touch);
+  // a table with evict_after_s turns the notes on by itself.
+  void NoteTouches() { evicting_.store(true, std::memory_order_relaxed); }
   bool evicting() const { return evicting_.load(std::memory_order_relaxed); }
-  int64_t memory_cap_bytes() const { return cap_bytes_.load(std::memory_order_relaxed); }
   // The clock of those notes, in ticks of kEvictionTick (0 is before any tick: restored
   // rows not touched since count as touched then). Set by the sweeper.
   static constexpr absl::Duration kEvictionTick = absl::Milliseconds(100);
   void SetTick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
   uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
-  // What the cap counts: each table's rows times RowCost (record, index entry, marks).
-  int64_t bytes() const;
-  static int64_t RowCost(const SparseTable& t);
-  // The cap evicts once bytes() passes kHighWater of it, down to kLowWater.
-  static constexpr double kHighWater = 0.95, kLowWater = 0.85;
-  // Which rows a sweep evicts: those of a table with evict_after_s untouched for longer,
-  // and, while the tables are over the cap, the least frequently updated (a row's step
-  // count, which its record holds) and among those the least recently touched. By
-  // frequency first because a click log's ids are drawn from a skewed law: the rows
-  // worth keeping are the often-updated ones, which recency alone cannot tell from the
-  // rows a batch touched once a moment ago. Rows that were hot and went cold are the
-  // time to live's to evict.
-  struct SweepPlan {
-    std::map<std::string, uint32_t> expired_before;  // per table: rows touched before this tick
-    bool cap = false;           // over the cap: rows with fewer than cap_steps updates go,
-    int64_t cap_steps = 0;      // and of the rows with exactly cap_steps, those touched
-    uint32_t cap_before = 0;    // before tick cap_before, and at cap_before until
-    int64_t cap_bytes_at = 0;   // cap_bytes_at bytes are taken
-    bool empty() const { return expired_before.empty() && !cap; }
-  };
-  // Steps beyond this count as equal (a row updated that often is hot enough).
-  static constexpr int64_t kMaxCountedSteps = 1 << 20;
-  // `ttl_due`: plan the time-to-live part too (it needs a scan of the rows, so the
-  // sweeper asks for it about once a second; the cap is checked without a scan).
-  SweepPlan PlanSweep(bool ttl_due) const;
   std::vector<std::string> TableNames() const;
-  // Stripe `stripe` of `table`: the ids of the rows `plan` evicts (it counts down the
-  // plan's cap_bytes_at), those past their time to live and those beyond the cap. With
-  // `erase` they go at once, under the same lock (the cap's to the disk tier if there
-  // is one); else the caller evicts them (Evict), having first sent them to its backups.
-  struct Victims {
-    std::vector<int64_t> expired, over_cap;
-  };
-  Victims SweepStripe(const std::string& table, int stripe, SweepPlan* plan, bool erase);
-  // Evicts these rows of `table` (those it has), to the disk tier when `to_disk`;
-  // returns how many it had. FAILED_PRECONDITION for `to_disk` without a disk tier.
-  StatusOr<int64_t> Evict(const std::string& table, absl::Span<const int64_t> ids, bool to_disk = false);
+  // The tables as they are now, by name (never removed while serving: the pointers stay
+  // valid), and one of them (null if none).
+  std::vector<std::pair<std::string, SparseTable*>> TablesNow() const;
+  SparseTable* Table(const std::string& name) const;
+  // Runs fn(stripe) under stripe `stripe`'s lock, after the disk tier's (shared) when
+  // `tier` (a spill moves rows to the tier).
+  void InStripe(SparseTable* table, int stripe, bool tier, const std::function<void(RowStripe&)>& fn) const;
+  // Evicts row `id` (one the stripe holds) from memory: to the disk tier when `to_disk`
+  // (InStripe with `tier`), else dropped and counted as evicted. Inside InStripe.
+  Status EvictLocked(SparseTable* table, RowStripe* stripe, int64_t id, bool to_disk) const;
 
   // ---- the disk tier (sparse_store_disk.cc) ----
   // From now on the cap spills rows to `tier` instead of dropping them, and a pull or
@@ -146,9 +119,6 @@ class SparseStore {
   // else new or existing, to overwrite. Empty for an unknown table.
   absl::Span<float> LoadRow(const std::string& table, int64_t id, bool fresh);
   void EraseRow(const std::string& table, int64_t id);
-  // After a loaded row was filled: with a disk tier, a row beyond the cap goes there at
-  // once, so a restore never holds more than the cap in memory.
-  Status LoadedRow(const std::string& table, int64_t id);
   absl::Span<uint16_t> LoadSightings(const std::string& table, int stripe);
   // Forgets every table (a Load that failed).
   void Clear();
@@ -184,12 +154,6 @@ class SparseStore {
   // One row's update by `grad` (dim floats): admission, the optimizer step, the notes
   // and the hot-row count. Needs mu_ and stripe->mu.
   void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, const RowNotes& notes) const;
-  // bytes(), with mu_ held.
-  int64_t BytesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Calls fn(table, its step count (at most kMaxCountedSteps), the tick it was touched
-  // at) for every row, each stripe under its lock. Needs mu_ (shared).
-  void ForEachRow(const std::function<void(const SparseTable&, int64_t, uint32_t)>& fn) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const int index_;
   const int num_shards_;
@@ -200,7 +164,6 @@ class SparseStore {
   std::map<std::string, std::unique_ptr<SparseTable>> tables_ ABSL_GUARDED_BY(mu_);
   mutable std::atomic<bool> track_changes_{false};
   std::atomic<bool> evicting_{false};
-  std::atomic<int64_t> cap_bytes_{0};
   std::atomic<uint32_t> tick_{0};
   std::unique_ptr<DiskTier> disk_;  // set before serving; then fixed
   // Moves between memory and the tier hold it shared; a whole visit (a checkpoint, a

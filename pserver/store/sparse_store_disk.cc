@@ -1,5 +1,6 @@
-// SparseStore's disk tier: rows the cap spills, taken back when touched (sparse_store.h,
-// disk_tier.h).
+// SparseStore's disk tier (rows the cap spills, taken back when touched; disk_tier.h),
+// and what eviction works with (row_eviction.h).
+#include <optional>
 #include <vector>
 
 #include "pserver/store/sparse_store.h"
@@ -38,18 +39,43 @@ Status SparseStore::SpillRow(SparseTable* t, RowStripe* stripe, int64_t id) cons
   return absl::OkStatus();
 }
 
-Status SparseStore::LoadedRow(const std::string& table, int64_t id) {
-  const int64_t cap = memory_cap_bytes();
-  if (disk_ == nullptr || cap <= 0) return absl::OkStatus();
-  absl::ReaderMutexLock l(&mu_);
-  if (BytesLocked() <= static_cast<int64_t>(kLowWater * static_cast<double>(cap))) return absl::OkStatus();
-  auto tit = tables_.find(table);
-  if (tit == tables_.end()) return absl::OkStatus();
-  SparseTable* t = tit->second.get();
-  absl::ReaderMutexLock tier(&tier_mu_);
-  RowStripe& stripe = t->stripes[StripeOf(id)];
+void SparseStore::InStripe(SparseTable* t, int s, bool tier, const std::function<void(RowStripe&)>& fn) const {
+  // tier_mu_ comes before a stripe's lock.
+  std::optional<absl::ReaderMutexLock> tier_lock;
+  if (tier && disk_ != nullptr) tier_lock.emplace(&tier_mu_);
+  RowStripe& stripe = t->stripes[s];
   absl::MutexLock sl(&stripe.mu);
-  return SpillRow(t, &stripe, id);
+  fn(stripe);
+}
+
+Status SparseStore::EvictLocked(SparseTable* t, RowStripe* stripe, int64_t id, bool to_disk) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // inside InStripe
+  if (to_disk) return SpillRow(t, stripe, id);
+  if (stripe->Erase(id, tracking_changes())) {
+    --t->rows;
+    ++t->evicted;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SparseStore::TableNames() const {
+  absl::ReaderMutexLock l(&mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tables_) names.push_back(name);
+  return names;
+}
+
+std::vector<std::pair<std::string, SparseTable*>> SparseStore::TablesNow() const {
+  absl::ReaderMutexLock l(&mu_);
+  std::vector<std::pair<std::string, SparseTable*>> out;
+  for (const auto& [name, t] : tables_) out.emplace_back(name, t.get());
+  return out;
+}
+
+SparseTable* SparseStore::Table(const std::string& name) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : it->second.get();
 }
 
 }  // namespace pl::pserver

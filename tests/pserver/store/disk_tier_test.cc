@@ -36,7 +36,7 @@ std::unique_ptr<ParameterShard> MakeShard(const std::string& disk_dir, int64_t a
     auto tier = DiskTier::Open(disk_dir, kCap);
     EXPECT_TRUE(tier.ok()) << tier.status();
     shard->tables().AttachDiskTier(std::move(*tier));
-    shard->tables().EnableEviction(kCap);
+    shard->eviction().Enable(kCap);
   }
   auto init = shard->Init(MakeInit({Table(admit_after)}, Sgd(0.5f)));
   EXPECT_TRUE(init.ok()) << init.status();
@@ -95,7 +95,7 @@ TEST(DiskTier, ATableTenTimesTheCapTrainsExactlyAsWithoutOne) {
     Push(*open, ids, g);
     Push(*capped, ids, g);
     capped->SweepRows(false);
-    EXPECT_LE(capped->tables().bytes(), kCap);
+    EXPECT_LE(capped->eviction().bytes(), kCap);
   }
   const proto::TableStats s = capped->tables().Stats()[0];
   EXPECT_LE(s.rows(), 100);
@@ -122,7 +122,7 @@ TEST(DiskTier, ACheckpointCarriesTheRowsOnDiskAndARestorePutsTheExcessThere) {
   auto restored = Checkpointer(dir, 0).RestoreLatest(1, [](ParameterShard* s) -> Status {
     PL_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(TempPath("tier_ckpt_restored"), kCap));
     s->tables().AttachDiskTier(std::move(tier));
-    s->tables().EnableEviction(kCap);
+    s->eviction().Enable(kCap);
     return absl::OkStatus();
   });
   ASSERT_TRUE(restored.ok() && restored->shard) << restored.status();

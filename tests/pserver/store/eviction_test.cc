@@ -83,16 +83,16 @@ TEST(Eviction, RowsUntouchedForTheirTimeToLiveGoAndComeBackFromTheInitializer) {
 
 TEST(Eviction, AmongRowsUpdatedAsOftenTheCapEvictsTheLeastRecentlyTouchedDownToItsLowWater) {
   auto shard = MakeShard(Table(0));
-  shard->tables().EnableEviction(100 * kRowCost);  // high water 95 rows, low water 85
+  shard->eviction().Enable(100 * kRowCost);  // high water 95 rows, low water 85
   shard->tables().SetTick(1);
   PushOnes(*shard, Range(0, 60));
   shard->tables().SetTick(2);
   PushOnes(*shard, Range(100, 130));
   EXPECT_EQ(shard->SweepRows(false), 0);  // 90 rows: under the high water
   PushOnes(*shard, Range(130, 160));      // 120 rows
-  EXPECT_EQ(shard->tables().bytes(), 120 * kRowCost);
+  EXPECT_EQ(shard->eviction().bytes(), 120 * kRowCost);
   EXPECT_EQ(shard->SweepRows(false), 35);  // down to 85 rows, all of them from tick 1
-  EXPECT_EQ(shard->tables().bytes(), 85 * kRowCost);
+  EXPECT_EQ(shard->eviction().bytes(), 85 * kRowCost);
   EXPECT_EQ(Stats(*shard).rows(), 85);
   // Every row touched at tick 2 is still trained...
   EXPECT_THAT(PullRows(*shard, "emb", Range(100, 160)), Each(Eq(0.5f)));
@@ -104,7 +104,7 @@ TEST(Eviction, AmongRowsUpdatedAsOftenTheCapEvictsTheLeastRecentlyTouchedDownToI
 
 TEST(Eviction, TheCapKeepsTheMostUpdatedRowsHoweverLongAgo) {
   auto shard = MakeShard(Table(0));
-  shard->tables().EnableEviction(100 * kRowCost);
+  shard->eviction().Enable(100 * kRowCost);
   shard->tables().SetTick(1);
   for (int i = 0; i < 4; ++i) PushOnes(*shard, Range(0, 10));  // 1 - 4 * 0.5 = -1
   shard->tables().SetTick(2);
@@ -118,13 +118,13 @@ TEST(Eviction, TheCapKeepsTheMostUpdatedRowsHoweverLongAgo) {
 
 TEST(Eviction, UnderTheCapTheRowsStayBoundedAndSlotsAreReused) {
   auto shard = MakeShard(Table(0));
-  shard->tables().EnableEviction(4000 * kRowCost);
+  shard->eviction().Enable(4000 * kRowCost);
   int64_t bytes_early = 0;
   for (uint32_t tick = 1; tick <= 20; ++tick) {
     shard->tables().SetTick(tick);
     PushOnes(*shard, Range(tick * 10000, tick * 10000 + 2000));
     shard->SweepRows(false);
-    EXPECT_LE(shard->tables().bytes(), 4000 * kRowCost) << "tick " << tick;
+    EXPECT_LE(shard->eviction().bytes(), 4000 * kRowCost) << "tick " << tick;
     if (tick == 5) bytes_early = Stats(*shard).bytes();
   }
   // 40,000 rows went through; the memory they take stays near what the cap's 4,000 took
@@ -209,7 +209,7 @@ TEST(Eviction, ABackupEvictsWhatItsPrimarysStreamSaysAndNothingElse) {
   primary->SetReplicationHook(&primary_hook);
   backup->SetReplicationHook(&backup_hook);
   backup->SetFollowing(true);
-  for (ParameterShard* s : {primary.get(), backup.get()}) s->tables().EnableEviction(100 * kRowCost);
+  for (ParameterShard* s : {primary.get(), backup.get()}) s->eviction().Enable(100 * kRowCost);
   // Both see the same pushes; the backup's clock differs (its own), which must not matter.
   auto push_both = [&](uint32_t primary_tick, uint32_t backup_tick, const std::vector<int64_t>& ids) {
     primary->tables().SetTick(primary_tick);
