@@ -27,13 +27,6 @@ ParameterClient::~ParameterClient() {
   if (in_flight_.valid()) in_flight_.wait();
 }
 
-
-
-
-
-
-
-
 Status ParameterClient::Connect() { return shards_.Connect(); }
 
 Status ParameterClient::Pull(const SparseIds& sparse_ids) {
