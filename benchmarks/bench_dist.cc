@@ -16,9 +16,18 @@
 //   Join        a fresh trainer joining a running master + pserver: time from its
 //               start to its registration, its first task, its first applied push.
 //
-//   pl-bench-dist [--data DIR] [--quick] [--only throughput,recovery]
+//   Job         one process against the job on the same machine in the same run, each
+//               job's samples/s as a ratio of the one process's, with the step's
+//               split (compute; exchange waited for; exchange hidden behind the steps)
+//               and the test accuracy: the mlp on the CPU always (1 trainer + 1
+//               pserver: default, --pipeline, --local_steps 4), the cnn on the GPU
+//               when nvidia-smi finds one (1 trainer + 2 pservers, the same three,
+//               and 4 trainers sharing the GPU).
+//
+//   pl-bench-dist [--data DIR] [--quick] [--only throughput,job,recovery] [--passes N]
 #include <signal.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -27,6 +36,7 @@
 #include <tuple>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "benchmarks/bench_util.h"
 #include "paddle_like/rpc/rpc.h"
 #include "proto/master.grpc.pb.h"
@@ -36,7 +46,8 @@
 
 ABSL_FLAG(std::string, data, "", "prepared fashion-mnist records (empty: <build>/data/fashion-mnist beside bin/)");
 ABSL_FLAG(bool, quick, false, "smaller runs");
-ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: throughput, recovery (empty: all)");
+ABSL_FLAG(std::vector<std::string>, only, {}, "run only these parts: throughput, job, recovery (empty: all)");
+ABSL_FLAG(int, passes, 1, "job: passes over the training set, for one process and for each job");
 
 namespace pl::bench {
 namespace {
@@ -46,6 +57,7 @@ using std::chrono::milliseconds;
 struct Options {
   std::string data = DefaultFashionDir();
   bool quick = false;
+  int passes = 1;
   std::set<std::string> only;
   bool Want(const std::string& part) const { return only.empty() || only.count(part) > 0; }
 };
@@ -61,6 +73,17 @@ std::vector<double> RatesAfter(const std::string& text, const std::string& marke
     rates.push_back(std::stod((*it)[2]));
   }
   return rates;
+}
+
+// A job's samples/s from its trainers' own figures: all samples over the longest
+// trainer's loop time.
+double AggregateRate(const std::vector<double>& rates, const std::vector<double>& samples) {
+  double total = 0, longest = 0;
+  for (size_t i = 0; i < rates.size(); ++i) {
+    total += samples[i];
+    if (rates[i] > 0) longest = std::max(longest, samples[i] / rates[i]);
+  }
+  return total / std::max(longest, 1e-9);
 }
 
 struct RunResult {
@@ -108,14 +131,8 @@ RunResult ClusterRun(const Options& o, int trainers, int pservers, int64_t train
               << std::endl;
     return r;
   }
-  // Aggregate: all samples over the longest trainer's loop time.
-  double total = 0, longest = 0;
-  for (size_t i = 0; i < rates.size(); ++i) {
-    total += samples[i];
-    if (rates[i] > 0) longest = std::max(longest, samples[i] / rates[i]);
-  }
   r.ok = true;
-  r.loop_rate = total / std::max(longest, 1e-9);
+  r.loop_rate = AggregateRate(rates, samples);
   r.wall_rate = train_n / run.seconds;
   return r;
 }
@@ -147,6 +164,125 @@ void RunThroughput(const Options& o) {
                "1 process, 1 thread", c.loop_rate / local.loop_rate);
     ReportLine(name + ", wall clock", c.wall_rate, "samples/s", local.wall_rate, "samples/s", "1 process, 1 thread",
                c.wall_rate / local.wall_rate);
+  }
+}
+
+// ---- one process against the job, side by side (issue 36) -----------------------------
+
+// What one run printed: its samples/s (the trainers' training loops, aggregate), the
+// per-step split (compute, exchange the trainer waited for, exchange in the background,
+// i.e. hidden behind the steps) and the final test accuracy.
+struct SideRun {
+  bool ok = false;
+  double rate = 0;
+  double compute_ms = 0, exchange_ms = 0, hidden_ms = 0;
+  double accuracy = -1;
+};
+
+double LastNumberAfter(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  double value = -1;
+  std::string::const_iterator from = text.begin();
+  const std::regex re(pattern);
+  while (std::regex_search(from, text.end(), m, re)) {
+    value = std::stod(m[1]);
+    from = m[0].second;
+  }
+  return value;
+}
+
+SideRun OneProcess(const Options& o, const std::vector<std::string>& model_flags, int passes, const std::string& tag) {
+  SideRun r;
+  const std::string log = "/tmp/pl-bench-dist-one-" + tag + ".log";
+  std::vector<std::string> command = {Bin("pl-trainer"), "--data", o.data, "--epochs", std::to_string(passes),
+                                      "--log_every_s", "1000"};
+  command.insert(command.end(), model_flags.begin(), model_flags.end());
+  ChildRun run = RunAndMeasure(command, log);
+  const std::string text = ReadWholeFile(log);
+  r.rate = LastNumberAfter(text, R"(trained \d+ steps in [\d.]+s: (\d+) samples/s)");
+  r.accuracy = LastNumberAfter(text, R"(final test accuracy: ([\d.]+))");
+  r.ok = run.exit_code == 0 && r.rate > 0;
+  if (!r.ok) std::cout << "  one process failed (exit " << run.exit_code << "), see " << log << std::endl;
+  return r;
+}
+
+SideRun Job(const Options& o, int trainers, int pservers, const std::vector<std::string>& trainer_flags, int passes,
+            const std::string& tag) {
+  SideRun r;
+  const std::string log = "/tmp/pl-bench-dist-job-" + tag + ".log";
+  std::vector<std::string> command = {Bin("pl-launch"), "--pservers", std::to_string(pservers), "--trainers",
+                                      std::to_string(trainers), "--data", o.data + "/train.plrec", "--passes",
+                                      std::to_string(passes), "--progress_every_s", "1000", "--", Bin("pl-trainer"),
+                                      "--test_data", o.data + "/test.plrec", "--log_every_s", "1000"};
+  command.insert(command.end(), trainer_flags.begin(), trainer_flags.end());
+  ChildRun run = RunAndMeasure(command, log);
+  const std::string text = ReadWholeFile(log);
+  std::vector<double> samples;
+  const std::vector<double> rates = RatesAfter(text, "job done after", &samples);
+  if (run.exit_code != 0 || rates.empty()) {
+    std::cout << "  job " << tag << " failed (exit " << run.exit_code << "), see " << log << std::endl;
+    return r;
+  }
+  r.ok = true;
+  r.rate = AggregateRate(rates, samples);
+  // Per-step figures of the last trainer to finish (they are alike across trainers).
+  r.compute_ms = LastNumberAfter(text, R"(per step: ([\d.]+) ms computing)");
+  r.exchange_ms = LastNumberAfter(text, R"(ms computing, ([\d.]+) ms exchanging)");
+  r.hidden_ms = std::max(0.0, LastNumberAfter(text, R"(([\d.]+) ms exchanging in the background)"));
+  r.accuracy = LastNumberAfter(text, R"(final test accuracy: ([\d.]+))");
+  return r;
+}
+
+bool HasGpu() { return std::system("nvidia-smi -L > /dev/null 2>&1") == 0; }
+
+// For `model` on `device`: one process, then each job, every job's ratio against that
+// one process of the same run, with the step's split and the test accuracy.
+void RunSideBySide(const Options& o) {
+  if (!FileExists(o.data + "/train.plrec")) {
+    std::cout << "  skipped: no " << o.data << "/train.plrec" << std::endl;
+    return;
+  }
+  struct Case {
+    std::string title;
+    std::vector<std::string> model_flags;
+    std::vector<std::tuple<int, int, std::vector<std::string>>> jobs;  // trainers, pservers, extra trainer flags
+  };
+  std::vector<Case> cases;
+  cases.push_back({"mlp on the CPU (1 thread a trainer)",
+                   {"--model", "mlp", "--threads", "1"},
+                   {{1, 1, {}}, {1, 1, {"--pipeline"}}, {1, 1, {"--local_steps", "4"}}}});
+  if (HasGpu()) {
+    cases.push_back({"cnn on the GPU",
+                     {"--model", "cnn", "--device", "gpu"},
+                     {{1, 2, {}},
+                      {1, 2, {"--pipeline"}},
+                      {1, 2, {"--local_steps", "4"}},
+                      {4, 2, {}},
+                      {4, 2, {"--local_steps", "4"}}}});
+  } else {
+    std::cout << "  (no GPU here, nvidia-smi -L: the cnn on the GPU is skipped)" << std::endl;
+  }
+  for (const Case& c : cases) {
+    std::cout << "  " << c.title << ", " << o.passes << " pass(es) of " << o.data << "/train.plrec" << std::endl;
+    const std::string model = c.model_flags[1];
+    const SideRun one = OneProcess(o, c.model_flags, o.passes, model);
+    if (!one.ok) continue;
+    std::printf("    one process: %.0f samples/s, test accuracy %.4f\n", one.rate, one.accuracy);
+    for (const auto& [t, p, extra] : c.jobs) {
+      std::vector<std::string> flags = c.model_flags;
+      flags.insert(flags.end(), extra.begin(), extra.end());
+      std::string name = absl::StrCat(t, " trainer(s) + ", p, " pserver(s)");
+      for (const std::string& f : extra) absl::StrAppend(&name, " ", f);
+      std::string tag = absl::StrCat(model, "-", t, "x", p);
+      for (const std::string& f : extra) absl::StrAppend(&tag, f[0] == '-' ? f.substr(2) : f);
+      const SideRun job = Job(o, t, p, flags, o.passes, tag);
+      if (!job.ok) continue;
+      ReportLine("    " + name, job.rate, "samples/s", one.rate, "samples/s", "one process, same run", job.rate / one.rate);
+      std::printf("      per step: %.2f ms computing, %.2f ms exchanging, %.2f ms exchanging hidden; "
+                  "test accuracy %.4f (one process %.4f, %+.4f)\n",
+                  job.compute_ms, job.exchange_ms, job.hidden_ms, job.accuracy, one.accuracy,
+                  job.accuracy - one.accuracy);
+    }
   }
 }
 
@@ -315,14 +451,16 @@ void RunRecovery(const Options& o) {
 int Main(int argc, char** argv) {
   SkipMutexDeadlockChecks();
   const cli::Program program = {
-      "pl-bench-dist", "[--data DIR] [--quick] [--only throughput,recovery]",
+      "pl-bench-dist", "[--data DIR] [--quick] [--only throughput,job,recovery] [--passes N]",
       "The distributed runtime end to end on real processes on loopback: throughput against one\n"
       "process, failure recovery and joining times (see benchmarks/README.md)."};
   cli::ParseOrExit(program, argc, argv);
   Options o;
   if (const std::string data = absl::GetFlag(FLAGS_data); !data.empty()) o.data = data;
   o.quick = absl::GetFlag(FLAGS_quick);
-  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"throughput", "recovery"});
+  o.only = OnlyParts(program, absl::GetFlag(FLAGS_only), {"throughput", "job", "recovery"});
+  o.passes = absl::GetFlag(FLAGS_passes);
+  if (o.passes < 1) cli::ExitWithUsageError(program, absl::StrCat("--passes must be >= 1, got ", o.passes));
   std::printf("pl-bench-dist: load average at start %s; data %s\n", LoadAverage().c_str(), o.data.c_str());
   for (const char* b : {"pl-trainer", "pl-master", "pl-pserver", "pl-launch"}) {
     if (!FileExists(Bin(b))) {
@@ -337,6 +475,10 @@ int Main(int argc, char** argv) {
   if (o.Want("throughput")) {
     Header("End-to-end mlp samples/s, one pass, async, 1 thread per trainer, vs one process");
     RunThroughput(o);
+  }
+  if (o.Want("job")) {
+    Header("One process and the job side by side (cnn on the GPU when there is one, mlp on the CPU)");
+    RunSideBySide(o);
   }
   if (o.Want("recovery")) {
     Header("Recovery and joining (lease 2000 ms)");

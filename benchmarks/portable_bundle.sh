@@ -7,13 +7,15 @@
 #
 #   benchmarks/portable_bundle.sh [--build DIR] [--out DIR] [--full_data] [BINARY...]
 #
-# BINARY: names in DIR/bin or DIR/tests (default: the GPU checks and a job's processes:
-# cuda_test pl-bench-gpu pl-trainer pl-pserver pl-master pl-launch). The Fashion-MNIST
-# test set goes in as data/fashion-mnist/{train,test}.plrec (the same 10k records under
-# both names, to keep the folder small); --full_data packs the 60k training set.
+# BINARY: names in DIR/bin or DIR/tests (default: the GPU checks, a job's processes and
+# the side-by-side benchmark: cuda_test pl-bench-gpu pl-trainer pl-pserver pl-master
+# pl-launch pl-bench-dist). The Fashion-MNIST test set goes in as
+# data/fashion-mnist/{train,test}.plrec (the same 10k records under both names, to keep
+# the folder small); --full_data packs the 60k training set.
 # `ip` and `tc` go along for the multi-host test bed. Then, on the target machine:
 #
-#   OUT/run.sh              the GPU tests, pl-bench-gpu, and a 2-pass cnn job on the GPU
+#   OUT/run.sh              the GPU tests, pl-bench-gpu, and one process against the job
+#                           (pl-bench-dist --only job: cnn on the GPU, mlp on the CPU)
 #   OUT/run.sh CMD ARGS...  any command with the bundle's libraries (bin/ on the PATH)
 set -euo pipefail
 
@@ -26,12 +28,12 @@ while [ $# -gt 0 ]; do
     --build) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --full_data) full_data=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "portable_bundle.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
     *) names+=("$1"); shift ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=(cuda_test pl-bench-gpu pl-trainer pl-pserver pl-master pl-launch)
+[ ${#names[@]} -gt 0 ] || names=(cuda_test pl-bench-gpu pl-trainer pl-pserver pl-master pl-launch pl-bench-dist)
 data="$build/data/fashion-mnist"
 [ -f "$data/test.plrec" ] || { echo "portable_bundle.sh: no prepared data in $data (run make build first)" >&2; exit 1; }
 
@@ -91,9 +93,11 @@ if [ -x "$here/bin/cuda_test" ]; then
   grep -E '^\[  (PASSED|FAILED) +\] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|FAILED  \]' "$log"
 fi
 [ -x "$here/bin/pl-bench-gpu" ] && { timeout 300 "$here/bin/pl-bench-gpu" || rc=1; }
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "run.sh: no GPU here (nvidia-smi -L): the cnn job on the GPU is skipped"
-elif [ -x "$here/bin/pl-launch" ]; then
+if [ -x "$here/bin/pl-bench-dist" ]; then
+  # One process and the job side by side: the cnn on the GPU (when nvidia-smi finds one),
+  # the mlp on the CPU; PL_PASSES passes of the bundle's training set (default 5).
+  timeout 900 "$here/bin/pl-bench-dist" --data "$d" --only job --passes "${PL_PASSES:-5}" || rc=1
+elif nvidia-smi -L >/dev/null 2>&1 && [ -x "$here/bin/pl-launch" ]; then
   work=$(mktemp -d)
   timeout 300 "$here/bin/pl-launch" --workdir "$work" --data "$d/train.plrec" --pservers 1 --trainers 1 --passes 2 -- \
     "$here/bin/pl-trainer" --model cnn --device gpu --test_data "$d/test.plrec" > "$log" 2>&1 || { rc=1; tail -5 "$log"; }

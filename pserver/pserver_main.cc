@@ -47,6 +47,9 @@ ABSL_FLAG(int, max_message_mb, 256,
 ABSL_FLAG(int, threads, 0,
           "gRPC polling threads for Init, Stats, Checkpoint and Attach (0: gRPC's default); Push and Pull "
           "run on gRPC's callback threads (async) or a pool of their own (sync)");
+ABSL_FLAG(int, apply_threads, 0,
+          "threads that apply one push (its dense blocks and sparse stripes split between them; any count gives the "
+          "same bits); 0: one per core");
 ABSL_FLAG(int, trim_idle_ms, 1000,
           "return freed message buffers to the kernel once traffic has paused this long (0: never)");
 ABSL_FLAG(int, replicas, 1,
@@ -134,6 +137,7 @@ PserverOptions OptionsFromFlags() {
   o.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.trim_idle_ms = absl::GetFlag(FLAGS_trim_idle_ms);
+  o.apply_threads = absl::GetFlag(FLAGS_apply_threads);
   o.replicas = absl::GetFlag(FLAGS_replicas);
   o.replica_checkpoints = absl::GetFlag(FLAGS_replica_checkpoints);
   o.sparse_memory_mb = absl::GetFlag(FLAGS_sparse_memory_mb);
@@ -181,6 +185,7 @@ int PserverMain(int argc, char** argv, Env* env) {
                              cli::CheckAtLeast("trim_idle_ms", o.trim_idle_ms, 0),
                              cli::CheckRange("max_message_mb", o.max_message_mb, 1, 2047),
                              cli::CheckAtLeast("threads", o.threads, 0),
+                             cli::CheckAtLeast("apply_threads", o.apply_threads, 0),
                              cli::CheckAtLeast("replicas", o.replicas, 1),
                              cli::CheckRange("heartbeat_ms", o.heartbeat_ms, 10, 10000),
                              cli::CheckRange("snapshot_lanes", o.snapshot_lanes, 0, kMaxSnapshotLanes),

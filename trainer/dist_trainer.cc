@@ -17,6 +17,7 @@
 #include "trainer/example_data.h"
 #include "paddle_like/client/exchange_strategy.h"
 #include "paddle_like/client/heartbeat.h"
+#include "paddle_like/client/local_steps.h"
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
 #include "paddle_like/client/param_client.h"
@@ -33,6 +34,19 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// After a local step's optimizer update: the round's change pushed when it is the K-th
+// step or the task's last (the master hears of a task only once all of it is pushed).
+// The merged parameters it pulls go to the backend at the next step.
+Status EndLocalStep(LocalSteps& local, StepBackend& backend, int64_t samples, bool task_ends) {
+  if (local.round_ends_next() || task_ends) PL_RETURN_IF_ERROR(backend.ExportParameters());
+  bool ended = false;
+  if (samples > 0) {
+    PL_ASSIGN_OR_RETURN(ended, local.EndStep(samples));
+  }
+  if (task_ends && !ended) return local.Finish().status();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void InstallStopSignalHandlers() {
@@ -47,6 +61,10 @@ bool StopRequested() { return g_stop.load(); }
 
 StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleModel& model,
                                            std::ostream& log) {
+  const ExchangeChoice choice{o.sync, o.pipeline};
+  const bool pipelined = PicksPipelined(choice, model.module());
+  // Before anything starts: a --local_steps the model or mode cannot honour.
+  PL_RETURN_IF_ERROR(ValidateLocalSteps(o.local_steps, *KeyStore::Of(model.module()), pipelined));
   const absl::Duration give_up = absl::Seconds(o.give_up_after_s);
   MasterClient master(o.master_address, o.name, give_up);
   master.set_stop_flag(&g_stop);
@@ -62,6 +80,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   // The GPU backend keeps the host gradients page-locked by address; on the CPU the
   // pipeline may hand the tensors themselves to the exchange.
   pco.swap_gradients_in_exchange = backend->name() == "cpu";
+  // Local steps on a GPU: the host gradient buffers only carry each round's change
+  // (the backward pass writes the device's), so nothing needs them zeroed after a push.
+  pco.zero_gradients_after_push = !(o.local_steps > 1 && backend->name() != "cpu");
   pco.optimizer = o.optimizer;
   pco.seed = o.model_options.seed;
   pco.sync = o.sync;
@@ -73,8 +94,6 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   auto resolve = [&master, num_pservers]() -> StatusOr<std::vector<std::string>> {
     return master.PserverAddresses(num_pservers);
   };
-  const ExchangeChoice choice{o.sync, o.pipeline};
-  const bool pipelined = PicksPipelined(choice, model.module());
   // Without the pipeline the trainer never computes while an exchange runs, so its
   // parameters can live in the shared-memory regions (no copies on its side).
   pco.bind_parameters_to_shared_memory = !pipelined;
@@ -96,6 +115,17 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         << " dense parameters live in shared memory (one split over several pservers is copied)" << std::endl;
   }
   if (!why_not_pipelined.empty()) log << "--pipeline ignored: " << why_not_pipelined << std::endl;
+  // --local_steps K > 1: the optimizer steps this trainer's copy (on its backend) and
+  // every K-th step pushes the change; the exchange strategy then only pulls for an
+  // evaluation.
+  std::unique_ptr<Optimizer> local_optimizer;
+  std::unique_ptr<LocalSteps> local;
+  if (o.local_steps > 1) {
+    PL_ASSIGN_OR_RETURN(local_optimizer, Optimizer::Create(&model.module(), o.optimizer));
+    local = std::make_unique<LocalSteps>(&params, o.local_steps);
+    log << "local steps: " << o.local_steps << " optimizer steps (" << o.optimizer.ToString()
+        << ") on this trainer between exchanges" << std::endl;
+  }
 
   DistResult result;
   model.module().Train(true);
@@ -104,6 +134,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   const double start = Now();
   const process::CpuTimes cpu_at_start = process::SelfCpuTimes();
   double compute_s = 0, exchange_s = 0;  // per step: forward/backward, then push and pull
+  double copy_s = 0;  // of compute_s: parameters to the backend, gradients back (a GPU's copies)
 
   // One leased task, step by step; RunTaskLoop reports it to the master.
   auto train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
@@ -127,21 +158,34 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       }
       const size_t end = std::min(order.size(), begin + o.batch_size);
       const double step_start = Now();
-      step_error = exchange->BeforeStep(model.SparseInputs(batch.inputs));
+      if (local == nullptr) {
+        step_error = exchange->BeforeStep(model.SparseInputs(batch.inputs));
+      } else if (!local->started()) {
+        step_error = local->Start();  // the first round's base; each round's pull makes the next
+      }
       if (!step_error.ok()) break;
       const double compute_start = Now();
-      step_error = backend->ImportParameters();
-      if (!step_error.ok()) break;
+      // The parameters go to the backend after each pull (local steps: a round's first step).
+      if (local == nullptr || local->taken() == 0) {
+        step_error = backend->ImportParameters();
+        if (!step_error.ok()) break;
+      }
+      const double step_on_device = Now();
       auto stats = backend->ComputeGradients(model, batch);
       if (!stats.ok()) {
         step_error = stats.status();
         break;
       }
-      step_error = backend->ExportGradients();
+      const double gradients_done = Now();
+      step_error = local != nullptr ? backend->ApplyOptimizer(*local_optimizer) : backend->ExportGradients();
       if (!step_error.ok()) break;
       const double exchange_start = Now();
       compute_s += exchange_start - compute_start;
-      if (end < order.size()) {
+      copy_s += (step_on_device - compute_start) + (local == nullptr ? exchange_start - gradients_done : 0);
+      if (local != nullptr) {
+        step_error = EndLocalStep(*local, *backend, stats->samples, /*task_ends=*/end >= order.size());
+        if (end < order.size()) batch = batchers[(step_in_task + 1) % 2].Gather(order, end, std::min(order.size(), end + o.batch_size));
+      } else if (end < order.size()) {
         ExampleSet next = batchers[(step_in_task + 1) % 2].Gather(order, end, std::min(order.size(), end + o.batch_size));
         const SparseIds next_ids = model.SparseInputs(next.inputs);
         step_error = exchange->AfterStep(stats->samples, &next_ids);
@@ -178,7 +222,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       }
     }
     // The task is done only once its last gradients are pushed.
-    if (Status drained = exchange->Drain(); step_error.ok()) step_error = drained;
+    if (local == nullptr) {
+      if (Status drained = exchange->Drain(); step_error.ok()) step_error = drained;
+    } else if (interrupted && step_error.ok()) {
+      step_error = EndLocalStep(*local, *backend, 0, /*task_ends=*/true);
+    }
     if (interrupted) return TaskOutcome::Interrupted();
     if (!step_error.ok()) return step_error;
     return TaskOutcome::Trained(static_cast<int64_t>(order.size()));
@@ -198,8 +246,15 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       << std::endl;
   if (result.steps > 0) {
     log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
-                           (elapsed - compute_s - exchange_s) * 1e3 / result.steps)
-        << std::endl;
+                           (elapsed - compute_s - exchange_s) * 1e3 / result.steps);
+    if (backend->name() != "cpu") {
+      log << absl::StrFormat(" (computing includes %.2f ms of copies to and from the device)", copy_s * 1e3 / result.steps);
+    }
+    // The pipeline's exchanges ran beside the steps: what of them the trainer did not wait for.
+    if (const double background = params.counters().background_exchange_s; background > 0) {
+      log << absl::StrFormat("; %.2f ms exchanging in the background", background * 1e3 / result.steps);
+    }
+    log << std::endl;
     log << process::CpuPerStepLine(process::SelfCpuTimes() - cpu_at_start, result.steps, elapsed) << std::endl;
   }
   if (job_done && !o.test_path.empty()) {

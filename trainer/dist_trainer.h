@@ -35,6 +35,9 @@ struct DistTrainerOptions {
   double give_up_after_s = 300;      // how long a peer may stay unreachable
   std::string device = "cpu";        // cpu, gpu or auto (see step_backend.h)
   bool pipeline = false;             // async dense models: overlap traffic and compute
+  // Local steps (paddle_like/client/local_steps.h): the optimizer runs here, K steps a
+  // round, and each round's change is pushed; 1: every step's gradients are pushed.
+  int local_steps = 1;
   bool defer_apply = false;          // async: pservers acknowledge pushes before applying them
   bool shared_memory = true;         // dense traffic to pservers on this host through shared memory
   WireDtype wire_dtype = WireDtype::kFloat32;  // dense values over gRPC (paddle_like/dist/bf16.h)

@@ -14,6 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/client/exchange_strategy.h"
+#include "paddle_like/client/key_store.h"
+#include "paddle_like/client/local_steps.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/metrics/progress_reporter.h"
 #include "paddle_like/metrics/telemetry_flags.h"
@@ -62,6 +65,10 @@ ABSL_FLAG(bool, pipeline, false,
           "distributed async mlp/cnn: push and pull in the background while the next step computes "
           "(a step misses the previous step's update, between hosts the one before too); pays off when the "
           "trainer has a core to spare or the link is slow");
+ABSL_FLAG(int, local_steps, 1,
+          "distributed, dense models (mlp, cnn): take this many optimizer steps on the trainer's own copy, then push "
+          "their change and pull the merged parameters (sync: the trainers' changes are averaged); the exchange "
+          "costs 1/K as much (1: push every step's gradients, the optimizer on the pservers)");
 ABSL_FLAG(bool, defer_apply, false,
           "distributed async: pservers acknowledge a push once validated and queued, before applying it "
           "(less waiting, one more step of staleness)");
@@ -155,6 +162,17 @@ int main(int argc, char** argv) {
 
   const std::string master = absl::GetFlag(FLAGS_master);
   const std::string data = absl::GetFlag(FLAGS_data);
+  const int local_steps = absl::GetFlag(FLAGS_local_steps);
+  if (local_steps != 1 && master.empty()) {
+    pl::cli::ExitWithUsageError(program, "--local_steps: only for a distributed trainer (--master); one process "
+                                         "already takes every step locally");
+  }
+  if (auto s = pl::ValidateLocalSteps(local_steps, *pl::KeyStore::Of((*model)->module()),
+                                      pl::PicksPipelined({absl::GetFlag(FLAGS_sync), absl::GetFlag(FLAGS_pipeline)},
+                                                         (*model)->module()));
+      !s.ok()) {
+    pl::cli::ExitWithUsageError(program, s.message());
+  }
   std::string test_path = absl::GetFlag(FLAGS_test_data);
   if (test_path.empty() && !data.empty()) test_path = data + "/test.plrec";
 
@@ -174,6 +192,7 @@ int main(int argc, char** argv) {
     d.log_every_s = absl::GetFlag(FLAGS_log_every_s);
     d.device = device;
     d.pipeline = absl::GetFlag(FLAGS_pipeline);
+    d.local_steps = local_steps;
     d.defer_apply = absl::GetFlag(FLAGS_defer_apply);
     d.shared_memory = absl::GetFlag(FLAGS_shm);
     auto wire = pl::ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));

@@ -1,5 +1,6 @@
 #include "paddle_like/client/param_client.h"
 
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "paddle_like/client/backoff.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/core/parallel_for.h"
 #include "paddle_like/dist/shared_region.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/dist/wire.h"
@@ -95,6 +97,19 @@ Status ParameterClient::PushThenPull(int64_t num_samples, const SparseIds& next_
   return Exchange(num_samples, next_sparse_ids, /*overlap=*/false);
 }
 
+Status ParameterClient::PushChangesThenPull(int64_t num_samples) {
+  for (const NamedParameter& np : keys_->keys()) {
+    if (np.param->kind != ParamKind::kDense) {
+      return absl::InvalidArgumentError(absl::StrCat("local steps move dense parameters only; '", np.name,
+                                                     "' is a sparse table"));
+    }
+  }
+  push_changes_ = true;
+  Status s = PushThenPull(num_samples, SparseIds());
+  push_changes_ = false;
+  return s;
+}
+
 Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_sparse_ids, bool overlap) {
   PL_RETURN_IF_ERROR(Wait());
   if (options_.sync) {  // a sync step must be complete before its parameters are read
@@ -165,10 +180,14 @@ Status ParameterClient::StartExchange(int64_t num_samples) {
   in_flight_pulled_.resize(options_.num_pservers);
   in_flight_pushed_.assign(options_.num_pservers, proto::PushResponse());
   in_flight_ = exchange_thread_.Run([this] {
+    const auto started = std::chrono::steady_clock::now();
     Status s = shards_.ForEachShard(
         [this](int i) { return shards_.ExchangeShard(i, /*overlap=*/true, &in_flight_pushed_[i], &in_flight_pulled_[i]); });
     // Sent (or given up): zeroed here, beside the trainer's next step, for the one after.
     for (auto& [name, grad] : in_flight_grads_) grad.SetZero();
+    background_exchange_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count(),
+        std::memory_order_relaxed);
     return s;
   });
   return absl::OkStatus();
@@ -253,6 +272,14 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       p->table->rows().Clear();
     }
   }
+  // The dense blocks' copies into their parameters, run on several threads at the end:
+  // a large model's pull is a memory copy the size of the model.
+  struct Copy {
+    const FloatPieces* from;
+    float* to;
+  };
+  std::vector<Copy> copies;
+  int64_t copied_floats = 0;
   for (int i = 0; i < P; ++i) {
     const proto::PullResponse& r = responses[i].header();
     shards_[i].version = r.version();
@@ -267,7 +294,10 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
                                                 "', expected ", std::max<int64_t>(n, 0) * 4));
       }
       // A parameter bound to its shared-memory region already holds the values there.
-      if (blk.values.contiguous() != v.f32() + offset) blk.values.CopyTo(v.f32() + offset);
+      if (blk.values.contiguous() != v.f32() + offset) {
+        copies.push_back({&blk.values, v.f32() + offset});
+        copied_floats += n;
+      }
       counters_.bytes_pulled += shards_[i].channel().WireBytes(n);
     }
     for (const proto::SparseRowsMsg& rows : r.sparse()) {
@@ -283,6 +313,8 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       counters_.bytes_pulled += rows.values().size();
     }
   }
+  ParallelFor(static_cast<int64_t>(copies.size()), ThreadsForDense(copied_floats),
+              [&copies](int64_t k) { copies[k].from->CopyTo(copies[k].to); });
   ++counters_.pulls;
   return absl::OkStatus();
 }
@@ -316,6 +348,7 @@ void ParameterClient::BuildPush(int64_t num_samples) {
     sh->push.header().set_step(sh->version);
     sh->push.header().set_num_samples(num_samples);
     sh->push.header().set_defer_apply(options_.defer_apply && !options_.sync);
+    sh->push.header().set_delta(push_changes_);
   }
   for (const NamedParameter& np : keys_->keys()) {
     Parameter* p = np.param;

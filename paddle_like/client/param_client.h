@@ -107,6 +107,8 @@ struct TrafficCounters {
   int64_t retries = 0;
   int64_t shm_attaches = 0;  // shared-memory regions a pserver accepted
   int64_t bound_parameters = 0;  // parameters moved into a region (bind_parameters_to_shared_memory)
+  // StartExchange's exchanges: how long they ran in the background, beside the steps.
+  double background_exchange_s = 0;
 };
 
 class ParameterClient {
@@ -140,6 +142,11 @@ class ParameterClient {
   // Push, then Pull parameters that include it (async; sync mode is always so). With
   // a shared-memory region this is one call per pserver.
   Status PushThenPull(int64_t num_samples, const SparseIds& next_sparse_ids);
+  // Local steps (local_steps.h): PushThenPull with the dense gradient tensors holding
+  // changes to add to the parameters (PushRequest.delta) instead of gradients; the
+  // pservers add them (sync: their average over the step's trainers) without running
+  // the optimizer. Dense parameters only: INVALID_ARGUMENT when the keys hold a table.
+  Status PushChangesThenPull(int64_t num_samples);
   // PushAndPull of the dense parameters in two halves, for a trainer that computes
   // meanwhile (async only): StartExchange copies the gradients out (into the regions,
   // or buffers of its own) and zeroes them, or with swap_gradients_in_exchange hands
@@ -179,6 +186,7 @@ class ParameterClient {
     c.retries = shards_.retries();
     c.shm_attaches = shards_.region_attaches();
     c.bound_parameters = shards_.bound_parameters();
+    c.background_exchange_s = background_exchange_ns_.load(std::memory_order_relaxed) * 1e-9;
     return c;
   }
 
@@ -217,6 +225,8 @@ class ParameterClient {
   PserverShards shards_;
   // The dense parameters a *Keys call moves (nullptr: all); set only for its duration.
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
+  // PushChangesThenPull: the pushes built carry changes (PushRequest.delta).
+  bool push_changes_ = false;
   TrafficCounters counters_;
   double staleness_ = 0;
   int64_t trainer_id_ = 0;
@@ -227,6 +237,7 @@ class ParameterClient {
   std::vector<std::pair<std::string, Tensor>> in_flight_grads_;
   absl::flat_hash_map<std::string, Tensor> spare_grads_;
   // StartExchange's results; the future last, so it is waited for first on destruction.
+  std::atomic<int64_t> background_exchange_ns_{0};
   std::vector<PullFrame> in_flight_pulled_;
   std::vector<proto::PushResponse> in_flight_pushed_;
   std::future<Status> in_flight_;

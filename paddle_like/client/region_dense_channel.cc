@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "paddle_like/core/parallel_for.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/rpc/rpc.h"
 
@@ -26,6 +27,8 @@ bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies, PreparedPush*
   // A link sends from the tensors themselves when they stay put until the push is done
   // (not StartExchange's copies): one copy of the gradients fewer.
   const bool from_tensors = SendsFromTensors(own_copies);
+  std::vector<size_t> to_copy;  // blocks copied into the region, on several threads below
+  int64_t copied_floats = 0;
   for (size_t i = 0; i < dense.size(); ++i) {
     const DenseSlot& slot = slots_[prepared->slots[i]];
     char* dst = region_->payload() + slot.grad_offset;
@@ -39,10 +42,17 @@ bool RegionDenseChannel::Prepare(PushFrame& push, bool own_copies, PreparedPush*
       prepared->grads_in_region = false;
     } else {
       // A parameter bound to the region has its gradients there already.
-      if (reinterpret_cast<const char*>(in_place) != dst) dense[i].values.CopyTo(reinterpret_cast<float*>(dst));
+      if (reinterpret_cast<const char*>(in_place) != dst) {
+        to_copy.push_back(i);
+        copied_floats += slot.n;
+      }
       prepared->spans.push_back({slot.grad_offset, slot.n * 4});
     }
   }
+  ParallelFor(static_cast<int64_t>(to_copy.size()), ThreadsForDense(copied_floats), [&](int64_t k) {
+    const size_t i = to_copy[k];
+    dense[i].values.CopyTo(reinterpret_cast<float*>(region_->payload() + slots_[prepared->slots[i]].grad_offset));
+  });
   return true;
 }
 

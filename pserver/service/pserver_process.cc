@@ -19,6 +19,7 @@
 #include "pserver/service/membership_watcher.h"
 #include "pserver/service/pserver_service.h"
 #include "pserver/store/disk_tier.h"
+#include "paddle_like/core/parallel_for.h"
 #include "pserver/store/row_evictor.h"
 #include "pserver/store/shard.h"
 
@@ -37,6 +38,7 @@ Status ValidatePserverOptions(const PserverOptions& o) {
     return bad("--replicas > 1 needs --master (the master keeps the shard's replica map)");
   }
   if (o.dense_link_max_mb < 0) return bad(absl::StrCat("--dense_link_max_mb: ", o.dense_link_max_mb, " is negative"));
+  if (o.apply_threads < 0) return bad(absl::StrCat("--apply_threads: ", o.apply_threads, " is negative (0: one per core)"));
   if (o.env == nullptr) return bad("PserverOptions.env is null");
   return absl::OkStatus();
 }
@@ -140,6 +142,7 @@ ReplicatorOptions ReplicatorOptionsOf(const PserverOptions& o, const std::string
 
 Status PserverProcess::Run(const StopWaiter& stopped) {
   PL_RETURN_IF_ERROR(ValidatePserverOptions(options_));
+  SetApplyThreads(options_.apply_threads);
   parts_ = std::make_unique<Parts>();
   PL_RETURN_IF_ERROR(Start());  // what was built is torn down with parts_
   if (Status served = Serve(stopped); !served.ok()) {

@@ -44,6 +44,7 @@ struct PserverOptions {
   int max_message_mb = 256;
   int threads = 0;
   int trim_idle_ms = 1000;
+  int apply_threads = 0;  // 0: one per core (process-wide: parallel_for.h)
   int replicas = 1;
   bool replica_checkpoints = false;
   int64_t sparse_memory_mb = 0;

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/dist/sharding.h"
-#include "pserver/store/parallel_for.h"
+#include "paddle_like/core/parallel_for.h"
 
 namespace pl::pserver {
 
@@ -125,11 +126,19 @@ Status DenseStore::Resolve(const PushFrame& frame, bool check_finite, const WhyN
   return absl::OkStatus();
 }
 
-void DenseStore::Apply(const std::vector<ResolvedPush::Dense>& dense, const UpdateRule& rule) {
+namespace {
+// fn(d) for every resolved block, split over threads by block (each block is one
+// thread's, under its own lock, so any thread count gives the same bits).
+void ForEachBlock(const std::vector<ResolvedPush::Dense>& dense,
+                  const std::function<void(const ResolvedPush::Dense&)>& fn) {
   int64_t floats = 0;
   for (const ResolvedPush::Dense& d : dense) floats += d.block->n;
-  ParallelFor(static_cast<int64_t>(dense.size()), ThreadsForDense(floats), [&](int64_t i) {
-    const ResolvedPush::Dense& d = dense[i];
+  ParallelFor(static_cast<int64_t>(dense.size()), ThreadsForDense(floats), [&](int64_t i) { fn(dense[i]); });
+}
+}  // namespace
+
+void DenseStore::Apply(const std::vector<ResolvedPush::Dense>& dense, const UpdateRule& rule) {
+  ForEachBlock(dense, [&](const ResolvedPush::Dense& d) {
     DenseBlock* blk = d.block;
     absl::MutexLock bl(&blk->mu);
     const int64_t step = ++blk->step;
@@ -143,8 +152,21 @@ void DenseStore::Apply(const std::vector<ResolvedPush::Dense>& dense, const Upda
   });
 }
 
-void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense) {
-  for (const ResolvedPush::Dense& d : dense) {
+void DenseStore::AddChanges(const std::vector<ResolvedPush::Dense>& dense, int slots) {
+  ForEachBlock(dense, [&](const ResolvedPush::Dense& d) {
+    DenseBlock* blk = d.block;
+    absl::MutexLock bl(&blk->mu);
+    float* value = blk->Writable(slots);
+    d.grad->ForEachChunk([&](int64_t offset, const float* change, int64_t n) {
+      float* v = value + offset;
+      for (int64_t j = 0; j < n; ++j) v[j] += change[j];
+      if (d.write_back) std::memcpy(d.write_back + offset, v, n * sizeof(float));
+    });
+  });
+}
+
+void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool delta) {
+  ForEachBlock(dense, [&](const ResolvedPush::Dense& d) {
     DenseBlock* blk = d.block;
     absl::MutexLock bl(&blk->mu);
     if (!blk->accum) blk->accum.reset(new float[blk->n]);
@@ -152,27 +174,39 @@ void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense) {
     if (!blk->has_accum) {
       d.grad->CopyTo(acc);
       blk->has_accum = true;
+      blk->accum_delta = delta;
     } else {
       d.grad->ForEachChunk([acc](int64_t offset, const float* grad, int64_t n) {
         for (int64_t i = 0; i < n; ++i) acc[offset + i] += grad[i];
       });
     }
-  }
+  });
 }
 
 void DenseStore::ApplyAccumulated(float scale, const UpdateRule& rule) {
   absl::ReaderMutexLock l(&mu_);
+  std::vector<DenseBlock*> blocks;
+  int64_t floats = 0;
   for (auto& [name, p] : params_) {
     for (auto& [b, blk] : p->blocks) {
-      absl::MutexLock bl(&blk->mu);
-      if (!blk->has_accum) continue;
-      float* g = blk->accum.get();
-      for (int64_t i = 0; i < blk->n; ++i) g[i] *= scale;
-      float* value = blk->Writable(rule.num_slots());
-      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n);
-      blk->has_accum = false;
+      blocks.push_back(blk.get());
+      floats += blk->n;
     }
   }
+  ParallelFor(static_cast<int64_t>(blocks.size()), ThreadsForDense(floats), [&](int64_t i) {
+    DenseBlock* blk = blocks[i];
+    absl::MutexLock bl(&blk->mu);
+    if (!blk->has_accum) return;
+    float* g = blk->accum.get();
+    for (int64_t j = 0; j < blk->n; ++j) g[j] *= scale;
+    float* value = blk->Writable(rule.num_slots());
+    if (blk->accum_delta) {
+      for (int64_t j = 0; j < blk->n; ++j) value[j] += g[j];
+    } else {
+      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n);
+    }
+    blk->has_accum = false;
+  });
 }
 
 Status DenseStore::Read(const proto::PullRequest& request, bool sync, const WhyNot& why, PullFrame* frame,

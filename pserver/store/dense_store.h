@@ -69,9 +69,15 @@ class DenseStore {
   // Async: applies resolved blocks, each with its own step count, and writes each
   // block's new values to its write_back, if any.
   static void Apply(const std::vector<ResolvedPush::Dense>& dense, const UpdateRule& rule);
-  // Sync: adds resolved blocks' gradients to the current step's sums.
-  static void Accumulate(const std::vector<ResolvedPush::Dense>& dense);
-  // Sync: applies the step's sums times `scale`, and clears them.
+  // Async, local steps (PushRequest.delta): adds resolved blocks' payloads to their
+  // values (no optimizer, no step count), and writes the new values to write_back.
+  // `slots`: the optimizer's, which a block pinned by a snapshot copies with its values.
+  static void AddChanges(const std::vector<ResolvedPush::Dense>& dense, int slots);
+  // Sync: adds resolved blocks' gradients (`delta`: parameter changes) to the current
+  // step's sums. A step's first push to a block decides which its sum holds.
+  static void Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool delta);
+  // Sync: applies the step's sums times `scale` (the optimizer's step for gradients;
+  // added as they are for changes), and clears them.
   void ApplyAccumulated(float scale, const UpdateRule& rule);
   // The pull's blocks into `frame`, or with `dense_out` block i to dense_out(i, n), after
   // checking all of them. Async blocks are sent in place; sync ones are copied under

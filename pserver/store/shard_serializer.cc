@@ -3,6 +3,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/message.h"
 #include "paddle_like/dist/sharding.h"
 #include "pserver/store/page_warmer.h"
 
@@ -25,6 +28,19 @@ Status Put(const ByteWriter& w, T v) {
 Status PutBytes(const ByteWriter& w, const std::string& s) {
   PL_RETURN_IF_ERROR(Put<uint64_t>(w, s.size()));
   return w(s.data(), s.size());
+}
+// A message's bytes with its maps in key order (protobuf's default order of a map is
+// the hash table's, which differs between two copies of one message): two replicas of
+// a shard then write the same bytes.
+Status PutMessage(const ByteWriter& w, const google::protobuf::Message& m) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!m.SerializeToCodedStream(&coded)) return absl::InternalError("shard state: a message did not serialize");
+  }
+  return PutBytes(w, bytes);
 }
 template <typename T>
 Status Get(const ByteReader& r, T* v) {
@@ -58,11 +74,11 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(Put<uint8_t>(w_, sync ? 1 : 0));
     PL_RETURN_IF_ERROR(Put<uint64_t>(w_, seed));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, version_));
-    PL_RETURN_IF_ERROR(PutBytes(w_, optimizer.SerializeAsString()));
+    PL_RETURN_IF_ERROR(PutMessage(w_, optimizer));
     return Put<uint32_t>(w_, dense_params);
   }
   Status Param(const proto::ParamSpec& spec, size_t blocks) override {
-    PL_RETURN_IF_ERROR(PutBytes(w_, spec.SerializeAsString()));
+    PL_RETURN_IF_ERROR(PutMessage(w_, spec));
     return Put<uint64_t>(w_, blocks);
   }
   Status Block(int64_t block, int64_t n, int64_t step, absl::Span<const float> data) override {
@@ -74,7 +90,7 @@ class Writer : public ShardStore::Visitor {
   }
   Status Tables(size_t tables) override { return Put<uint32_t>(w_, tables); }
   Status Table(const proto::ParamSpec& spec, int stripes) override {
-    PL_RETURN_IF_ERROR(PutBytes(w_, spec.SerializeAsString()));
+    PL_RETURN_IF_ERROR(PutMessage(w_, spec));
     return Put<uint32_t>(w_, stripes);
   }
   Status Evicted(absl::Span<const int64_t> ids) override {

@@ -64,6 +64,7 @@ struct DenseBlock {
   std::shared_ptr<float[]> data;
   std::unique_ptr<float[]> accum;        // sync: (n) gradient sum of the current step
   bool has_accum ABSL_GUARDED_BY(mu) = false;
+  bool accum_delta ABSL_GUARDED_BY(mu) = false;  // accum sums changes (PushRequest.delta), not gradients
   // Snapshots (ShardSnapshot) holding `data` as it is now: an update gives the block a
   // copy of its own first (Writable), so that theirs stays as it was when taken.
   int pins ABSL_GUARDED_BY(mu) = 0;
@@ -294,6 +295,7 @@ struct ResolvedPush {
   std::vector<Dense> dense;
   std::vector<Sparse> sparse;
   int64_t rows = 0;
+  bool delta = false;  // PushRequest.delta: the dense payloads are changes to add
 };
 
 // A push on its way through the shard: it owns the frame its resolved payloads point

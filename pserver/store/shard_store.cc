@@ -122,18 +122,27 @@ Status ShardStore::AddParam(const proto::ParamSpec& spec, bool initialize_values
 
 Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out, bool check_finite) const {
   absl::ReaderMutexLock l(&mu_);
+  out->delta = frame.header().delta();
+  if (out->delta && frame.header().sparse_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a push of parameter changes (local steps) carries dense blocks only; "
+                                                   "it has rows of table '", frame.header().sparse(0).table(), "'"));
+  }
   PL_RETURN_IF_ERROR(dense_.Resolve(frame, check_finite, [this](const std::string& n) { return WhyNotDense(n); }, out));
   return sparse_.Resolve(frame.header(), check_finite, [this](const std::string& n) { return WhyNotTable(n); }, out);
 }
 
 void ShardStore::Apply(const ResolvedPush& push) {
   absl::ReaderMutexLock l(&mu_);
-  DenseStore::Apply(push.dense, *rule_);
+  if (push.delta) {
+    DenseStore::AddChanges(push.dense, rule_->num_slots());
+  } else {
+    DenseStore::Apply(push.dense, *rule_);
+  }
   sparse_.Apply(push.sparse);
 }
 
 void ShardStore::Accumulate(const ResolvedPush& push) {
-  DenseStore::Accumulate(push.dense);
+  DenseStore::Accumulate(push.dense, push.delta);
   SparseStore::Accumulate(push.sparse);
 }
 

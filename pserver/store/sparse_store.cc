@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/dist/sharding.h"
-#include "pserver/store/parallel_for.h"
+#include "paddle_like/core/parallel_for.h"
 
 namespace pl::pserver {
 

@@ -48,6 +48,7 @@ const std::vector<Binary>& Binaries() {
         {"device", "string, default \"auto\""},    {"epochs", "int32, default 5"},
         {"eval_each_epoch", "bool, default false"}, {"evict_after_s", "int64, default 0"},
         {"insecure", "bool, default false"},
+        {"local_steps", "int32, default 1"},
         {"log_every_s", "double, default 2"},
         {"logdir", "string, default \"\", env PL_LOGDIR"},
         {"lr", "double, default 0.001"},           {"master", "string, default \"\", env PL_MASTER_ADDR"},
@@ -65,6 +66,7 @@ const std::vector<Binary>& Binaries() {
         {"wire_dtype", "string, default \"float32\""}}},
       {"pl-pserver", false, {"--shm=maybe"}, "--shm",
        {{"advertise_host", "string, default \"\", env PL_ADVERTISE_HOST"},
+        {"apply_threads", "int32, default 0"},
         {"checkpoint_dir", "string, default \"\", env PL_CHECKPOINT_DIR"},
         {"checkpoint_every_s", "int32, default 10"},
         {"dense_link", "bool, default true"},
@@ -184,7 +186,8 @@ const std::vector<Binary>& Binaries() {
         {"dir", "string, default \"/tmp\""},
         {"rows", "int64, default 1000000"}}},
       {"pl-bench-dist", false, {"--quick=maybe"}, "--quick",
-       {{"data", "string, default \"\""}, {"only", "list, default \"\""}, {"quick", "bool, default false"}}},
+       {{"data", "string, default \"\""}, {"only", "list, default \"\""}, {"passes", "int32, default 1"},
+        {"quick", "bool, default false"}}},
       {"pl-bench-telemetry", false, {"--rounds", "1"}, "--rounds",
        {{"block", "int32, default 100"},
         {"data", "string, default \"\""},
@@ -332,6 +335,31 @@ TEST(PserverLanesTest, ALaneCountOutOfRangeIsRefusedBeforeServing) {
                      "pl-pserver", "--stream_link_lanes: 99 is not in [0, 16]");
   ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1"}, {{"PL_SNAPSHOT_LANES", "-1"}}),
                      "pl-pserver", "--snapshot_lanes: -1 is not in [0, 16]");
+}
+
+// Issue 36's flags: a --local_steps the model or mode cannot honour, and a negative
+// --apply_threads, are refused with one line naming the flag before anything starts
+// (no master is listening at the address given).
+TEST(LocalStepsFlagTest, WhatCannotBeHonouredIsRefusedBeforeStarting) {
+  auto trainer = testing::BinaryPath("pl-trainer");
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const std::vector<std::string> job = {"--master", "127.0.0.1:1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> argv = job;
+    argv.insert(argv.end(), more.begin(), more.end());
+    return argv;
+  };
+  ExpectOneErrorLine(RunBinary(*trainer, with({"--local_steps", "0"})), "pl-trainer", "--local_steps must be >= 1, got 0");
+  ExpectOneErrorLine(RunBinary(*trainer, with({"--local_steps", "4", "--model", "ctr"})), "pl-trainer",
+                     "--local_steps 4 needs a model of dense parameters only");
+  ExpectOneErrorLine(RunBinary(*trainer, with({"--local_steps", "4", "--pipeline"})), "pl-trainer",
+                     "--local_steps 4 cannot be combined with --pipeline");
+  ExpectOneErrorLine(RunBinary(*trainer, {"--local_steps", "4"}), "pl-trainer",
+                     "--local_steps: only for a distributed trainer");
+  auto pserver = testing::BinaryPath("pl-pserver");
+  ASSERT_TRUE(pserver.ok()) << pserver.status();
+  ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1", "--apply_threads", "-1"}),
+                     "pl-pserver", "--apply_threads");
 }
 
 // The environment stands in for an absent flag (read in main only); the command line

@@ -1,4 +1,4 @@
-#include "pserver/store/parallel_for.h"
+#include "paddle_like/core/parallel_for.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace pl::pserver {
+namespace pl {
 namespace {
 
 // Read once: glibc answers hardware_concurrency by reading /sys/devices/system/cpu/online,
@@ -22,11 +22,18 @@ int Cores() {
 // they exit, and a static destructor racing threads that still wait would be worse.
 class HelperPool {
  public:
-  explicit HelperPool(int helpers) {
-    for (int t = 0; t < helpers; ++t) threads_.emplace_back([this] { Work(); });
-    for (std::thread& t : threads_) t.detach();
+  HelperPool() = default;
+  int size() const { return size_.load(std::memory_order_acquire); }
+  // Starts helpers until there are `helpers` (a pserver sets its --apply_threads once at
+  // start; a test may ask for more later).
+  void Reserve(int helpers) {
+    if (size() >= helpers) return;
+    std::lock_guard<std::mutex> grow(grow_mu_);
+    while (size() < helpers) {
+      std::thread([this] { Work(); }).detach();
+      size_.fetch_add(1, std::memory_order_release);
+    }
   }
-  int size() const { return static_cast<int>(threads_.size()); }
 
   // False when another caller holds the pool (the caller then works alone).
   bool TryRun(int64_t n, int helpers, const std::function<void(int64_t)>& fn, bool another_follows) {
@@ -83,7 +90,8 @@ class HelperPool {
     }
   }
 
-  std::vector<std::thread> threads_;
+  std::atomic<int> size_{0};
+  std::mutex grow_mu_;  // Reserve
   std::mutex job_mu_;  // one job at a time
   std::mutex mu_;
   std::condition_variable wake_, done_;
@@ -98,13 +106,23 @@ class HelperPool {
 };
 
 HelperPool& Pool() {
-  static HelperPool* pool = new HelperPool(std::min(Cores(), 4) - 1);
+  static HelperPool* pool = new HelperPool();
   return *pool;
 }
 
+std::atomic<int> g_apply_threads{0};  // 0: the cores
+
 }  // namespace
 
+void SetApplyThreads(int threads) { g_apply_threads.store(std::max(threads, 0)); }
+
+int ApplyThreads() {
+  const int set = g_apply_threads.load(std::memory_order_relaxed);
+  return set > 0 ? set : Cores();
+}
+
 void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn, bool another_follows) {
+  if (threads > 1 && n > 1) Pool().Reserve(ApplyThreads() - 1);
   if (threads > 1 && n > 1 && Pool().size() > 0 &&
       Pool().TryRun(n, std::min<int64_t>(threads - 1, n - 1), fn, another_follows)) {
     return;
@@ -113,11 +131,11 @@ void ParallelFor(int64_t n, int threads, const std::function<void(int64_t)>& fn,
 }
 
 int ThreadsForDense(int64_t floats) {
-  return static_cast<int>(std::clamp<int64_t>(floats >> 18, 1, std::min(Cores(), 4)));
+  return static_cast<int>(std::clamp<int64_t>(floats >> 17, 1, ApplyThreads()));
 }
 
 int ThreadsForRows(int64_t rows) {
-  return static_cast<int>(std::clamp<int64_t>(rows >> 12, 1, std::min(Cores(), 4)));
+  return static_cast<int>(std::clamp<int64_t>(rows >> 12, 1, ApplyThreads()));
 }
 
-}  // namespace pl::pserver
+}  // namespace pl
