@@ -27,7 +27,8 @@ Status ValidateLocalSteps(int k, const KeyStore& keys, bool pipelined) {
   return absl::OkStatus();
 }
 
-LocalSteps::LocalSteps(ParameterClient* client, int k) : client_(client), k_(k < 1 ? 1 : k) {}
+LocalSteps::LocalSteps(ParameterClient* client, int k, bool overlap)
+    : client_(client), k_(k < 1 ? 1 : k), overlap_(overlap) {}
 
 namespace {
 // fn(from, to) over [0, n) in pieces of a block, on several threads: a round's passes
@@ -43,10 +44,33 @@ void LocalSteps::KeepBase() {
   for (const NamedParameter& np : client_->keys().keys()) {
     if (np.param->kind != ParamKind::kDense) continue;
     const Tensor& value = np.param->var.value();
-    if (i == base_.size()) base_.push_back(Tensor::Zeros(value.shape()));  // kept from round to round
+    if (i == base_.size()) {  // kept from round to round
+      base_.push_back(Tensor::Zeros(value.shape()));
+      base_index_[np.param] = i;
+    }
     const float* v = value.f32();
     float* b = base_[i++].f32();
     OverPieces(value.numel(), [&](int64_t from, int64_t to) { std::memcpy(b + from, v + from, (to - from) * 4); });
+  }
+}
+
+float* LocalSteps::BaseOf(Parameter* param) {
+  auto it = base_index_.find(param);
+  return it == base_index_.end() ? nullptr : base_[it->second].f32();
+}
+
+void LocalSteps::ChangeIntoGradients() {
+  size_t i = 0;
+  for (const NamedParameter& np : client_->keys().keys()) {
+    if (np.param->kind != ParamKind::kDense) continue;
+    // The gradient tensor carries the change: the push sends it as it sends gradients.
+    const Tensor& grad = np.param->var.MutableGrad();
+    const float* v = np.param->var.value().f32();
+    const float* b = base_[i++].f32();
+    float* g = grad.f32();
+    OverPieces(grad.numel(), [&](int64_t from, int64_t to) {
+      for (int64_t j = from; j < to; ++j) g[j] = v[j] - b[j];
+    });
   }
 }
 
@@ -67,31 +91,54 @@ StatusOr<bool> LocalSteps::EndStep(int64_t num_samples) {
 }
 
 StatusOr<bool> LocalSteps::Finish() {
-  if (taken_ == 0) return false;
+  if (taken_ == 0 && !client_->exchange_in_flight()) return false;
+  if (overlap_) {
+    // The last round waits for its push and pull: the task ends with everything pushed.
+    // Nothing is computed after it, so its pull simply becomes the parameters.
+    if (taken_ > 0) PL_RETURN_IF_ERROR(EndOverlappedRound());
+    if (client_->exchange_in_flight()) PL_RETURN_IF_ERROR(client_->FinishExchange());
+    KeepBase();
+    return true;
+  }
   PL_RETURN_IF_ERROR(EndRound());
   return true;
 }
 
 Status LocalSteps::EndRound() {
   if (base_.empty()) return absl::FailedPreconditionError("LocalSteps: a round ended before Start pulled its base");
-  size_t i = 0;
-  for (const NamedParameter& np : client_->keys().keys()) {
-    if (np.param->kind != ParamKind::kDense) continue;
-    // The gradient tensor carries the change: the push sends it as it sends gradients.
-    const Tensor& grad = np.param->var.MutableGrad();
-    const Tensor& value = np.param->var.value();
-    const float* v = value.f32();
-    const float* b = base_[i++].f32();
-    float* g = grad.f32();
-    OverPieces(value.numel(), [&](int64_t from, int64_t to) {
-      for (int64_t j = from; j < to; ++j) g[j] = v[j] - b[j];
-    });
-  }
+  if (overlap_) return EndOverlappedRound();
+  ChangeIntoGradients();
   PL_RETURN_IF_ERROR(client_->PushChangesThenPull(samples_));
   ++rounds_;
   taken_ = 0;
   samples_ = 0;
   KeepBase();
+  return absl::OkStatus();
+}
+
+Status LocalSteps::EndOverlappedRound() {
+  ChangeIntoGradients();
+  if (client_->exchange_in_flight()) {
+    // parameters = pulled + change; the base follows them (the next round's change is
+    // measured from here, so what the pull brought is never pushed back).
+    PL_RETURN_IF_ERROR(client_->FinishExchange([this](Parameter* p, int64_t offset, const FloatPieces& pulled) {
+      float* v = p->var.value().f32() + offset;
+      const float* g = p->var.grad().f32() + offset;
+      float* b = BaseOf(p) + offset;
+      pulled.ForEachChunk([&](int64_t at, const float* x, int64_t n) {
+        for (int64_t j = at; j < at + n; ++j) {
+          v[j] = x[j - at] + g[j];
+          b[j] = v[j];
+        }
+      });
+    }));
+  } else {
+    KeepBase();
+  }
+  PL_RETURN_IF_ERROR(client_->StartChangesExchange(samples_));
+  ++rounds_;
+  taken_ = 0;
+  samples_ = 0;
   return absl::OkStatus();
 }
 

@@ -3,8 +3,14 @@
 // the change those K steps made (PushRequest.delta) and pulls the merged parameters,
 // which start its next round. The exchange then costs a K-th of what it costs a step.
 //
-//   async  each trainer's change is added as it arrives: theta += delta_i. A round
-//          starts from the values as pulled (other trainers' changes land any time).
+//   async  each trainer's change is added as it arrives: theta += delta_i. With
+//          `overlap` (the trainer's default in async mode) a round's push and pull run
+//          in the background while the next round computes; at the next round's end the
+//          pulled values take the place of the ones that round started from, and the
+//          round's own progress is kept on top (the rebase: theta_local =
+//          pulled + (theta_local - round start)). A round's pull then lacks the round
+//          before it at most, the staleness async training accepts. Without `overlap`
+//          each round ends by waiting for its push and pull.
 //   sync   round r: every trainer starts from the same theta_r, takes K local steps,
 //          and theta_{r+1} = theta_r + mean_i delta_i (the pservers' sync step over
 //          changes instead of gradients). With SGD and K = 1 that is exactly a sync
@@ -21,6 +27,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "paddle_like/client/param_client.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/core/tensor.h"
@@ -34,7 +42,9 @@ Status ValidateLocalSteps(int k, const KeyStore& keys, bool pipelined);
 class LocalSteps {
  public:
   // `client` (not owned) must hold dense keys only (ValidateLocalSteps); k >= 1.
-  LocalSteps(ParameterClient* client, int k);
+  // `overlap`: async only, and the client must not bind parameters to shared memory
+  // (the next round computes while the pull arrives).
+  LocalSteps(ParameterClient* client, int k, bool overlap = false);
 
   int k() const { return k_; }
   // Steps taken in the current round.
@@ -61,14 +71,22 @@ class LocalSteps {
  private:
   // The round's change into the gradient tensors, pushed; the pulled values become the base.
   Status EndRound();
+  // overlap: the round's change into the gradient tensors; the previous round's pull,
+  // if in flight, rebased onto; then this round's push and pull started.
+  Status EndOverlappedRound();
+  // Gradient tensors = parameters - base (the round's change).
+  void ChangeIntoGradients();
   void KeepBase();
+  float* BaseOf(Parameter* param);
 
   ParameterClient* client_;
   const int k_;
+  const bool overlap_;
   int taken_ = 0;
   int64_t samples_ = 0;
   int64_t rounds_ = 0;
   std::vector<Tensor> base_;  // one per dense key, in keys() order
+  absl::flat_hash_map<const Parameter*, size_t> base_index_;
 };
 
 }  // namespace pl

@@ -211,14 +211,24 @@ void ParameterClient::SwapOutGradients() {
   }
 }
 
-Status ParameterClient::FinishExchange() {
+Status ParameterClient::StartChangesExchange(int64_t num_samples) {
+  PL_RETURN_IF_ERROR(Wait());
+  push_changes_ = true;
+  Status s = StartExchange(num_samples);
+  push_changes_ = false;
+  return s;
+}
+
+Status ParameterClient::FinishExchange() { return FinishExchange(nullptr); }
+
+Status ParameterClient::FinishExchange(const PulledBlockInstaller& install) {
   if (!in_flight_.valid()) return absl::FailedPreconditionError("no exchange in flight");
   Status s = in_flight_.get();
   for (auto& [name, grad] : in_flight_grads_) spare_grads_[name] = std::move(grad);
   in_flight_grads_.clear();
   if (!s.ok()) return s;
   PushDone();
-  return InstallPull(in_flight_pulled_);
+  return InstallPull(in_flight_pulled_, install);
 }
 
 Status ParameterClient::Wait() {
@@ -263,7 +273,7 @@ Status ParameterClient::BuildPull(const SparseIds& sparse_ids) {
   return absl::OkStatus();
 }
 
-Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
+Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses, const PulledBlockInstaller& install) {
   const int P = options_.num_pservers;
   // The tables hold exactly the rows pulled for this step.
   for (const auto& sh : shards_) {
@@ -277,6 +287,8 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
   struct Copy {
     const FloatPieces* from;
     float* to;
+    Parameter* param;
+    int64_t offset;
   };
   std::vector<Copy> copies;
   int64_t copied_floats = 0;
@@ -295,8 +307,12 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       }
       // A parameter bound to its shared-memory region already holds the values there.
       if (blk.values.contiguous() != v.f32() + offset) {
-        copies.push_back({&blk.values, v.f32() + offset});
+        copies.push_back({&blk.values, v.f32() + offset, p, offset});
         copied_floats += n;
+      } else if (install) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pull: block ", blk.block, " of '", blk.param, "' arrived in place (a parameter bound to shared memory), "
+            "so it cannot be installed by a caller's rule"));
       }
       counters_.bytes_pulled += shards_[i].channel().WireBytes(n);
     }
@@ -313,8 +329,13 @@ Status ParameterClient::InstallPull(const std::vector<PullFrame>& responses) {
       counters_.bytes_pulled += rows.values().size();
     }
   }
-  ParallelFor(static_cast<int64_t>(copies.size()), ThreadsForDense(copied_floats),
-              [&copies](int64_t k) { copies[k].from->CopyTo(copies[k].to); });
+  ParallelFor(static_cast<int64_t>(copies.size()), ThreadsForDense(copied_floats), [&](int64_t k) {
+    if (install) {
+      install(copies[k].param, copies[k].offset, *copies[k].from);
+    } else {
+      copies[k].from->CopyTo(copies[k].to);
+    }
+  });
   ++counters_.pulls;
   return absl::OkStatus();
 }

@@ -157,6 +157,15 @@ class ParameterClient {
   // values. Any other call first finishes an exchange in flight.
   Status StartExchange(int64_t num_samples);
   Status FinishExchange();
+  // What FinishExchange does with each pulled dense block instead of copying it into
+  // its parameter (local steps rebase their progress onto it, local_steps.h): `param`'s
+  // values at element `offset` on, where the block's `pulled` values belong. Called on
+  // several threads at once, for different blocks.
+  using PulledBlockInstaller = std::function<void(Parameter* param, int64_t offset, const FloatPieces& pulled)>;
+  Status FinishExchange(const PulledBlockInstaller& install);
+  // StartExchange with the dense gradient tensors holding changes to add (as
+  // PushChangesThenPull); finished by either FinishExchange.
+  Status StartChangesExchange(int64_t num_samples);
   bool exchange_in_flight() const { return in_flight_.valid(); }
 
   // Pull, Push and PushThenPull over the dense parameters named in `dense` only (the
@@ -199,7 +208,8 @@ class ParameterClient {
 
   // Routing: a step's blocks and rows to their pservers, and the pulled values back.
   Status BuildPull(const SparseIds& sparse_ids);
-  Status InstallPull(const std::vector<PullFrame>& responses);
+  // Copies each pulled dense block into its parameter, or hands it to `install`.
+  Status InstallPull(const std::vector<PullFrame>& responses, const PulledBlockInstaller& install = nullptr);
   // Each pserver's push: its header, its sparse rows, and one payload per dense block
   // referencing the gradient tensors.
   void BuildPush(int64_t num_samples);

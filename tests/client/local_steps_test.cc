@@ -95,6 +95,52 @@ TEST_F(LocalStepsTest, AsyncAddsEachTrainersRoundOfLocalStepsAsItComes) {
   EXPECT_EQ(a.fc->weight().grad().f32()[0], 0.0f);
 }
 
+// Overlapped rounds (async): a round's push and pull run while the next round computes;
+// at that round's end the pulled values replace the ones it started from and its own
+// progress is kept on top; what the pull brought is never pushed back.
+TEST_F(LocalStepsTest, OverlappedRoundsRebaseTheirProgressOntoWhatThePullBrought) {
+  DenseModel a, b, probe;
+  auto ca = MakeClient(&a, 1, false), cb = MakeClient(&b, 2, false), cp = MakeClient(&probe, 3, false);
+  for (auto* c : {ca.get(), cb.get(), cp.get()}) ASSERT_TRUE(c->Connect().ok());
+  auto oa = LocalSgd(&a), ob = LocalSgd(&b);
+  LocalSteps la(ca.get(), 2, /*overlap=*/true), lb(cb.get(), 1);
+  ASSERT_TRUE(la.Start().ok());
+  ASSERT_TRUE(lb.Start().ok());
+  const std::vector<float> w0 = Weights(a);
+  // b's change lands first: -0.25 * -4 (i+1) = +(i+1).
+  LocalStep(b, *ob, -4.0f);
+  ASSERT_TRUE(lb.EndStep(1).ok());
+  // a's first round: 1x then 2x, a change of -0.75 (i+1), sent in the background; a keeps
+  // computing on its own values meanwhile.
+  LocalStep(a, *oa, 1.0f);
+  ASSERT_TRUE(la.EndStep(1).ok());
+  LocalStep(a, *oa, 2.0f);
+  auto ended = la.EndStep(1);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_TRUE(*ended);
+  EXPECT_TRUE(ca->exchange_in_flight());
+  for (size_t i = 0; i < w0.size(); ++i) EXPECT_NEAR(Weights(a)[i], w0[i] - 0.75f * (i + 1), 1e-5) << i;
+  // The second round (1x twice, -0.5 (i+1)) ends on the first round's pull: w0 + b's +
+  // a's first change, plus the second round's progress.
+  LocalStep(a, *oa, 1.0f);
+  ASSERT_TRUE(la.EndStep(1).ok());
+  LocalStep(a, *oa, 1.0f);
+  ASSERT_TRUE(la.EndStep(1).ok());
+  for (size_t i = 0; i < w0.size(); ++i) {
+    EXPECT_NEAR(Weights(a)[i], w0[i] + (1.0f - 0.75f - 0.5f) * (i + 1), 1e-5) << "rebased, element " << i;
+  }
+  // The task's end waits for the second round's exchange: the pservers hold all three
+  // changes once each, and so does a.
+  auto finished = la.Finish();
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_FALSE(ca->exchange_in_flight());
+  ASSERT_TRUE(cp->Pull({}).ok());
+  for (size_t i = 0; i < w0.size(); ++i) {
+    EXPECT_NEAR(Weights(probe)[i], w0[i] + (1.0f - 0.75f - 0.5f) * (i + 1), 1e-5) << i;
+    EXPECT_EQ(Weights(a)[i], Weights(probe)[i]) << i;
+  }
+}
+
 TEST_F(LocalStepsTest, SyncAveragesTheTrainersRoundsAndAPartialRoundIsPushed) {
   for (auto& shard : shards_) {
     // Sync needs the live trainers; the shards learn the mode from the first Init.

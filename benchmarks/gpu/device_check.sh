@@ -1,0 +1,46 @@
+#!/bin/bash
+# The GPU-machine checks of issues 35 and 36 in one run, from a bundle made here by
+#
+#   benchmarks/portable_bundle.sh --out .bundle cuda_test pl-bench-gpu pl-trainer pl-pserver \
+#       pl-master pl-launch pl-bench-dist pl-bench-ps pl-bench-scaling pl-bench-catchup-trainer
+#
+# and then, on the lent machine, from the repository root:
+#
+#   benchmarks/gpu/device_check.sh .bundle OUT_DIR
+#
+# The GPU tests; one Adam push applied on 1 thread and on all cores (pl-bench-ps --only
+# apply); one process against the job, cnn on the GPU and mlp on the CPU, 5 passes
+# (pl-bench-dist --only job); the bfloat16 point across hosts at 10 Gbit/s
+# (pl-bench-scaling); a replica's catch-up (bench_replication.py --parts catchup).
+# Every log goes to OUT_DIR; the figures go to stdout.
+set -u
+bundle=$(cd "${1:?bundle directory}" && pwd)
+out=${2:?output directory}
+mkdir -p "$out"
+run="$bundle/run.sh"
+data="$bundle/data/fashion-mnist"
+step() { echo "== $(date +%T) $*"; }
+echo "cores: $(nproc)"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step "GPU tests (cuda_test)"
+timeout 240 "$run" cuda_test > "$out/cuda_test.log" 2>&1
+grep -E '^\[  (PASSED|FAILED) +\] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|FAILED  \]' "$out/cuda_test.log"
+step "one Adam push applied (pl-bench-ps --only apply)"
+timeout 90 "$run" pl-bench-ps --only apply > "$out/apply.log" 2>&1
+grep -E 'Adam push|apply_threads|memcpy' "$out/apply.log"
+step "one process and the job (pl-bench-dist --only job --passes 5)"
+timeout 480 "$run" pl-bench-dist --data "$data" --only job --passes 5 > "$out/job.log" 2>&1
+grep -vE '^$|load average' "$out/job.log"
+cp /tmp/pl-bench-dist-job-cnn-*.log "$out/" 2>/dev/null
+for wire in "" "--pipeline --wire_dtype bfloat16"; do
+  step "pl-bench-scaling 1x1 at 10 Gbit/s ${wire:-float32}"
+  # shellcheck disable=SC2086
+  timeout 150 "$run" pl-bench-scaling --trainers 1 --pservers 1 --rates_mbit 10000 --reps 1 --chunks_per_task 16 \
+    --csv "$out/scaling.csv" $wire > "$out/scaling${wire:+-bf16}.log" 2>&1
+  grep -E 'ceiling|model|samples/s' "$out/scaling${wire:+-bf16}.log" | tail -6 || tail -4 "$out/scaling${wire:+-bf16}.log"
+done
+step "a replica's catch-up (bench_replication.py --parts catchup)"
+timeout 240 "$run" python3 "$(dirname "$0")/../bench_replication.py" --build "$bundle" --parts catchup \
+  --catchup_reps 1 --catchup_lanes 4 > "$out/catchup.log" 2>&1
+tail -12 "$out/catchup.log"
+step done
