@@ -35,7 +35,13 @@ int64_t Membership::RegisterTrainer(const std::string& name, std::string token_d
 
 Status Membership::CheckToken(int64_t trainer_id, absl::string_view token) const {
   auto it = trainers_.find(trainer_id);
-  if (it == trainers_.end()) return absl::OkStatus();
+  if (it == trainers_.end()) {
+    // A dropped trainer (its lease ran out) or an id never given: nothing it reports
+    // counts, whoever sends it; a live trainer that was dropped registers again.
+    return absl::NotFoundError(absl::StrCat("trainer ", trainer_id,
+                                            " is not registered (dropped when its lease ran out, or never "
+                                            "registered): register again"));
+  }
   if (it->second.token_digest.empty()) {
     return absl::NotFoundError(absl::StrCat("trainer ", trainer_id, " holds no token (registered before tokens); register again"));
   }

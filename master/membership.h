@@ -45,9 +45,11 @@ class Membership {
   // A new trainer id (1, 2, ...), leased for lease_ms from now; `token_digest` is what
   // the trainer's later calls must prove (CheckToken).
   int64_t RegisterTrainer(const std::string& name, std::string token_digest = "");
-  // OK when the id is unknown (the call itself then says so) or `token` is the one its
-  // registration returned; PERMISSION_DENIED naming the id otherwise. A trainer
-  // restored from a state without a digest must register again (NOT_FOUND).
+  // OK when `token` is the one trainer_id's registration returned; PERMISSION_DENIED
+  // naming the id otherwise; NOT_FOUND ("register again") for an id that is not
+  // registered (dropped when its lease ran out, or never given), so that nothing is
+  // reported in a dropped trainer's name, and for a trainer restored from a state
+  // without a digest.
   Status CheckToken(int64_t trainer_id, absl::string_view token) const;
   // Renews the trainer's lease; false when the id is unknown or its lease has run out
   // (it must register again).

@@ -104,7 +104,11 @@ Status MasterClient::TaskFinished(const proto::Task& task, int64_t num_samples) 
   req.set_pass(task.pass());
   req.set_num_samples(num_samples);
   proto::TaskFinishedResponse resp;
-  return PL_TRAINER_RPC(TaskFinished, cred, req, &resp);
+  Status s = PL_TRAINER_RPC(TaskFinished, cred, req, &resp);
+  // Dropped meanwhile: the report does not count (the task goes to another trainer);
+  // this trainer joins again for the next one.
+  if (absl::IsNotFound(s)) PL_RETURN_IF_ERROR(RegisterAgain(cred.trainer_id));
+  return s;
 }
 
 Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned) {
@@ -125,7 +129,9 @@ Status MasterClient::Heartbeat(int64_t task_id) {
   req.set_trainer_id(cred.trainer_id);
   req.set_task_id(task_id);
   proto::HeartbeatResponse resp;
-  PL_RETURN_IF_ERROR(PL_TRAINER_RPC(Heartbeat, cred, req, &resp));
+  Status s = PL_TRAINER_RPC(Heartbeat, cred, req, &resp);
+  if (absl::IsNotFound(s)) return RegisterAgain(req.trainer_id());  // dropped: join again
+  PL_RETURN_IF_ERROR(s);
   if (!resp.known()) return RegisterAgain(req.trainer_id());
   return absl::OkStatus();
 }

@@ -55,7 +55,7 @@ StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& hear
     }
     Status finished = master.TaskFinished(task, outcome->samples);
     heartbeat.set_task(0);
-    if (absl::IsFailedPrecondition(finished)) {
+    if (absl::IsFailedPrecondition(finished) || absl::IsNotFound(finished)) {
       log(absl::StrCat("task ", task.id(), " no longer ours (", finished.message(), ")"));
     } else if (!finished.ok()) {
       return Annotate(finished, "reporting a finished task");

@@ -3,8 +3,10 @@
 // python/src/dist_bindings.cc). It leases tasks from the master until the job is done or
 // `stop` is set, hands each to the caller's TrainTask callback, and reports the outcome:
 //
-//   trained      TaskFinished (a task whose lease went to another trainer meanwhile is
-//                logged and not counted: "task T no longer ours (...)");
+//   trained      TaskFinished (a task whose lease went to another trainer meanwhile, or
+//                reported after the master dropped this trainer, is logged and not
+//                counted: "task T no longer ours (...)"; a dropped trainer registers
+//                again);
 //   interrupted  the trainer is stopping: TaskFailed(returned) gives the task back at
 //                once (no lease timeout) and the loop ends (`stopped` when `stop` is set);
 //   bad task     its data cannot be used: TaskFailed (counts as a failure of the task),

@@ -399,6 +399,14 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
     ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout, true).get(), {}, &pending).ok());
     EXPECT_EQ(pending.done(), i);
     EXPECT_EQ(pending.pending(), 1);
+    // In the name of a trainer that is not registered (dropped, or never): refused with
+    // NOT_FOUND, whatever token it carries, and not counted.
+    for (const std::string& any : {std::string(), reg.token()}) {
+      st = stub->TaskFinished(as_trainer(any).get(), Finished(reg.trainer_id() + 41, task.task(), 10), &fin);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+    }
+    ASSERT_TRUE(stub->JobStatus(rpc::MakeContext(timeout, true).get(), {}, &pending).ok());
+    EXPECT_EQ(pending.done(), i);
     st = stub->TaskFinished(as_trainer(reg.token()).get(), Finished(reg.trainer_id(), task.task(), 10), &fin);
     ASSERT_TRUE(st.ok()) << st.error_message();
   }

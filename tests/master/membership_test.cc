@@ -1,6 +1,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "master/membership.h"
+#include "paddle_like/rpc/caller.h"
 #include "tests/master/test_util.h"
 
 namespace pl {
@@ -42,6 +43,31 @@ TEST(MembershipTest, HeartbeatsKeepTrainersAndExpiryDropsThem) {
   EXPECT_TRUE(m.Leave(1));
   EXPECT_FALSE(m.Leave(1));
   EXPECT_THAT(LiveIds(m), ElementsAre(3));
+}
+
+// Issue 40: a report in the name of a dropped or never-registered trainer is refused
+// (NOT_FOUND: register again), with or without a token; a live trainer's own token
+// passes and another's does not.
+TEST(MembershipTest, OnlyARegisteredTrainersOwnTokenSpeaksForIt) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  EXPECT_EQ(m.RegisterTrainer("host:1", rpc::TokenDigest("token-1")), 1);
+  EXPECT_EQ(m.RegisterTrainer("host:2", rpc::TokenDigest("token-2")), 2);
+  EXPECT_TRUE(m.CheckToken(1, "token-1").ok());
+  EXPECT_EQ(m.CheckToken(1, "token-2").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(m.CheckToken(1, "").code(), absl::StatusCode::kPermissionDenied);
+  for (const char* token : {"", "token-1"}) {
+    const Status never = m.CheckToken(7, token);
+    EXPECT_EQ(never.code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(never.message(), ::testing::HasSubstr("register again"));
+  }
+  clock.now += 600;
+  EXPECT_TRUE(m.Heartbeat(1));
+  clock.now += 600;  // trainer 2's lease ran out
+  EXPECT_THAT(m.ExpireTrainers(), ElementsAre(2));
+  EXPECT_EQ(m.CheckToken(2, "token-2").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m.CheckToken(2, "").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(m.CheckToken(1, "token-1").ok());
 }
 
 TEST(MembershipTest, PserverRejoinKeepsItsIndexAndBumpsGeneration) {
