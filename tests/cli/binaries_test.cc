@@ -124,6 +124,7 @@ const std::vector<Binary>& Binaries() {
         {"tls_dir", "string, default \"\", env PL_TLS_DIR"}}},
       {"pl-launch", false, {"--pservers", "two", "--trainers", "1", "--", "true"}, "--pservers",
        {{"add_trainer_after_s", "double, default -1"},
+        {"allow_losses", "bool, default false"},
         {"checkpoint_every_s", "int32, default 30"},
         {"chunks_per_task", "int32, default 1"},
         {"control", "string, default \"\""},

@@ -32,6 +32,9 @@ ABSL_FLAG(double, add_trainer_after_s, -1,
           "start one more trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
+ABSL_FLAG(bool, allow_losses, false,
+          "exit 0 when the job finished but set tasks aside as failed in some pass (their chunks untrained in "
+          "that pass); by default such a job exits 3, naming them");
 ABSL_FLAG(std::string, logdir, "",
           "every process writes TensorBoard event files under DIR/<process name>/ (empty: none)");
 ABSL_FLAG(int, metrics_port, -1,
@@ -151,6 +154,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.add_trainer_after_s = absl::GetFlag(FLAGS_add_trainer_after_s);
   o.control_fifo = absl::GetFlag(FLAGS_control);
   o.progress_every_s = absl::GetFlag(FLAGS_progress_every_s);
+  o.allow_losses = absl::GetFlag(FLAGS_allow_losses);
   o.logdir = absl::GetFlag(FLAGS_logdir);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.http_port = absl::GetFlag(FLAGS_http_port);

@@ -31,6 +31,10 @@
 
 namespace pl {
 
+// pl-launch's exit status for a job that finished but lost work (--allow_losses).
+inline constexpr int kLaunchLossExitCode = 3;
+
+
 struct LaunchOptions {
   // --- from flags ---
   int num_pservers = 0;             // --pservers, required, >= 1
@@ -51,6 +55,9 @@ struct LaunchOptions {
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
+  // --allow_losses: a job that finished having set tasks aside as failed (in any pass)
+  // exits 0 instead of kLaunchLossExitCode.
+  bool allow_losses = false;
   // Seeing the job (job_telemetry.h).
   std::string logdir;               // --logdir: each process writes DIR/<its name>/; empty: none
   int metrics_port = -1;            // --metrics_port: -1 off, 0 free ports, P a base port

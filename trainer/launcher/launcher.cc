@@ -351,6 +351,9 @@ Status Launcher::Run() {
     case Outcome::kCancelled:
       supervisor_->Log(absl::StrCat(cause_, "; every process stopped; workdir kept at ", layout_.workdir()));
       return absl::CancelledError(cause_);
+    case Outcome::kLost:
+      supervisor_->Log(absl::StrCat(cause_, "; ", DescribeStatus(status_), "; workdir kept at ", layout_.workdir()));
+      return absl::DataLossError(cause_);
     default:
       supervisor_->Log(absl::StrCat("job failed: ", cause_, "; workdir kept at ", layout_.workdir()));
       return bad_input_ ? absl::InvalidArgumentError(cause_) : absl::AbortedError(cause_);
@@ -439,7 +442,7 @@ std::string Launcher::DescribeStatus(const proto::JobStatusResponse& s) const {
   // The master counts passes from 1.
   return absl::StrCat("pass ", std::max(1, std::min(s.pass(), s.num_passes())), "/", s.num_passes(),
                       " | tasks todo ", s.todo(), " pending ", s.pending(), " done ", s.done(),
-                      " failed ", s.failed(), " | trainers ", s.live_trainers(),
+                      " failed ", s.failed(), " (any pass ", s.failed_task_ids_size(), ") | trainers ", s.live_trainers(),
                       " | samples ", s.samples_done());
 }
 
@@ -531,11 +534,20 @@ void Launcher::CheckEnd() {
       return;
     }
   }
-  // The job is done and no trainer runs.
-  if (status_.failed() > 0) {
-    outcome_ = Outcome::kFailed;
-    cause_ = absl::StrCat("the job finished with ", status_.failed(), " failed task(s) (ids ",
-                          absl::StrJoin(status_.failed_task_ids(), ","), ")");
+  // The job is done and no trainer runs. A task set aside in any pass is a loss (the
+  // master lists every id set aside, whichever pass; `failed` counts the last pass's).
+  const int64_t lost_tasks = std::max<int64_t>(status_.failed(), status_.failed_task_ids_size());
+  if (lost_tasks > 0) {
+    const std::string what =
+        absl::StrCat(lost_tasks, " task(s) set aside as failed in some pass (ids ",
+                     absl::StrJoin(status_.failed_task_ids(), ","), "): their chunks went untrained in that pass");
+    if (options_.allow_losses) {
+      supervisor_->Log(absl::StrCat("the job lost work, allowed by --allow_losses: ", what));
+      outcome_ = Outcome::kFinished;
+    } else {
+      outcome_ = Outcome::kLost;
+      cause_ = absl::StrCat("the job finished with losses: ", what, " (--allow_losses accepts that)");
+    }
   } else if (trainers_ok_ == 0) {
     outcome_ = Outcome::kFailed;
     cause_ = absl::StrCat("the job is done but none of ", multi_node() ? "this node's " : "the ", next_rank_,

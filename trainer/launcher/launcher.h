@@ -89,7 +89,9 @@ class Launcher {
   const std::string& workdir() const { return layout_.workdir(); }
 
  private:
-  enum class Outcome { kRunning, kFinished, kFailed, kCancelled };
+  // kLost: done, but tasks were set aside as failed in some pass (their chunks went
+  // untrained in it), and --allow_losses was not given.
+  enum class Outcome { kRunning, kFinished, kLost, kFailed, kCancelled };
 
   Status PrepareWorkdir();
   Status OpenControlFifo();

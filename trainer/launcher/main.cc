@@ -3,8 +3,9 @@
 // launcher.h for what it does and launch_options.h for its flags.
 //
 // Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input (also
-// a --nnodes that differs from node 0's); with --make_ca DIR: 0 written, 1 not (DIR
-// holds a CA already, or cannot be written);
+// a --nnodes that differs from node 0's); 3 job done with losses (tasks set aside as
+// failed in some pass; --allow_losses makes that 0); with --make_ca DIR: 0 written, 1
+// not (DIR holds a CA already, or cannot be written);
 // 130 / 143 stopped by SIGINT / SIGTERM.
 #include <limits.h>
 #include <signal.h>
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
   if (result.ok()) return 0;
   pl::log::Error(std::string(result.message()));
   if (absl::IsCancelled(result)) return 128 + (launcher.stop_signal() != 0 ? launcher.stop_signal() : SIGINT);
+  if (absl::IsDataLoss(result)) return pl::kLaunchLossExitCode;  // done, but work was lost (--allow_losses)
   // Bad input found only once running, e.g. a node started with another --nnodes than node 0.
   if (absl::IsInvalidArgument(result)) return pl::cli::kUsageExitCode;
   return 1;
