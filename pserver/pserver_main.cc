@@ -50,6 +50,13 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(int, apply_threads, 0,
           "threads that apply one push (its dense blocks and sparse stripes split between them; any count gives the "
           "same bits); 0: one per core");
+ABSL_FLAG(double, max_gradient_norm, 0,
+          "refuse a push whose gradient of some parameter has a norm (this pserver's part of it) above this "
+          "(0: no absolute cap; see --gradient_norm_ratio)");
+ABSL_FLAG(double, gradient_norm_ratio, 100,
+          "refuse a push whose gradient of some parameter has a norm more than this many times the median of that "
+          "parameter's last 64 accepted pushes, once it has had 20 (0: off): finite values of 1e18 would otherwise "
+          "ruin the optimizer's state");
 ABSL_FLAG(int, trim_idle_ms, 1000,
           "return freed message buffers to the kernel once traffic has paused this long (0: never)");
 ABSL_FLAG(int, replicas, 1,
@@ -138,6 +145,8 @@ PserverOptions OptionsFromFlags() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.trim_idle_ms = absl::GetFlag(FLAGS_trim_idle_ms);
   o.apply_threads = absl::GetFlag(FLAGS_apply_threads);
+  o.norm_guard.max_norm = absl::GetFlag(FLAGS_max_gradient_norm);
+  o.norm_guard.max_ratio = absl::GetFlag(FLAGS_gradient_norm_ratio);
   o.replicas = absl::GetFlag(FLAGS_replicas);
   o.replica_checkpoints = absl::GetFlag(FLAGS_replica_checkpoints);
   o.sparse_memory_mb = absl::GetFlag(FLAGS_sparse_memory_mb);

@@ -39,6 +39,7 @@ Status ValidatePserverOptions(const PserverOptions& o) {
   }
   if (o.dense_link_max_mb < 0) return bad(absl::StrCat("--dense_link_max_mb: ", o.dense_link_max_mb, " is negative"));
   if (o.apply_threads < 0) return bad(absl::StrCat("--apply_threads: ", o.apply_threads, " is negative (0: one per core)"));
+  PL_RETURN_IF_ERROR(ValidateNormGuardOptions(o.norm_guard));
   if (o.env == nullptr) return bad("PserverOptions.env is null");
   return absl::OkStatus();
 }
@@ -191,6 +192,7 @@ Status PserverProcess::Start() {
     p.shard = std::make_unique<ParameterShard>(o.index, o.num_pservers);
     PL_RETURN_IF_ERROR(attach_disk_tier(p.shard.get()));
   }
+  p.shard->norm_guard().set_options(o.norm_guard);
 
   // Trainers on this host may send their dense traffic through shared memory.
   SharedRegionOptions shm;

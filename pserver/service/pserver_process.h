@@ -24,6 +24,7 @@
 #include "paddle_like/core/status.h"
 #include "paddle_like/metrics/telemetry.h"
 #include "pserver/service/pserver_env.h"
+#include "pserver/store/norm_guard.h"
 
 namespace pl::pserver {
 
@@ -45,6 +46,7 @@ struct PserverOptions {
   int threads = 0;
   int trim_idle_ms = 1000;
   int apply_threads = 0;  // 0: one per core (process-wide: parallel_for.h)
+  NormGuardOptions norm_guard;  // --max_gradient_norm, --gradient_norm_ratio
   int replicas = 1;
   bool replica_checkpoints = false;
   int64_t sparse_memory_mb = 0;

@@ -197,6 +197,7 @@ proto::StatsResponse PserverService::StatsNow() const {
   r.set_sparse_rows(c.sparse_rows);
   r.set_pushes_applied(c.pushes_applied);
   r.set_pushes_rejected(c.pushes_rejected);
+  r.set_pushes_refused_norm(c.pushes_refused_norm);
   r.set_pulls(c.pulls);
   r.set_sparse_rows_pulled(c.sparse_rows_pulled);
   r.set_sparse_rows_pushed(c.sparse_rows_pushed);

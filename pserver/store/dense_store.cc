@@ -1,6 +1,7 @@
 #include "pserver/store/dense_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -113,9 +114,22 @@ Status DenseStore::Resolve(const PushFrame& frame, bool check_finite, const WhyN
   }
   if (!check_finite) return absl::OkStatus();
   std::vector<int64_t> bad(out->dense.size(), -1);
+  std::vector<double> squares(out->dense.size(), 0.0);
   ParallelFor(
       static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
-      [&](int64_t i) { bad[i] = out->dense[i].grad->FirstNonFinite(); }, /*another_follows=*/true);
+      [&](int64_t i) {
+        const FloatPieces& g = *out->dense[i].grad;
+        bad[i] = g.FirstNonFinite();
+        // The block is in cache from the scan: its sum of squares costs little more.
+        if (bad[i] < 0) {
+          double sum = 0;
+          g.ForEachChunk([&sum](int64_t, const float* x, int64_t n) {
+            for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
+          });
+          squares[i] = sum;
+        }
+      },
+      /*another_follows=*/true);
   for (size_t i = 0; i < bad.size(); ++i) {
     if (bad[i] < 0) continue;
     const DenseFramePayload& msg = frame.dense()[i];
@@ -123,6 +137,13 @@ Status DenseStore::Resolve(const PushFrame& frame, bool check_finite, const WhyN
                                                    " has a non-finite value (", msg.values.At(bad[i]),
                                                    ") at index ", out->dense[i].block->offset + bad[i]));
   }
+  // Per parameter: a push lists a parameter's blocks together.
+  for (size_t i = 0; i < squares.size(); ++i) {
+    const std::string& name = frame.dense()[i].param;
+    if (out->norms.empty() || out->norms.back().name != name) out->norms.push_back({name, 0.0});
+    out->norms.back().norm += squares[i];
+  }
+  for (ParamNorm& p : out->norms) p.norm = std::sqrt(p.norm);
   return absl::OkStatus();
 }
 

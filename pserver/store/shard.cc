@@ -48,6 +48,7 @@ ShardCounters ParameterShard::Counters() const {
   c.sparse_rows = store_.tables().rows();
   c.pushes_applied = pushes_applied_.load();
   c.pushes_rejected = pushes_rejected_.load();
+  c.pushes_refused_norm = norm_guard_.refused();
   c.pulls = pulls_.load();
   c.sparse_rows_pulled = sparse_rows_pulled_.load();
   c.sparse_rows_pushed = sparse_rows_pushed_.load();
@@ -101,6 +102,9 @@ StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, con
 
 Status ParameterShard::Validate(PendingPush* push, bool sync, const DenseDestination& write_back) {
   PL_RETURN_IF_ERROR(store_.Resolve(push->frame, &push->resolved));
+  if (Status bounded = norm_guard_.Admit(push->resolved.norms); !bounded.ok()) {
+    return Annotate(bounded, absl::StrCat("trainer ", push->frame.header().trainer_id()));
+  }
   if (!write_back) return absl::OkStatus();
   if (sync) return absl::FailedPreconditionError("a push that writes back its result is for async mode only");
   for (size_t i = 0; i < push->resolved.dense.size(); ++i) {

@@ -52,6 +52,7 @@
 #include "pserver/store/shard_snapshot.h"
 #include "pserver/store/shard_storage.h"
 #include "pserver/store/shard_store.h"
+#include "pserver/store/norm_guard.h"
 #include "pserver/store/sync_barrier.h"
 #include "pserver/store/version_clock.h"
 
@@ -63,6 +64,7 @@ struct ShardCounters {
   int64_t sparse_rows = 0;
   int64_t pushes_applied = 0;   // sync: pushes accepted into a step
   int64_t pushes_rejected = 0;  // invalid, plus sync pushes for a finished step
+  int64_t pushes_refused_norm = 0;  // of those, refused by the NormGuard (out-of-bounds gradients)
   int64_t pulls = 0;  // Pull calls served
   int64_t sparse_rows_pulled = 0;
   int64_t sparse_rows_pushed = 0;
@@ -77,6 +79,8 @@ class ParameterShard {
 
   int index() const { return store_.index(); }
   int num_shards() const { return store_.num_shards(); }
+  // What a primary's pushes must stay within (norm_guard.h); set before serving.
+  NormGuard& norm_guard() { return norm_guard_; }
 
   // Creates the blocks and rows' tables this shard owns that do not exist yet. The
   // first call fixes the optimizer, seed and mode; a later call with a different one,
@@ -215,6 +219,7 @@ class ParameterShard {
   // Lock-free counters.
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};
+  NormGuard norm_guard_;
   std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};

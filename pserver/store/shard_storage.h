@@ -31,6 +31,7 @@
 #include "paddle_like/dist/wire.h"
 #include "paddle_like/nn/init.h"
 #include "paddle_like/optim/update_rules.h"
+#include "pserver/store/norm_guard.h"
 #include "pserver/store/hot_rows.h"
 #include "pserver/store/row_index.h"
 #include "proto/pserver.pb.h"
@@ -296,6 +297,9 @@ struct ResolvedPush {
   std::vector<Sparse> sparse;
   int64_t rows = 0;
   bool delta = false;  // PushRequest.delta: the dense payloads are changes to add
+  // With the finite check (a primary's validation): each parameter's and table's norm
+  // in this push, for the NormGuard.
+  std::vector<ParamNorm> norms;
 };
 
 // A push on its way through the shard: it owns the frame its resolved payloads point

@@ -4,6 +4,7 @@
 #include "pserver/store/sparse_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -176,6 +177,11 @@ Status SparseStore::Resolve(const proto::PushRequest& request, bool check_finite
       return absl::InvalidArgumentError(absl::StrCat("gradient of ", what, " has a non-finite value (",
                                                      grad.data()[bad_at], ") at row id ", msg.ids(bad_at / t->dim),
                                                      " element ", bad_at % t->dim, " (index ", bad_at, ")"));
+    }
+    if (check_finite) {
+      double sum = 0;
+      for (int64_t j = 0; j < grad.size(); ++j) sum += static_cast<double>(grad.data()[j]) * grad.data()[j];
+      out->norms.push_back({msg.table(), std::sqrt(sum)});
     }
     out->rows += msg.ids_size();
     out->sparse.push_back({t, &msg, std::move(grad)});
