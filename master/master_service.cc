@@ -191,6 +191,12 @@ std::string Master::Summary() const {
 }
 
 StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::RegisterTrainerRequest& req) {
+  // The name goes into the master's state, which every change rewrites: a long one
+  // would make each call slow for everyone.
+  if (req.name().size() > kMaxTrainerNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer name of ", req.name().size(), " bytes: at most ",
+                                                   kMaxTrainerNameBytes));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
   std::string token = rpc::NewTrainerToken();

@@ -47,6 +47,10 @@
 
 namespace pl {
 
+// The longest trainer name RegisterTrainer takes.
+inline constexpr size_t kMaxTrainerNameBytes = 256;
+
+
 // The store key of the master's state.
 inline constexpr char kMasterStateKey[] = "master/state";
 inline constexpr int32_t kMasterStateFormatVersion = 1;

@@ -57,6 +57,10 @@ ABSL_FLAG(double, gradient_norm_ratio, 100,
           "refuse a push whose gradient of some parameter has a norm more than this many times the median of that "
           "parameter's last 64 accepted pushes, once it has had 20 (0: off): finite values of 1e18 would otherwise "
           "ruin the optimizer's state");
+ABSL_FLAG(int64_t, max_memory_mb, 0,
+          "the most memory this pserver's dense parameters and their optimizer state may take, in MB: an Init that "
+          "would pass it is refused before anything is allocated (0: three quarters of the host's memory, or of the "
+          "container's limit when lower; -1: no limit)");
 ABSL_FLAG(int, trim_idle_ms, 1000,
           "return freed message buffers to the kernel once traffic has paused this long (0: never)");
 ABSL_FLAG(int, replicas, 1,
@@ -145,6 +149,7 @@ PserverOptions OptionsFromFlags() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.trim_idle_ms = absl::GetFlag(FLAGS_trim_idle_ms);
   o.apply_threads = absl::GetFlag(FLAGS_apply_threads);
+  o.max_memory_mb = absl::GetFlag(FLAGS_max_memory_mb);
   o.norm_guard.max_norm = absl::GetFlag(FLAGS_max_gradient_norm);
   o.norm_guard.max_ratio = absl::GetFlag(FLAGS_gradient_norm_ratio);
   o.replicas = absl::GetFlag(FLAGS_replicas);

@@ -1,8 +1,13 @@
 #include "pserver/service/pserver_process.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/log.h"
@@ -25,6 +30,17 @@
 
 namespace pl::pserver {
 
+int64_t DefaultMemoryBudgetBytes() {
+  int64_t total = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    int64_t bytes = 0;
+    if (absl::SimpleAtoi(limit, &bytes) && bytes > 0) total = std::min(total, bytes);
+  }
+  return total / 4 * 3;
+}
+
 Status ValidatePserverOptions(const PserverOptions& o) {
   auto bad = [](const std::string& why) { return absl::InvalidArgumentError(why); };
   if (o.num_pservers <= 0) return bad("--num_pservers (or PL_NUM_PSERVERS) must be >= 1");
@@ -40,6 +56,7 @@ Status ValidatePserverOptions(const PserverOptions& o) {
   if (o.dense_link_max_mb < 0) return bad(absl::StrCat("--dense_link_max_mb: ", o.dense_link_max_mb, " is negative"));
   if (o.apply_threads < 0) return bad(absl::StrCat("--apply_threads: ", o.apply_threads, " is negative (0: one per core)"));
   PL_RETURN_IF_ERROR(ValidateNormGuardOptions(o.norm_guard));
+  if (o.max_memory_mb < -1) return bad(absl::StrCat("--max_memory_mb: ", o.max_memory_mb, " is below -1 (-1: no limit)"));
   if (o.env == nullptr) return bad("PserverOptions.env is null");
   return absl::OkStatus();
 }
@@ -193,6 +210,9 @@ Status PserverProcess::Start() {
     PL_RETURN_IF_ERROR(attach_disk_tier(p.shard.get()));
   }
   p.shard->norm_guard().set_options(o.norm_guard);
+  p.shard->set_memory_budget(o.max_memory_mb < 0    ? 0
+                             : o.max_memory_mb == 0 ? DefaultMemoryBudgetBytes()
+                                                    : o.max_memory_mb << 20);
 
   // Trainers on this host may send their dense traffic through shared memory.
   SharedRegionOptions shm;

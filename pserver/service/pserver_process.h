@@ -47,6 +47,7 @@ struct PserverOptions {
   int trim_idle_ms = 1000;
   int apply_threads = 0;  // 0: one per core (process-wide: parallel_for.h)
   NormGuardOptions norm_guard;  // --max_gradient_norm, --gradient_norm_ratio
+  int64_t max_memory_mb = 0;    // 0: DefaultMemoryBudgetBytes(); -1: no limit
   int replicas = 1;
   bool replica_checkpoints = false;
   int64_t sparse_memory_mb = 0;
@@ -65,6 +66,10 @@ struct PserverOptions {
   Env* env = Env::Default();                       // not owned; outlives the process
   metrics::ProcessTelemetry* telemetry = nullptr;  // /metrics and event files; may be null
 };
+
+// Three quarters of the host's memory, or of the container's limit (cgroup v2
+// memory.max) when that is lower: what a pserver's dense state may take by default.
+int64_t DefaultMemoryBudgetBytes();
 
 // INVALID_ARGUMENT naming the first option out of range or in conflict with another.
 Status ValidatePserverOptions(const PserverOptions& options);

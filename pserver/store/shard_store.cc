@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "paddle_like/dist/sharding.h"
 
 namespace pl::pserver {
@@ -89,9 +90,9 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
   }
   absl::WriterMutexLock l(&mu_);
   const bool created = !initialized();
-  if (!created) {
-    PL_RETURN_IF_ERROR(CheckCompatible(request));
-  } else {
+  if (!created) PL_RETURN_IF_ERROR(CheckCompatible(request));
+  PL_RETURN_IF_ERROR(CheckFits(request, created ? opt : optimizer_));
+  if (created) {
     optimizer_ = opt;
     rule_ = rule;
     optimizer_proto_ = request.optimizer();
@@ -105,6 +106,26 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
   }
   initialized_.store(true, std::memory_order_release);
   return created;
+}
+
+Status ShardStore::CheckFits(const proto::InitRequest& request, const OptimizerSpec& optimizer) const {
+  const int64_t budget = memory_budget_.load();
+  if (budget <= 0) return absl::OkStatus();
+  const int64_t per_float = 4 * (1 + NumSlots(optimizer.kind));
+  int64_t adding = 0;
+  for (const proto::ParamSpec& spec : request.params()) {
+    if (spec.kind() != proto::ParamSpec::DENSE || dense_.Holds(spec.name())) continue;
+    const int64_t numel = DenseNumel(spec), block = BlockSizeOf(spec);
+    for (int64_t b = 0; b < NumBlocks(numel, block); ++b) {
+      if (ShardOfDenseBlock(spec.name(), b, num_shards_) == index_) adding += std::min(block, numel - b * block);
+    }
+  }
+  const int64_t held = dense_.elements() * per_float;
+  if (held + adding * per_float <= budget) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "Init would make this pserver hold %.1f MB of dense parameters and optimizer state (%.1f MB now), past its "
+      "budget of %.1f MB (pl-pserver --max_memory_mb); nothing was created",
+      (held + adding * per_float) / 1048576.0, held / 1048576.0, budget / 1048576.0));
 }
 
 Status ShardStore::AddParam(const proto::ParamSpec& spec, bool initialize_values) {

@@ -62,6 +62,9 @@ class ShardStore {
   // and mode; a later call with a different one, or a parameter of the same name with
   // another shape/dim, is FAILED_PRECONDITION. A bad request changes nothing.
   StatusOr<bool> Init(const proto::InitRequest& request);
+  // The most bytes the dense parameters and their optimizer state may take here (0: no
+  // limit): an Init that would pass it is RESOURCE_EXHAUSTED before anything is made.
+  void set_memory_budget(int64_t bytes) { memory_budget_.store(bytes); }
   // Lock-free.
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   // The mode fixed by the first Init (false before it). Lock-free.
@@ -164,6 +167,9 @@ class ShardStore {
   Status CheckCompatible(const proto::InitRequest& request) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates a parameter or table (into the half of its kind); without
   // initialize_values a dense block's floats are left unset (DenseStore::Add).
+  // RESOURCE_EXHAUSTED when the request's new dense parameters would pass the budget.
+  Status CheckFits(const proto::InitRequest& request, const OptimizerSpec& optimizer) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status AddParam(const proto::ParamSpec& spec, bool initialize_values = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What an error says after a name that is not of the kind asked for.
   const char* WhyNotDense(const std::string& name) const;
@@ -188,6 +194,7 @@ class ShardStore {
   SparseStore sparse_;
   RowEviction eviction_{&sparse_};
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
+  std::atomic<int64_t> memory_budget_{0};
 };
 
 }  // namespace pl::pserver

@@ -82,6 +82,7 @@ const std::vector<Binary>& Binaries() {
         {"metrics_port_file", "string, default \"\""},
         {"master", "string, default \"\", env PL_MASTER_ADDR"},
         {"max_gradient_norm", "double, default 0"},
+        {"max_memory_mb", "int64, default 0"},
         {"max_message_mb", "int32, default 256"},
         {"num_pservers", "int32, default 0, env PL_NUM_PSERVERS"},
         {"port", "int32, default 0"},

@@ -419,6 +419,12 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
   EXPECT_EQ(js.done(), 2);
   EXPECT_EQ(js.samples_done(), 20);
 
+  // A name longer than 256 bytes is refused, and no trainer registered.
+  proto::RegisterTrainerResponse long_name;
+  st = stub->RegisterTrainer(rpc::MakeContext(timeout, true).get(), Named(std::string(257, 'n')), &long_name);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(long_name.trainer_id(), 0);
+
   // An error crosses the wire with its code.
   proto::RegisterPserverRequest bad;
   bad.set_index(3);

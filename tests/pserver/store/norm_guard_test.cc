@@ -87,5 +87,27 @@ TEST(NormGuard, BadOptionsAreRefusedNamingTheFlag) {
   EXPECT_TRUE(ValidateNormGuardOptions(NormGuardOptions()).ok());
 }
 
+// Issue 40: an Init that would pass the pserver's memory budget is refused before
+// anything is allocated, naming the flag; what fits is made.
+TEST(MemoryBudget, AnInitPastTheBudgetIsRefusedAndMakesNothing) {
+  ParameterShard shard(0, 1);
+  shard.set_memory_budget(4 << 20);  // 4 MB
+  OptimizerSpec adam;
+  adam.kind = OptimizerKind::kAdam;
+  adam.learning_rate = 0.1f;
+  // 1024 x 1024 floats with Adam's two slots: 12 MB.
+  const auto big = shard.Init(MakeInit({DenseSpec("big", {1024, 1024}, 65536)}, adam));
+  ASSERT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(big.status().message(), HasSubstr("12.0 MB"));
+  EXPECT_THAT(big.status().message(), HasSubstr("--max_memory_mb"));
+  EXPECT_EQ(shard.Counters().dense_elements, 0);
+  // 256 x 1024 with Adam: 3 MB, which fits; another 3 MB on top does not.
+  ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("small", {256, 1024}, 65536)}, adam)).ok());
+  EXPECT_EQ(shard.Counters().dense_elements, 256 * 1024);
+  const auto more = shard.Init(MakeInit({DenseSpec("small", {256, 1024}, 65536), DenseSpec("more", {256, 1024}, 65536)}, adam));
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(shard.Counters().dense_elements, 256 * 1024);
+}
+
 }  // namespace
 }  // namespace pl::pserver
