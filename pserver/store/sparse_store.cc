@@ -332,7 +332,13 @@ Status SparseStore::Read(const proto::PullRequest& request, proto::PullResponse*
           std::memset(dst, 0, row_bytes);  // not admitted yet: the shared default
           continue;
         }
-        if (!slot) slot = CreateSlot(t, &stripe, msg.ids(i));
+        if (!slot) {
+          // A pull creates no row (a million never-seen ids would be a million rows):
+          // it reads the values the row will start with when a push makes it.
+          InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), msg.ids(i)), reinterpret_cast<float*>(dst),
+                           t->dim);
+          continue;
+        }
         if (notes.touch) stripe.Touch(*slot, notes.tick);
         std::memcpy(dst, stripe.At(*slot, t->stride), row_bytes);
       }

@@ -54,9 +54,11 @@ TEST(Admission, AnIdGetsItsRowAtItsNthUpdateAndReadsZerosUntilThen) {
   EXPECT_EQ(s.rows(), 1);
   EXPECT_EQ(s.admitted(), 1);
   EXPECT_EQ(s.admit_after(), 3);
-  // Without admission a row exists from the first touch, a pull's included.
+  // Without admission a row exists from its first push; a pull reads the initializer.
   auto open = MakeShard(0);
   EXPECT_THAT(PullRows(*open, "emb", {5}), ElementsAre(1.0f, 1.0f));
+  EXPECT_EQ(Stats(*open).rows(), 0);
+  PushOnes(*open, {5});
   EXPECT_EQ(Stats(*open).rows(), 1);
 }
 

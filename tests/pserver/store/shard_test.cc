@@ -219,20 +219,22 @@ TEST(ShardAsync, AdamUsesThePerBlockStepCount) {
   for (float x : PullBlock(shard, "p", 0)) EXPECT_NEAR(x, 0.8f, 1e-5);
 }
 
-TEST(ShardSparse, RowsAreCreatedOnFirstTouchAndUpdatedLazily) {
+TEST(ShardSparse, RowsAreCreatedByTheirFirstPushAndUpdatedLazily) {
   const int P = 2;
   ParameterShard shard(1, P);
   ASSERT_TRUE(shard.Init(MakeInit({SparseSpec("emb", 3)}, Adam(0.1f), /*seed=*/9)).ok());
   const std::vector<int64_t> ids = OwnedIds(1, P, 3);
-  // Pull creates rows with the table's deterministic initialiser.
+  // A pull reads the table's deterministic initialiser and creates no row (issue 40: a
+  // million never-seen ids must not become a million rows).
   std::vector<float> rows = PullRows(shard, "emb", {ids[0], ids[1]});
   for (int r = 0; r < 2; ++r) {
     float want[3];
     InitializeValues(InitSpec::Uniform(0.5f), RowStreamSeed(9, "emb", ids[r]), want, 3);
     for (int j = 0; j < 3; ++j) EXPECT_EQ(rows[r * 3 + j], want[j]);
   }
-  EXPECT_EQ(shard.Counters().sparse_rows, 2);
+  EXPECT_EQ(shard.Counters().sparse_rows, 0);
   EXPECT_EQ(shard.Counters().sparse_rows_pulled, 2);
+  EXPECT_EQ(PullRows(shard, "emb", {ids[0], ids[1]}), rows) << "the same values, pulled again";
 
   // Push to ids[0] twice; ids[2] (never pulled) once, with the second push.
   proto::PushRequest first;
@@ -244,13 +246,28 @@ TEST(ShardSparse, RowsAreCreatedOnFirstTouchAndUpdatedLazily) {
   std::vector<float> after = PullRows(shard, "emb", ids);
   for (int j = 0; j < 3; ++j) {
     EXPECT_NEAR(after[j], rows[j] - 0.2f, 1e-5);      // two Adam steps of lr each
-    EXPECT_EQ(after[3 + j], rows[3 + j]);             // untouched row unchanged
+    EXPECT_EQ(after[3 + j], rows[3 + j]);             // never pushed: still its initial values
     float init2[3];
     InitializeValues(InitSpec::Uniform(0.5f), RowStreamSeed(9, "emb", ids[2]), init2, 3);
     EXPECT_NEAR(after[6 + j], init2[j] - 0.1f, 1e-5);  // its own step 1, not the table's
   }
-  EXPECT_EQ(shard.Counters().sparse_rows, 3);
+  EXPECT_EQ(shard.Counters().sparse_rows, 2);  // the two pushed rows only
   EXPECT_EQ(shard.Counters().sparse_rows_pushed, 3);
+}
+
+// Issue 40: pulls of ids never seen take no memory, however many: 200,000 of them leave
+// the table empty, and each reads what its row will start with.
+TEST(ShardSparse, PullsOfNeverSeenIdsMakeNoRows) {
+  ParameterShard shard(0, 1);
+  ASSERT_TRUE(shard.Init(MakeInit({SparseSpec("emb", 8)}, Sgd(0.1f), /*seed=*/5)).ok());
+  std::vector<int64_t> ids(200000);
+  for (int64_t i = 0; i < static_cast<int64_t>(ids.size()); ++i) ids[i] = i * 7 + 3;
+  const std::vector<float> got = PullRows(shard, "emb", ids);
+  ASSERT_EQ(got.size(), ids.size() * 8);
+  EXPECT_EQ(shard.Counters().sparse_rows, 0);
+  float want[8];
+  InitializeValues(InitSpec::Uniform(0.5f), RowStreamSeed(5, "emb", ids[12345]), want, 8);
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(got[12345 * 8 + j], want[j]);
 }
 
 struct BadPush {
