@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "paddle_like/core/parallel_for.h"
 #include "paddle_like/dist/bf16.h"
 #include "paddle_like/dist/wire.h"
 
@@ -279,6 +280,28 @@ float* DenseFrame<Header>::AddDenseBuffer(std::string param, int32_t block, int6
   d.block = block;
   d.values.Append(data, static_cast<size_t>(n) * 4);
   return reinterpret_cast<float*>(data);
+}
+
+template <typename Header>
+void DenseFrame<Header>::CopySharedPayloads() {
+  std::vector<size_t> shared;
+  int64_t floats = 0;
+  for (size_t i = 0; i < dense_.size(); ++i) {
+    if (dense_[i].copy_to == nullptr) continue;
+    shared.push_back(i);
+    floats += dense_[i].values.size();
+  }
+  if (shared.empty()) return;
+  // A plain copy: one thread per 2 MB (waking a helper costs more than copying less).
+  ParallelFor(static_cast<int64_t>(shared.size()), ThreadsForDense(floats / 4),
+              [&](int64_t k) { dense_[shared[k]].values.CopyTo(dense_[shared[k]].copy_to); });
+  for (size_t i : shared) {
+    DenseFramePayload& d = dense_[i];
+    FloatPieces own;
+    own.Append(reinterpret_cast<const char*>(d.copy_to), static_cast<size_t>(d.values.size()) * 4);
+    d.values = std::move(own);
+    d.copy_to = nullptr;
+  }
 }
 
 template <typename Header>

@@ -79,6 +79,11 @@ struct DenseFramePayload {
   // them to bfloat16 again gives back the bytes that came (a primary forwards such a
   // push to its backups in half the bytes, and they decode the same floats).
   bool exact_bf16 = false;
+  // Set when the values lie in memory their sender can still write (a trainer's shared
+  // region): a pserver copies them here (CopySharedPayloads; private memory of n
+  // floats that outlives the frame) before it checks them, so that what it applies and
+  // forwards is what it checked.
+  float* copy_to = nullptr;
 };
 
 template <typename Header>
@@ -111,6 +116,10 @@ class DenseFrame {
   void AddDenseBf16(std::string param, int32_t block, const float* values, int64_t n, float* residual = nullptr);
   // The last payload holds values decoded from bfloat16 (DenseFramePayload::exact_bf16).
   void MarkLastExactBf16() { dense_.back().exact_bf16 = true; }
+  void MarkLastShared(float* copy_to) { dense_.back().copy_to = copy_to; }
+  // Every payload marked shared is copied to its copy_to and read from there (on
+  // several threads for a large push), and loses the mark.
+  void CopySharedPayloads();
   // Sends `other`'s payloads too: without copying them when `other` was built to be sent
   // (their memory then lives while either frame does), copied from a received one.
   template <typename Other>

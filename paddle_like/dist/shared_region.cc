@@ -90,6 +90,11 @@ StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(size_t payload_byte
   return region;
 }
 
+char* SharedRegion::shadow() const {
+  std::call_once(shadow_once_, [this] { shadow_.reset(new char[std::max<size_t>(payload_bytes(), 1)]); });
+  return shadow_.get();
+}
+
 StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::CreatePrivate(size_t payload_bytes) {
   const size_t bytes = kHeaderBytes + payload_bytes;
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

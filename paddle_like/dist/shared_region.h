@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "paddle_like/core/status.h"
@@ -66,6 +67,10 @@ class SharedRegion {
   // payload() + offset when [offset, offset + count floats) lies inside the payload and
   // offset is 4-byte aligned; else INVALID_ARGUMENT naming the span.
   StatusOr<float*> Floats(int64_t offset, int64_t count) const;
+  // Process-private memory the size of the payload, made on first use and kept with the
+  // mapping: where a reader copies what it must check, since the other side can still
+  // write the region. Thread-safe.
+  char* shadow() const;
   // The same for `count` 2-byte values (bfloat16), offset 2-byte aligned.
   StatusOr<uint16_t*> Halves(int64_t offset, int64_t count) const;
 
@@ -75,6 +80,8 @@ class SharedRegion {
   char* base_;
   size_t bytes_;
   bool linked_;  // the creator still has to unlink the name
+  mutable std::once_flag shadow_once_;
+  mutable std::unique_ptr<char[]> shadow_;
 };
 
 }  // namespace pl

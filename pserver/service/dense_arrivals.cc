@@ -35,7 +35,8 @@ StatusOr<std::unique_ptr<ArrivedPush>> DenseArrivals::ReceivePush(PushFrame fram
           absl::StrCat("the push's gradients did not come over the dense link: ", landed.message()));
     }
   }
-  PL_ASSIGN_OR_RETURN(arrived->frame_, FrameFromRegion(std::move(frame.header()), arrived->region_.region));
+  PL_ASSIGN_OR_RETURN(arrived->frame_, FrameFromRegion(std::move(frame.header()), arrived->region_.region,
+                                                           /*from_trainer=*/true));
   if (write_back) {
     ArrivedPush* a = arrived.get();
     a->written_.resize(a->write_offsets_.size());
@@ -97,8 +98,8 @@ Status DenseArrivals::SendBack(DenseLink& link, uint64_t seq, const std::vector<
 }
 
 StatusOr<PushFrame> DenseArrivals::FrameFromRegion(proto::PushRequest header,
-                                                   const std::shared_ptr<SharedRegion>& region, bool copy,
-                                                   const std::shared_ptr<const void>& hold) const {
+                                                   const std::shared_ptr<SharedRegion>& region, bool from_trainer,
+                                                   bool copy, const std::shared_ptr<const void>& hold) const {
   copy = copy || (header.defer_apply() && !shard_->sync());
   PushFrame frame;
   for (const proto::ShmBlock& b : header.shm_dense()) {
@@ -116,6 +117,11 @@ StatusOr<PushFrame> DenseArrivals::FrameFromRegion(proto::PushRequest header,
     } else {
       frame.AddDenseRef(b.param(), b.block(), values, b.count(),
                         hold != nullptr ? hold : std::shared_ptr<const void>(region));
+      // A trainer's region (not a primary's, nor a link's private mirror): the trainer
+      // can still write it, so the shard copies it out before it checks it.
+      if (from_trainer && !region->name().empty()) {
+        frame.MarkLastShared(reinterpret_cast<float*>(region->shadow() + b.offset()));
+      }
     }
   }
   header.clear_shm_region();
@@ -164,7 +170,7 @@ StatusOr<std::vector<StreamApplier::Update>> DenseArrivals::ReceiveStream(Replic
               "a stream entry's push names a region, a link, a write-back or blocks of its own");
         }
         if (in_region) {
-          PL_ASSIGN_OR_RETURN(PushFrame frame, FrameFromRegion(std::move(push), region, copy, hold));
+          PL_ASSIGN_OR_RETURN(PushFrame frame, FrameFromRegion(std::move(push), region, /*from_trainer=*/false, copy, hold));
           update.push = std::make_unique<PushFrame>(std::move(frame));
         } else {
           update.push = std::make_unique<PushFrame>(PushFrame::WithPayloadsOf(std::move(push), std::move(call)));

@@ -76,8 +76,11 @@ class DenseArrivals {
   // The blocks a request names in `region` as a frame's payloads: in place (kept alive
   // by `hold`, by default the region), or copied when `copy` or when the push will be
   // applied after its call returns (deferred). bfloat16 blocks are decoded.
+  // `from_trainer`: a trainer's region, whose floats the shard copies out before it
+  // checks them (PushFrame::CopySharedPayloads, into the region's shadow).
   StatusOr<PushFrame> FrameFromRegion(proto::PushRequest header, const std::shared_ptr<SharedRegion>& region,
-                                      bool copy = false, const std::shared_ptr<const void>& hold = nullptr) const;
+                                      bool from_trainer, bool copy = false,
+                                      const std::shared_ptr<const void>& hold = nullptr) const;
 
   // The `written` spans of a linked region back to its trainer under `seq`; ABORTED
   // when the link fails.

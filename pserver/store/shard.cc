@@ -101,6 +101,9 @@ StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, con
 }
 
 Status ParameterShard::Validate(PendingPush* push, bool sync, const DenseDestination& write_back) {
+  // Values in a trainer's shared region could change after the check: the check, the
+  // update and the stream to the backups all read one private copy.
+  push->frame.CopySharedPayloads();
   PL_RETURN_IF_ERROR(store_.Resolve(push->frame, &push->resolved));
   if (Status bounded = norm_guard_.Admit(push->resolved.norms); !bounded.ok()) {
     return Annotate(bounded, absl::StrCat("trainer ", push->frame.header().trainer_id()));

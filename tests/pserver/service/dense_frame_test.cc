@@ -189,3 +189,28 @@ TEST(DenseFrameTest, ASentPayloadKeepsItsOwnerAliveUntilGrpcLetsGo) {
 
 }  // namespace
 }  // namespace pl
+
+namespace pl {
+namespace {
+
+// Issue 40: a push whose floats lie in a trainer's shared region is copied out before
+// the pserver checks it, so that a value the trainer flips to NaN afterwards reaches
+// neither the update nor the backups: the frame holds what was checked.
+TEST(DenseFrameTest, SharedPayloadsBecomePrivateCopiesThatLaterWritesDoNotReach) {
+  std::vector<float> region(300000, 0.25f), other(8, 1.0f), shadow(300000);
+  PushFrame frame;
+  frame.AddDenseRef("w", 0, region.data(), static_cast<int64_t>(region.size()), nullptr);
+  frame.MarkLastShared(shadow.data());
+  frame.AddDenseRef("b", 0, other.data(), static_cast<int64_t>(other.size()), nullptr);  // not shared
+  frame.CopySharedPayloads();
+  region[1234] = std::nanf("");
+  other[3] = 7.0f;
+  EXPECT_EQ(frame.dense()[0].copy_to, nullptr);
+  EXPECT_EQ(frame.dense()[0].values.contiguous(), shadow.data());
+  EXPECT_EQ(frame.dense()[0].values.At(1234), 0.25f);
+  EXPECT_EQ(frame.dense()[0].values.FirstNonFinite(), -1);
+  EXPECT_EQ(frame.dense()[1].values.At(3), 7.0f) << "a payload not marked shared stays in place";
+}
+
+}  // namespace
+}  // namespace pl
