@@ -56,7 +56,14 @@ Status ShardStore::CheckCompatible(const proto::InitRequest& request) const {
   for (const proto::ParamSpec& spec : request.params()) {
     const proto::ParamSpec* held = dense_.Spec(spec.name());
     if (held == nullptr) held = sparse_.Spec(spec.name());
-    if (held == nullptr) continue;
+    if (held == nullptr) {
+      // An initialised shard holds its job's model: a later Init may repeat it (each
+      // trainer sends one) but not grow it, which would let any trainer certificate
+      // take the pserver's memory or slip parameters into the job.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pserver shard ", index_, " already holds its job's model (", dense_.size() + sparse_.size(),
+          " parameters); the request adds '", spec.name(), "', which the model does not have"));
+    }
     if (held->optimizer().SerializeAsString() != spec.optimizer().SerializeAsString()) {
       auto describe = [this](const proto::ParamSpec& s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         if (!s.has_optimizer()) return absl::StrCat("the job's (", optimizer_.ToString(), ")");

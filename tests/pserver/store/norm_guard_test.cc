@@ -101,12 +101,27 @@ TEST(MemoryBudget, AnInitPastTheBudgetIsRefusedAndMakesNothing) {
   EXPECT_THAT(big.status().message(), HasSubstr("12.0 MB"));
   EXPECT_THAT(big.status().message(), HasSubstr("--max_memory_mb"));
   EXPECT_EQ(shard.Counters().dense_elements, 0);
-  // 256 x 1024 with Adam: 3 MB, which fits; another 3 MB on top does not.
+  // Two of 256 x 1024 with Adam: 6 MB together, refused whole; one alone (3 MB) fits.
+  const auto two = shard.Init(
+      MakeInit({DenseSpec("small", {256, 1024}, 65536), DenseSpec("more", {256, 1024}, 65536)}, adam));
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(shard.Counters().dense_elements, 0);
   ASSERT_TRUE(shard.Init(MakeInit({DenseSpec("small", {256, 1024}, 65536)}, adam)).ok());
   EXPECT_EQ(shard.Counters().dense_elements, 256 * 1024);
-  const auto more = shard.Init(MakeInit({DenseSpec("small", {256, 1024}, 65536), DenseSpec("more", {256, 1024}, 65536)}, adam));
-  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(shard.Counters().dense_elements, 256 * 1024);
+}
+
+// Issue 40: an initialised shard's model does not grow: a later Init may repeat it (or
+// name part of it), but one adding a parameter is refused, naming it, and adds nothing.
+TEST(InitModel, ALaterInitMayRepeatTheModelButNotGrowIt) {
+  ParameterShard shard(0, 1);
+  const auto model = MakeInit({DenseSpec("w", {4}, 4), SparseSpec("emb", 2)}, Sgd(0.1f));
+  ASSERT_TRUE(shard.Init(model).ok());
+  EXPECT_TRUE(shard.Init(model).ok());
+  EXPECT_TRUE(shard.Init(MakeInit({DenseSpec("w", {4}, 4)}, Sgd(0.1f))).ok());
+  const auto grown = shard.Init(MakeInit({DenseSpec("w", {4}, 4), DenseSpec("extra", {8192, 8192}, 65536)}, Sgd(0.1f)));
+  EXPECT_EQ(grown.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(grown.status().message(), HasSubstr("adds 'extra'"));
+  EXPECT_EQ(shard.Counters().dense_elements, 4);
 }
 
 }  // namespace
