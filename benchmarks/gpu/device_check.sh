@@ -37,7 +37,11 @@ for wire in "" "--pipeline --wire_dtype bfloat16"; do
   # shellcheck disable=SC2086
   timeout 150 "$run" pl-bench-scaling --trainers 1 --pservers 1 --rates_mbit 10000 --reps 1 --chunks_per_task 16 \
     --csv "$out/scaling.csv" $wire > "$out/scaling${wire:+-bf16}.log" 2>&1
-  grep -E 'ceiling|model|samples/s' "$out/scaling${wire:+-bf16}.log" | tail -6 || tail -4 "$out/scaling${wire:+-bf16}.log"
+  if ! grep -qE 'ceiling' "$out/scaling${wire:+-bf16}.log"; then
+    tail -4 "$out/scaling${wire:+-bf16}.log"
+  else
+    grep -E 'ceiling|model|samples/s' "$out/scaling${wire:+-bf16}.log" | tail -6
+  fi
 done
 step "a replica's catch-up (bench_replication.py --parts catchup)"
 timeout 240 "$run" python3 "$(dirname "$0")/../bench_replication.py" --build "$bundle" --parts catchup \
