@@ -45,7 +45,18 @@ StatusOr<std::string> Tool(const std::string& name) {
     const std::string path = absl::StrCat(dir, "/", name);
     if (access(path.c_str(), X_OK) == 0) return path;
   }
-  return absl::FailedPreconditionError(absl::StrCat("no ", name, " in /usr/sbin, /usr/bin, /sbin or /bin"));
+  // Beside the running binary: a bundle (benchmarks/portable_bundle.sh) carries ip and
+  // tc in its bin/ for machines that have none.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir.resize(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (!dir.empty() && access(path.c_str(), X_OK) == 0) return path;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no ", name, " in /usr/sbin, /usr/bin, /sbin, /bin or beside this binary"));
 }
 
 // Runs argv[0] (a tool name) with the rest of argv to completion; its combined output.
