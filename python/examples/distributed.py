@@ -40,6 +40,8 @@ def main():
     p.add_argument("--test", default="", help="test record file, evaluated when the job is done")
     p.add_argument("--test_limit", type=int, default=None)
     p.add_argument("--save", default=None, help="write the job's final parameters here (.safetensors)")
+    p.add_argument("--local_steps", type=int, default=1,
+                   help="optimizer steps on this trainer's copy between exchanges (1: every step's gradients)")
     p.add_argument("--data", default=os.path.join(os.environ.get("PL_DATA_DIR", "build/data"), "fashion-mnist"),
                    help="local mode: directory with train.plrec and test.plrec")
     p.add_argument("--epochs", type=int, default=1, help="local mode")
@@ -54,7 +56,7 @@ def main():
         pl.distributed.train(model, loss_fn, optimizer=pl.optim.spec("adam", lr=args.lr),
                                       batch_size=args.batch_size, test=args.test or None,
                                       test_limit=args.test_limit, seed=args.seed, progress=False,
-                                      save=args.save)
+                                      save=args.save, local_steps=args.local_steps)
         return 0  # the final accuracy was logged ("final test accuracy: ...")   # also after SIGTERM: the task went back to the master
 
     # No master: train in this process.

@@ -121,12 +121,17 @@ class DistributedTrainer:
     dense_link_lanes: a pserver on another host gets the dense blocks over a dense link of
       this many TCP connections each way beside gRPC (-1: 4 with TLS, 2 without; 0: gRPC
       only). With wire_dtype bfloat16 the link carries bfloat16 too.
+    local_steps: take this many optimizer steps on this process's own copy of a dense
+      model, then push the change they made (the pservers add it; sync: the trainers'
+      changes are averaged) and continue from the merged values; 1 (the default) pushes
+      every step's gradients for the pservers' optimizer. Async rounds overlap with the
+      next round's steps. A model with sparse tables cannot (ValueError).
     """
 
     def __init__(self, model, loss_fn, optimizer=None, lr=None, batch_size=64, kind="image",
                  sparse_inputs=None, test=None, test_limit=None, metric=None, master=None, sync=None,
                  seed=1, give_up_after_s=300.0, log_every_s=2.0, progress=True, name=None, save=None,
-                 logdir=None, wire_dtype="float32", dense_link_lanes=-1):
+                 logdir=None, wire_dtype="float32", dense_link_lanes=-1, local_steps=1):
         self.model, self.loss_fn = model, loss_fn
         if model._cpp is None:
             raise ValueError(f"{type(model).__name__} has no parameters to train")
@@ -151,6 +156,9 @@ class DistributedTrainer:
         if not -1 <= int(dense_link_lanes) <= 16:
             raise ValueError(f"dense_link_lanes must be -1 (default), 0 (gRPC) or 1..16, got {dense_link_lanes}")
         self.dense_link_lanes = int(dense_link_lanes)
+        if int(local_steps) != local_steps or local_steps < 1:
+            raise ValueError(f"local_steps must be an integer >= 1, got {local_steps}")
+        self.local_steps = int(local_steps)
         self.log_every_s, self.progress = log_every_s, progress
         # A path that cannot be written fails now, not after the whole job.
         self.save = os.fspath(save) if save is not None else None
@@ -191,6 +199,13 @@ class DistributedTrainer:
                                     dense_link_lanes=self.dense_link_lanes)
         params.set_trainer_id(master.trainer_id)
         params.connect()
+        # Local steps: the optimizer runs here, on this copy; every local_steps-th step
+        # pushes the change (paddle_like/client/local_steps.h).
+        local_optimizer = None
+        if self.local_steps > 1:
+            params.enable_local_steps(self.local_steps)
+            local_optimizer = Optimizer(self.model, self.spec)
+            self._log(f"local steps: {self.local_steps} optimizer steps on this trainer between exchanges")
         self._log(f"connected to {reg['num_pservers']} pservers; optimizer {self.spec!r}"
                   f"{', sync' if self.sync else ''}")
         for i, transport in enumerate(params.transports()):
@@ -215,17 +230,26 @@ class DistributedTrainer:
             order = rng.permutation(len(labels))
             for b in range(0, len(order), self.batch_size):
                 if _C.stop_requested():
+                    if local_optimizer is not None:
+                        params.local_finish()  # nothing trained is lost
                     return ("interrupted", None)
                 idx = order[b:b + self.batch_size]
                 x, y = inputs[idx], labels[idx]
                 t0 = time.perf_counter()
-                params.pull(self.sparse_inputs(x))
+                if local_optimizer is None:
+                    params.pull(self.sparse_inputs(x))
+                else:
+                    params.local_start()
                 t1 = time.perf_counter()
                 outputs = self.model(x)
                 loss = self.loss_fn(outputs, y)
                 loss.backward()
                 t2 = time.perf_counter()
-                params.push(len(idx))
+                if local_optimizer is None:
+                    params.push(len(idx))
+                else:
+                    local_optimizer.step()
+                    params.local_end_step(len(idx))
                 t3 = time.perf_counter()
                 result.steps += 1
                 loss_value = loss.item()
@@ -245,6 +269,8 @@ class DistributedTrainer:
                 bar.update(1, task=task.id, loss=window["loss"] / window["steps"])
                 if window["steps"] >= 50:
                     window["loss"], window["steps"] = 0.0, 0
+            if local_optimizer is not None:
+                params.local_finish()  # the task is done once all of it is pushed
             return ("trained", len(order))
 
         try:

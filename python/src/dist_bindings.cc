@@ -28,6 +28,7 @@
 #include "python/src/data_bindings.h"
 #include "python/src/status_bridge.h"
 #include "paddle_like/client/heartbeat.h"
+#include "paddle_like/client/local_steps.h"
 #include "paddle_like/client/master_client.h"
 #include "paddle_like/client/task_loop.h"
 #include "paddle_like/client/param_client.h"
@@ -217,7 +218,7 @@ class PyParameterClient {
                     int num_pservers, const OptimizerSpec& spec, uint64_t seed, bool sync,
                     double give_up_after_s, bool shared_memory, bool defer_apply, const std::string& wire_dtype,
                     int dense_link_lanes)
-      : module_(std::move(module)), master_(std::move(master)) {
+      : module_(std::move(module)), master_(std::move(master)), sync_(sync) {
     ParameterClientOptions o =
         ClientOptions(num_pservers, spec, seed, sync, give_up_after_s, shared_memory, wire_dtype, dense_link_lanes);
     o.defer_apply = defer_apply;
@@ -229,6 +230,7 @@ class PyParameterClient {
   }
   ~PyParameterClient() {
     py::gil_scoped_release release;
+    local_.reset();
     client_.reset();
   }
 
@@ -244,6 +246,24 @@ class PyParameterClient {
   }
   void Push(int64_t num_samples) { NoGilStatus([&] { return client_->Push(num_samples); }); }
   void SetTrainerId(int64_t id) { client_->set_trainer_id(id); }
+
+  // Local steps (paddle_like/client/local_steps.h): `k` optimizer steps on this copy,
+  // then the change pushed; rounds overlap with the next in async mode.
+  void EnableLocalSteps(int k) {
+    if (Status v = ValidateLocalSteps(k, client_->keys(), /*pipelined=*/false); !v.ok()) {
+      throw py::value_error(absl::StrCat("local_steps: ", v.message()));
+    }
+    local_ = std::make_unique<LocalSteps>(client_.get(), k, /*overlap=*/!sync_);
+  }
+  void LocalStart() {
+    NoGilStatus([&] { return Local().started() ? absl::OkStatus() : Local().Start(); });
+  }
+  bool LocalEndStep(int64_t num_samples) {
+    return NoGil<bool>([&] { return Local().EndStep(num_samples); });
+  }
+  bool LocalFinish() {
+    return NoGil<bool>([&] { return Local().Finish(); });
+  }
   double LastStaleness() const { return client_->last_staleness(); }
   py::dict Counters() const { return TrafficCountersToDict(client_->counters()); }
   std::vector<std::string> Transports() const { return client_->Transports(); }
@@ -251,7 +271,14 @@ class PyParameterClient {
  private:
   std::shared_ptr<Module> module_;
   std::shared_ptr<PyMasterClient> master_;  // the resolver calls it
+  const bool sync_;
   std::unique_ptr<ParameterClient> client_;
+  std::unique_ptr<LocalSteps> local_;  // after client_, which it points at
+
+  LocalSteps& Local() {
+    if (local_ == nullptr) throw py::value_error("local steps were not enabled (enable_local_steps(k))");
+    return *local_;
+  }
 };
 
 }  // namespace
@@ -357,6 +384,13 @@ void RegisterDistributed(py::module_& m) {
       .def("pull", &PyParameterClient::Pull, "sparse_ids"_a)
       .def("push", &PyParameterClient::Push, "num_samples"_a)
       .def("set_trainer_id", &PyParameterClient::SetTrainerId)
+      .def("enable_local_steps", &PyParameterClient::EnableLocalSteps, "k"_a,
+           "Local steps: k optimizer steps on this copy, then the change pushed (dense models only).")
+      .def("local_start", &PyParameterClient::LocalStart, "Pulls the first round's base (once).")
+      .def("local_end_step", &PyParameterClient::LocalEndStep, "num_samples"_a,
+           "After a local optimizer step: True when it ended a round (its change pushed, the parameters merged).")
+      .def("local_finish", &PyParameterClient::LocalFinish,
+           "Pushes an unfinished round's change and waits for its pull (the end of a task).")
       .def("counters", &PyParameterClient::Counters)
       .def("last_staleness", &PyParameterClient::LastStaleness,
            "Async: updates of other trainers the pservers applied between the last push's pull and the push "

@@ -93,6 +93,33 @@ def test_two_pservers_two_trainers(launcher, subset, tmp_path):
     assert abs(accuracy - accuracies[0]) < 6e-4, (accuracy, accuracies)
 
 
+@pytest.mark.parametrize("sync", [False, True])
+def test_local_steps_from_python(launcher, subset, tmp_path, sync):
+    """train(..., local_steps=4): the optimizer runs in the trainers, each round's change
+    is pushed (async: overlapped with the next round; sync: averaged), and the job trains
+    to a useful accuracy with every task done."""
+    args = ["--pservers", "1", "--trainers", "2", "--data", str(subset / "train.plrec"), "--passes", "2"]
+    if sync:
+        args.append("--sync")
+    proc = _start(args + [_EXAMPLE, "--test", str(subset / "test.plrec"), "--local_steps", "4"], tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count("local steps: 4 optimizer steps on this trainer between exchanges") == 2, out[-4000:]
+    assert "failed 0 (any pass 0)" in out, out[-4000:]
+    accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
+    assert len(accuracies) == 2 and min(accuracies) > 0.6, out[-4000:]
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.5])
+def test_local_steps_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="local_steps must be an integer >= 1"):
+        pl.distributed.DistributedTrainer(pl.nn.Linear(4, 2), pl.nn.CrossEntropyLoss(), master="127.0.0.1:1",
+                                          local_steps=bad)
+
+
 # trainer-0 provably holds a task when it stops: it SIGTERMs itself in the middle of its
 # first task (step 5 of about 16), and trainer-1 does not train a single step until
 # trainer-0 has leased that task (it waits for the marker file trainer-0 writes at its
