@@ -228,8 +228,12 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
     return resp;
   }
   const int64_t before = membership_.pserver_generation(req.index());
-  PL_ASSIGN_OR_RETURN(int64_t generation, membership_.RegisterPserver(req.index(), req.address()));
+  const size_t losses_before = membership_.losses().size();
+  PL_ASSIGN_OR_RETURN(int64_t generation,
+                      membership_.RegisterPserver(req.index(), req.address(), req.incarnation(), req.started_empty(),
+                                                  /*job_trained=*/queue_.chunks_trained() > 0));
   PL_RETURN_IF_ERROR(CommitLocked());
+  for (size_t i = losses_before; i < membership_.losses().size(); ++i) Log("loss: " + membership_.losses()[i]);
   // Pservers re-register every second (so a restarted master learns them): log changes only.
   if (generation != before) {
     Log(absl::StrCat("pserver ", req.index(), " at ", req.address(), " registered (generation ", generation, ")"));
@@ -363,6 +367,7 @@ StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusReque
   resp.set_samples_done(queue_.samples_done());
   resp.set_job_done(queue_.job_done());
   for (int64_t id : queue_.failed_task_ids()) resp.add_failed_task_ids(id);
+  for (const std::string& loss : membership_.losses()) resp.add_losses(loss);
   resp.set_live_trainers(static_cast<int64_t>(membership_.live_trainers().size()));
   resp.set_chunks_trained(queue_.chunks_trained());
   resp.set_num_nodes(options_.num_nodes);

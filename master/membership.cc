@@ -106,9 +106,19 @@ Status Membership::HeartbeatReplica(const proto::RegisterPserverRequest& request
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address) {
+StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address, uint64_t incarnation,
+                                              bool started_empty, bool job_trained) {
   PL_RETURN_IF_ERROR(CheckPserver(index, address, options_.num_pservers));
   proto::PserverInfo& p = pservers_[index];
+  if (incarnation != 0 && p.incarnation() != incarnation) {
+    // Another process at this index. One that began empty after the job trained starts
+    // the shard over from its seed: whatever the old one held and no checkpoint kept is gone.
+    if (p.incarnation() != 0 && started_empty && job_trained) {
+      losses_.push_back(absl::StrCat("pserver ", index, " restarted without its state (no checkpoint to restore): "
+                                     "its shard started over from the seed"));
+    }
+    p.set_incarnation(incarnation);
+  }
   // The same address again is a periodic re-registration of a running pserver, not a
   // new incarnation (a restarted pserver binds a new port, or says so by its address).
   if (p.address() == address && p.generation() > 0) return p.generation();
@@ -168,6 +178,7 @@ proto::MembershipState Membership::Serialize() const {
   }
   for (const auto& [index, p] : pservers_) *s.add_pservers() = p;
   s.set_pserver_lease_ms(options_.pserver_lease_ms);
+  for (const std::string& loss : losses_) s.add_losses(loss);
   replicas_.Serialize(&s);
   return s;
 }
@@ -199,6 +210,7 @@ StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Cl
     if (!m.pservers_.emplace(p.index(), p).second) return bad(absl::StrCat("pserver ", p.index(), " listed twice"));
   }
   PL_ASSIGN_OR_RETURN(m.replicas_, ShardReplicas::Deserialize(s, o.pserver_lease_ms, m.now_ms_));
+  m.losses_.assign(s.losses().begin(), s.losses().end());
   return m;
 }
 

@@ -62,7 +62,13 @@ class Membership {
 
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
-  StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address);
+  // `incarnation` (0: not told) and `started_empty` say which process registers and
+  // whether it began without state: a new incarnation that began empty while
+  // `job_trained` is recorded as a loss (losses()).
+  StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address, uint64_t incarnation = 0,
+                                    bool started_empty = false, bool job_trained = false);
+  // Learned state the job lost, one line each, in order (kept in the state).
+  const std::vector<std::string>& losses() const { return losses_; }
   // A replica of a replicated shard registers or heartbeats (shard_replicas.h); the
   // same INVALID_ARGUMENT cases. Fills the response's map fields.
   Status HeartbeatReplica(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
@@ -105,6 +111,7 @@ class Membership {
   std::map<int64_t, Trainer> trainers_;
   std::map<int32_t, proto::PserverInfo> pservers_;
   ShardReplicas replicas_;
+  std::vector<std::string> losses_;
 };
 
 }  // namespace pl

@@ -34,6 +34,8 @@ bool MembershipWatcher::Register() {
   proto::RegisterPserverRequest request;
   request.set_index(options_.register_index);
   request.set_address(options_.register_address);
+  request.set_incarnation(options_.incarnation);
+  request.set_started_empty(options_.started_empty);
   const StatusOr<proto::RegisterPserverResponse> registered =
       master_.RegisterPserver(request, MasterCallPolicy::Once(options_.rpc_timeout));
   if (!registered.ok()) return false;

@@ -34,6 +34,10 @@ struct MembershipWatcherOptions {
   std::string register_address;                          // what trainers dial
   absl::Duration register_interval = absl::Seconds(1);
   int num_pservers = 0;                                  // checked against the master's, if > 0
+  // Told to the master with each registration (RegisterPserverRequest): this process's
+  // number, and whether it began without state (nothing restored).
+  uint64_t incarnation = 0;
+  bool started_empty = false;
 };
 
 class MembershipWatcher {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -263,6 +264,8 @@ Status PserverProcess::Start() {
     wo.register_index = replicated ? -1 : o.index;  // a replica registers through its Replicator
     wo.register_address = p.address;
     wo.num_pservers = o.num_pservers;
+    wo.incarnation = std::random_device()() | (uint64_t{std::random_device()()} << 32) | 1;  // never 0
+    wo.started_empty = p.restored_from.empty();
     ParameterShard* shard = p.shard.get();
     p.watcher = std::make_unique<MembershipWatcher>(
         wo, [shard](const std::vector<int64_t>& live) { shard->SetLiveTrainers(live); });

@@ -191,5 +191,31 @@ TEST_F(LaunchE2ETest, AJobThatLostATaskExitsThreeUnlessLossesAreAllowed) {
   }
 }
 
+// Issue 40: a pserver killed before its first checkpoint comes back with nothing to
+// restore and starts its shard over from the seed; the job still finishes (the trainers
+// initialise the shard again), and its exit status says what was lost.
+TEST_F(LaunchE2ETest, AShardRestartedFromItsSeedIsALossInTheExitStatus) {
+  if (!testing::BinaryPath("pl-trainer").ok()) GTEST_SKIP() << testing::BinaryPath("pl-trainer").status();
+  ASSERT_NO_FATAL_FAILURE(MakeData(30000, 250));
+  const std::string fifo = dir_.path() + "/control";
+  Launch({"--pservers", "1", "--trainers", "1", "--passes", "2", "--checkpoint_every_s", "0", "--control", fifo},
+         {"pl-trainer", "--model", "ctr", "--threads", "1", "--batch_size", "32", "--log_every_s", "0.2"});
+  // Training is under way (a step logged) before the pserver is killed.
+  ASSERT_TRUE(WaitForOutput("samples/s", seconds(60))) << Output();
+  int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0) << fifo;
+  const std::string line = "kill-pserver 0\n";
+  ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  ::close(fd);
+  auto exit = testing::WaitForExit(*launch_, seconds(180));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+  const std::string out = Output();
+  ASSERT_THAT(out, HasSubstr("pserver-0 restarted")) << out;
+  EXPECT_EQ(exit->code, 3) << out;
+  EXPECT_THAT(out, HasSubstr("the job finished with losses: pserver 0 restarted without its state"));
+  EXPECT_THAT(out, HasSubstr("INFO master: loss: pserver 0 restarted without its state"));
+  ExpectAllDead(ChildPids());
+}
+
 }  // namespace
 }  // namespace pl

@@ -70,6 +70,31 @@ TEST(MembershipTest, OnlyARegisteredTrainersOwnTokenSpeaksForIt) {
   EXPECT_TRUE(m.CheckToken(1, "token-1").ok());
 }
 
+// Issue 40: a pserver process that began without state, replacing another at its index
+// after the job trained, is a loss the master records (and keeps across a restart); a
+// periodic re-registration, a restart that restored a checkpoint, or one before any
+// training is not.
+TEST(MembershipTest, APserverRestartedEmptyAfterTrainingIsRecordedAsALoss) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", /*incarnation=*/11, /*started_empty=*/true, /*job_trained=*/false).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 11, true, true).ok());   // the same process, re-registering
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 12, true, false).ok());  // restarted before any training
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 13, false, true).ok());  // restarted from a checkpoint
+  EXPECT_TRUE(m.losses().empty());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 14, true, true).ok());   // restarted empty after training
+  ASSERT_EQ(m.losses().size(), 1u);
+  EXPECT_THAT(m.losses()[0], HasSubstr("pserver 0 restarted without its state"));
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 14, true, true).ok());   // its next re-registrations: once
+  EXPECT_EQ(m.losses().size(), 1u);
+  auto restored = Membership::Deserialize(m.Serialize(), clock.fn());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->losses(), m.losses());
+  // A restarted master remembers the incarnation: the same process is no new loss.
+  ASSERT_TRUE(restored->RegisterPserver(0, "h:1", 14, true, true).ok());
+  EXPECT_EQ(restored->losses().size(), 1u);
+}
+
 TEST(MembershipTest, PserverRejoinKeepsItsIndexAndBumpsGeneration) {
   FakeClock clock;
   Membership m = Make(clock, 2);

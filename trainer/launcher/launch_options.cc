@@ -33,8 +33,9 @@ ABSL_FLAG(double, add_trainer_after_s, -1,
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
 ABSL_FLAG(bool, allow_losses, false,
-          "exit 0 when the job finished but set tasks aside as failed in some pass (their chunks untrained in "
-          "that pass); by default such a job exits 3, naming them");
+          "exit 0 when the job finished but lost work: tasks set aside as failed in some pass (their chunks "
+          "untrained in it), or a pserver restarted without its state after the job trained (its shard started "
+          "over from the seed); by default such a job exits 3, naming each loss");
 ABSL_FLAG(std::string, logdir, "",
           "every process writes TensorBoard event files under DIR/<process name>/ (empty: none)");
 ABSL_FLAG(int, metrics_port, -1,

@@ -55,8 +55,8 @@ struct LaunchOptions {
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
   double progress_every_s = 5;      // --progress_every_s, > 0
-  // --allow_losses: a job that finished having set tasks aside as failed (in any pass)
-  // exits 0 instead of kLaunchLossExitCode.
+  // --allow_losses: a job that finished having lost work (tasks set aside as failed in
+  // any pass, a shard restarted from its seed) exits 0 instead of kLaunchLossExitCode.
   bool allow_losses = false;
   // Seeing the job (job_telemetry.h).
   std::string logdir;               // --logdir: each process writes DIR/<its name>/; empty: none

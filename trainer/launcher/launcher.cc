@@ -537,10 +537,15 @@ void Launcher::CheckEnd() {
   // The job is done and no trainer runs. A task set aside in any pass is a loss (the
   // master lists every id set aside, whichever pass; `failed` counts the last pass's).
   const int64_t lost_tasks = std::max<int64_t>(status_.failed(), status_.failed_task_ids_size());
-  if (lost_tasks > 0) {
-    const std::string what =
-        absl::StrCat(lost_tasks, " task(s) set aside as failed in some pass (ids ",
-                     absl::StrJoin(status_.failed_task_ids(), ","), "): their chunks went untrained in that pass");
+  if (lost_tasks > 0 || status_.losses_size() > 0) {
+    std::vector<std::string> parts;
+    if (lost_tasks > 0) {
+      parts.push_back(absl::StrCat(lost_tasks, " task(s) set aside as failed in some pass (ids ",
+                                   absl::StrJoin(status_.failed_task_ids(), ","),
+                                   "): their chunks went untrained in that pass"));
+    }
+    for (const std::string& loss : status_.losses()) parts.push_back(loss);
+    const std::string what = absl::StrJoin(parts, "; ");
     if (options_.allow_losses) {
       supervisor_->Log(absl::StrCat("the job lost work, allowed by --allow_losses: ", what));
       outcome_ = Outcome::kFinished;
