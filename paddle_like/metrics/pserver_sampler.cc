@@ -16,6 +16,8 @@ PserverSampler::PserverSampler(ProcessTelemetry* t, std::function<proto::StatsRe
       start_(absl::Now()),
       pushes_(NewCounter(t, "pl_pserver_pushes_total", "pushes applied")),
       rejected_(NewCounter(t, "pl_pserver_pushes_rejected_total", "pushes refused (bad shape, NaN, stale...)")),
+      refused_norm_(NewCounter(t, "pl_pserver_pushes_refused_norm_total",
+                               "of those, pushes whose gradient norm was out of bounds (norm_guard.h)")),
       pulls_(NewCounter(t, "pl_pserver_pulls_total", "pulls served (parameters sent to trainers)")),
       rows_pulled_(NewCounter(t, "pl_pserver_sparse_rows_pulled_total", "sparse rows sent to trainers")),
       rows_pushed_(NewCounter(t, "pl_pserver_sparse_rows_pushed_total", "sparse row gradients applied")),
@@ -63,6 +65,7 @@ void PserverSampler::Tick() {
 void PserverSampler::Record(const proto::StatsResponse& s, absl::Time now) {
   AdvanceCounter(pushes_, s.pushes_applied());
   AdvanceCounter(rejected_, s.pushes_rejected());
+  AdvanceCounter(refused_norm_, s.pushes_refused_norm());
   AdvanceCounter(pulls_, s.pulls());
   AdvanceCounter(rows_pulled_, s.sparse_rows_pulled());
   AdvanceCounter(rows_pushed_, s.sparse_rows_pushed());

@@ -1,7 +1,8 @@
 // PserverSampler: turns a pserver's own counters (proto::StatsResponse, what its Stats
 // RPC answers) into its telemetry, sampled from the pserver's main-loop timer so the
 // Push/Pull paths carry no instrumentation at all:
-//   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total, pl_pserver_pulls_total,
+//   pl_pserver_pushes_total, pl_pserver_pushes_rejected_total,
+//   pl_pserver_pushes_refused_norm_total, pl_pserver_pulls_total,
 //   pl_pserver_sparse_rows_pulled_total, pl_pserver_sparse_rows_pushed_total  counters
 //   pl_pserver_version, pl_pserver_dense_bytes, pl_pserver_sparse_rows,
 //   pl_pserver_resident_bytes, pl_pserver_shm_regions, pl_pserver_shm_bytes,
@@ -55,7 +56,7 @@ class PserverSampler {
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
   proto::StatsResponse previous_;
-  prometheus::Counter *pushes_, *rejected_, *pulls_, *rows_pulled_, *rows_pushed_;
+  prometheus::Counter *pushes_, *rejected_, *refused_norm_, *pulls_, *rows_pulled_, *rows_pushed_;
   prometheus::Family<prometheus::Counter>* stream_entries_;
   prometheus::Counter *stream_linked_, *stream_inline_, *stream_shm_, *stream_bytes_, *stream_calls_,
       *stream_calls_rung_;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "paddle_like/core/log.h"
+
 namespace pl::pserver {
 
 ParameterShard::ParameterShard(int index, int num_shards)
@@ -106,7 +108,13 @@ Status ParameterShard::Validate(PendingPush* push, bool sync, const DenseDestina
   push->frame.CopySharedPayloads();
   PL_RETURN_IF_ERROR(store_.Resolve(push->frame, &push->resolved));
   if (Status bounded = norm_guard_.Admit(push->resolved.norms); !bounded.ok()) {
-    return Annotate(bounded, absl::StrCat("trainer ", push->frame.header().trainer_id()));
+    bounded = Annotate(bounded, absl::StrCat("trainer ", push->frame.header().trainer_id()));
+    // Reported: the first refusal, then every 100th (a trainer that keeps sending them
+    // must not flood the log).
+    if (const int64_t n = norm_guard_.refused(); n == 1 || n % 100 == 0) {
+      log::Warning(absl::StrCat(bounded.message(), " (", n, " pushes refused so far)"));
+    }
+    return bounded;
   }
   if (!write_back) return absl::OkStatus();
   if (sync) return absl::FailedPreconditionError("a push that writes back its result is for async mode only");
