@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -20,7 +22,6 @@ namespace {
 constexpr char kMagic[8] = {'P', 'L', 'S', 'H', 'M', '0', '0', '1'};
 constexpr size_t kNonceAt = 8;
 constexpr size_t kAnswerAt = 16;
-constexpr char kPrefix[] = "/pl-shm-";
 
 std::string ErrnoText(int e) { return std::strerror(e); }
 
@@ -30,14 +31,48 @@ uint64_t RandomWord() {
   return rng();
 }
 
-// Names Create makes: kPrefix, then the creator's pid and 16 hex digits.
-bool IsRegionName(const std::string& name) {
-  if (!absl::StartsWith(name, kPrefix) || name.size() > 64) return false;
-  for (char c : name.substr(sizeof(kPrefix) - 1)) {
+// Which machine and mount namespace this process is in: the kernel's boot id and the
+// namespace's inode. A /proc path names a process of this host only; on another host
+// (or in another test-bed "host") the same path is some other process's descriptor,
+// which Open must not touch.
+std::string HostKey() {
+  static const std::string key = [] {
+    std::string boot;
+    if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof(buf), f) != nullptr) boot = buf;
+      std::fclose(f);
+    }
+    boot.erase(std::remove_if(boot.begin(), boot.end(), [](char c) { return !absl::ascii_isxdigit(c); }),
+               boot.end());
+    struct stat st {};
+    const uint64_t mnt = ::stat("/proc/self/ns/mnt", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+    return absl::StrFormat("%s-%x", boot, mnt);
+  }();
+  return key;
+}
+
+// Names Create makes: "/proc/<pid>/fd/<fd>@<host key>", the creator's sealed memfd.
+bool IsRegionName(const std::string& full) {
+  constexpr char kProc[] = "/proc/";
+  if (!absl::StartsWith(full, kProc) || full.size() > 128) return false;
+  const size_t at = full.find('@');
+  if (at == std::string::npos) return false;
+  for (char c : full.substr(at + 1)) {
     if (!absl::ascii_isxdigit(c) && c != '-') return false;
+  }
+  const std::string name = full.substr(0, at);
+  const std::string rest = name.substr(sizeof(kProc) - 1);
+  const size_t slash = rest.find("/fd/");
+  if (slash == std::string::npos || slash == 0 || slash + 4 >= rest.size()) return false;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (i >= slash && i < slash + 4) continue;
+    if (!absl::ascii_isdigit(rest[i])) return false;
   }
   return true;
 }
+
+constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 StatusOr<char*> Map(int fd, size_t bytes, const std::string& name) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -61,29 +96,35 @@ SharedRegion::~SharedRegion() {
 void SharedRegion::Unlink() {
   if (!linked_) return;
   linked_ = false;
-  ::shm_unlink(name_.c_str());
+  if (fd_ >= 0) ::close(fd_);  // the /proc name goes with the descriptor
+  fd_ = -1;
 }
 
 StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Create(size_t payload_bytes) {
   const size_t bytes = kHeaderBytes + payload_bytes;
-  const std::string name = absl::StrFormat("%s%d-%016x", kPrefix, ::getpid(), RandomWord());
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create shared memory ", name, ": ", ErrnoText(errno)));
+  const int fd = ::memfd_create("pl-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create shared memory (memfd): ", ErrnoText(errno)));
+  const std::string name = absl::StrFormat("/proc/%d/fd/%d@%s", ::getpid(), fd, HostKey());
   // Reserve every page now: tmpfs would otherwise grant the size and SIGBUS the first
-  // write that finds /dev/shm full.
+  // write that finds no memory; then seal the size, so no one can shrink it under a
+  // mapping.
   if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
     ::close(fd);
-    ::shm_unlink(name.c_str());
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot reserve %.1f MB of shared memory in /dev/shm: %s", bytes / 1e6, ErrnoText(e)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot reserve %.1f MB of shared memory: %s", bytes / 1e6, ErrnoText(e)));
+  }
+  if (::fcntl(fd, F_ADD_SEALS, kRequiredSeals | F_SEAL_SEAL) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot seal shared memory: ", ErrnoText(e)));
   }
   StatusOr<char*> base = Map(fd, bytes, name);
-  ::close(fd);
   if (!base.ok()) {
-    ::shm_unlink(name.c_str());
+    ::close(fd);
     return base.status();
   }
   std::shared_ptr<SharedRegion> region(new SharedRegion(name, *base, bytes, /*linked=*/true));
+  region->fd_ = fd;
   std::memcpy(region->base_, kMagic, sizeof(kMagic));
   const uint64_t nonce = RandomWord() | 1;  // never 0, so an unset answer cannot match
   std::memcpy(region->base_ + kNonceAt, &nonce, sizeof(nonce));
@@ -115,12 +156,26 @@ StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::Open(const std::string& na
     return absl::InvalidArgumentError(absl::StrCat("shared memory ", name, ": size ", total_bytes,
                                                    " is smaller than its header"));
   }
-  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  const size_t at = name.find('@');
+  if (name.substr(at + 1) != HostKey()) {
+    return absl::NotFoundError(absl::StrCat("cannot open shared memory ", name,
+                                            ": its creator is on another host, or in /dev/shm of its own"));
+  }
+  const std::string path = name.substr(0, at);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
     const std::string why = absl::StrCat("cannot open shared memory ", name, ": ", ErrnoText(e));
     return e == ENOENT ? absl::NotFoundError(why + " (its creator is on another host, or in /dev/shm of its own)")
                        : absl::PermissionDeniedError(why);
+  }
+  // Only memory whose size no one can change: a segment its creator could shrink would
+  // SIGBUS this process at its next access.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("shared memory ", name,
+                                                   " is not sealed against shrinking and growing; refused"));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != total_bytes) {

@@ -1,13 +1,18 @@
-// SharedRegion: a POSIX shared-memory segment that a trainer and a parameter server
-// on the same host both map, so that dense tensors pass between them as memory
-// copies instead of through TCP (the kernel copies each byte twice on loopback, and
-// gRPC frames and flow-controls it). Peers on different hosts cannot open each
-// other's segment; they keep using gRPC.
+// SharedRegion: a shared-memory segment that a trainer and a parameter server on the
+// same host both map, so that dense tensors pass between them as memory copies instead
+// of through TCP (the kernel copies each byte twice on loopback, and gRPC frames and
+// flow-controls it). Peers on different hosts cannot open each other's segment; they
+// keep using gRPC.
 //
-// The trainer creates a segment (Create), the pserver opens it by name (Open) and
-// proves it sees the same memory (it reads the creator's nonce, writes its answer),
-// then the creator unlinks the name: the memory lives while either side maps it and
-// is freed when both are gone, so a killed process leaves nothing in /dev/shm.
+// The trainer creates a segment (Create): a memfd sealed against shrinking and growing,
+// so that neither side can truncate the memory the other maps (which would kill it with
+// SIGBUS). Its name is "/proc/<pid>/fd/<fd>@<host key>" (the key: the kernel's boot id
+// and the mount namespace, so that a process elsewhere never opens a descriptor of its
+// own host by that path), which the pserver opens (Open refuses a segment without both
+// seals) and proves it sees the same memory (it reads the
+// creator's nonce, writes its answer); then the creator closes the descriptor (Unlink):
+// the memory lives while either side maps it and is freed when both are gone, so a
+// killed process leaves nothing behind.
 //
 // Layout: a kHeaderBytes header (magic, nonce, answer, a mailbox), then the payload the two
 // sides agree on through their requests (see proto/pserver.proto, Attach).
@@ -79,7 +84,8 @@ class SharedRegion {
   std::string name_;
   char* base_;
   size_t bytes_;
-  bool linked_;  // the creator still has to unlink the name
+  bool linked_;  // the creator still has to unlink the name (close fd_)
+  int fd_ = -1;   // Create's memfd, open while the name is
   mutable std::once_flag shadow_once_;
   mutable std::unique_ptr<char[]> shadow_;
 };

@@ -1,6 +1,10 @@
 // Shared-memory regions between a trainer and a pserver on one host: the segment
 // itself, the pserver's table of them, and the service refusing malformed uses while
 // leaving the shard unchanged.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -55,18 +59,55 @@ TEST(SharedRegionTest, BothMappingsSeeTheSameBytesAndTheNameGoesAway) {
 TEST(SharedRegionTest, OpenAndSpansRefuseWhatIsNotTheirs) {
   auto a = SharedRegion::Create(256);
   ASSERT_TRUE(a.ok());
-  // Only names Create makes: no path elsewhere in /dev/shm or the file system.
-  for (const std::string& bad : {std::string("/etc/passwd"), std::string("/pl-shm-../x"), std::string("x")}) {
+  // Only names Create makes: no path elsewhere in /proc, /dev/shm or the file system.
+  const std::string key = (*a)->name().substr((*a)->name().find('@'));
+  for (const std::string& bad : {std::string("/etc/passwd"), std::string("/pl-shm-../x"), std::string("x"),
+                                 "/proc/1/fd/../../etc/passwd" + key, "/proc/self/fd/0" + key,
+                                 std::string("/proc/1/fd/3")}) {
     Status s = SharedRegion::Open(bad, (*a)->total_bytes()).status();
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad << ": " << s;
   }
   EXPECT_TRUE(absl::IsInvalidArgument(SharedRegion::Open((*a)->name(), (*a)->total_bytes() + 4096).status()));
-  EXPECT_TRUE(absl::IsNotFound(SharedRegion::Open("/pl-shm-1-00000000000000ab", 8192).status()));
+  EXPECT_TRUE(absl::IsNotFound(SharedRegion::Open("/proc/999999999/fd/3" + key, 8192).status()));
+  // The same path from another host (another boot id or mount namespace) is refused
+  // before anything is opened.
+  const std::string elsewhere = (*a)->name().substr(0, (*a)->name().find('@')) + "@00ff-1";
+  EXPECT_TRUE(absl::IsNotFound(SharedRegion::Open(elsewhere, (*a)->total_bytes()).status()));
   EXPECT_TRUE((*a)->Floats(0, 64).ok());                       // exactly the payload
   EXPECT_TRUE(absl::IsInvalidArgument((*a)->Floats(4, 64).status()));  // one float past it
   EXPECT_TRUE(absl::IsInvalidArgument((*a)->Floats(2, 1).status()));   // misaligned
   EXPECT_TRUE(absl::IsInvalidArgument((*a)->Floats(-4, 1).status()));
   EXPECT_TRUE(absl::IsInvalidArgument((*a)->Floats(0, int64_t{1} << 62).status()));  // no overflow
+}
+
+// Issue 40: a region is a memfd sealed against shrinking and growing, so neither side
+// can truncate the memory the other maps (a pserver touching a truncated mapping dies of
+// SIGBUS); Open refuses memory without those seals.
+TEST(SharedRegionTest, ARegionsSizeCannotChangeAndUnsealedMemoryIsRefused) {
+  auto a = SharedRegion::Create(1 << 20);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = SharedRegion::Open((*a)->name(), (*a)->total_bytes());
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string path = (*a)->name().substr(0, (*a)->name().find('@'));
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(::ftruncate(fd, 4096), 0) << "a region's size cannot shrink";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(fd, 8 << 20), 0) << "nor grow";
+  ::close(fd);
+  (*b)->payload()[(1 << 20) - 1] = 7;  // the last byte is still there
+  EXPECT_EQ((*a)->payload()[(1 << 20) - 1], 7);
+
+  // An unsealed memfd with the right size and magic, named as Create names: refused.
+  const int loose = ::memfd_create("loose", MFD_CLOEXEC);
+  ASSERT_GE(loose, 0);
+  ASSERT_EQ(::ftruncate(loose, static_cast<off_t>((*a)->total_bytes())), 0);
+  ASSERT_EQ(::pwrite(loose, "PLSHM001", 8, 0), 8);
+  const std::string named = absl::StrCat("/proc/", ::getpid(), "/fd/", loose, (*a)->name().substr((*a)->name().find('@')));
+  const Status refused = SharedRegion::Open(named, (*a)->total_bytes()).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_NE(std::string(refused.message()).find("not sealed"), std::string::npos) << refused;
+  ::close(loose);
 }
 
 TEST(SharedRegionTableTest, AttachChecksTheNonceAndDropsReplacedIdleAndExcessRegions) {
