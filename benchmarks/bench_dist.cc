@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -86,6 +87,22 @@ double AggregateRate(const std::vector<double>& rates, const std::vector<double>
   return total / std::max(longest, 1e-9);
 }
 
+// Runs a pl-launch `command` with its output in `log` (into *text); the trainers'
+// aggregate samples/s (AggregateRate), or nothing, having said why, when it failed.
+std::optional<double> RunJob(const std::vector<std::string>& command, const std::string& log, std::string* text,
+                             ChildRun* measured = nullptr) {
+  const ChildRun run = RunAndMeasure(command, log);
+  if (measured != nullptr) *measured = run;
+  *text = ReadWholeFile(log);
+  std::vector<double> samples;
+  const std::vector<double> rates = RatesAfter(*text, "job done after", &samples);
+  if (run.exit_code != 0 || rates.empty()) {
+    std::cout << "  job failed (exit " << run.exit_code << "), see " << log << std::endl;
+    return std::nullopt;
+  }
+  return AggregateRate(rates, samples);
+}
+
 struct RunResult {
   bool ok = false;
   double loop_rate = 0;  // training-loop samples/s (trainers' own figure, aggregate)
@@ -122,17 +139,12 @@ RunResult ClusterRun(const Options& o, int trainers, int pservers, int64_t train
                                       "--threads", "1", "--test_data", o.data + "/test.plrec", "--test_limit", "1000",
                                       "--log_every_s", "1000"};
   command.insert(command.end(), trainer_flags.begin(), trainer_flags.end());
-  ChildRun run = RunAndMeasure(command, log);
-  const std::string text = ReadWholeFile(log);
-  std::vector<double> samples;
-  const std::vector<double> rates = RatesAfter(text, "job done after", &samples);
-  if (run.exit_code != 0 || rates.empty()) {
-    std::cout << "  " << trainers << "x" << pservers << " run failed (exit " << run.exit_code << "), see " << log
-              << std::endl;
-    return r;
-  }
+  std::string text;
+  ChildRun run;
+  const std::optional<double> rate = RunJob(command, log, &text, &run);
+  if (!rate) return r;
   r.ok = true;
-  r.loop_rate = AggregateRate(rates, samples);
+  r.loop_rate = *rate;
   r.wall_rate = train_n / run.seconds;
   return r;
 }
@@ -215,16 +227,11 @@ SideRun Job(const Options& o, int trainers, int pservers, const std::vector<std:
                                       std::to_string(passes), "--progress_every_s", "1000", "--", Bin("pl-trainer"),
                                       "--test_data", o.data + "/test.plrec", "--log_every_s", "1000"};
   command.insert(command.end(), trainer_flags.begin(), trainer_flags.end());
-  ChildRun run = RunAndMeasure(command, log);
-  const std::string text = ReadWholeFile(log);
-  std::vector<double> samples;
-  const std::vector<double> rates = RatesAfter(text, "job done after", &samples);
-  if (run.exit_code != 0 || rates.empty()) {
-    std::cout << "  job " << tag << " failed (exit " << run.exit_code << "), see " << log << std::endl;
-    return r;
-  }
+  std::string text;
+  const std::optional<double> rate = RunJob(command, log, &text);
+  if (!rate) return r;
   r.ok = true;
-  r.rate = AggregateRate(rates, samples);
+  r.rate = *rate;
   // Per-step figures of the last trainer to finish (they are alike across trainers).
   r.compute_ms = LastNumberAfter(text, R"(per step: ([\d.]+) ms computing)");
   r.exchange_ms = LastNumberAfter(text, R"(ms computing, ([\d.]+) ms exchanging)");
