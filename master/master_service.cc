@@ -215,6 +215,22 @@ StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::Re
 StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::RegisterPserverRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
+  const size_t losses_before = membership_.losses().size();
+  const std::map<int32_t, int64_t> refused_before = membership_.pushes_refused();
+  // Each loss is logged once, when it is first known (its line in the job's status stays).
+  // (A replicated shard's loss is logged where it happens, in the map's log.)
+  auto log_new_losses = [&](bool replica) {
+    for (size_t i = losses_before; !replica && i < membership_.losses().size(); ++i) {
+      Log("loss: " + membership_.losses()[i]);
+    }
+    for (const auto& [index, count] : membership_.pushes_refused()) {
+      auto was = refused_before.find(index);
+      if (count > 0 && (was == refused_before.end() || was->second == 0)) {
+        Log(absl::StrCat("loss: pserver ", index, " refuses pushes whose gradients are out of bounds (", count,
+                         " so far; its log names the parameter and the trainer)"));
+      }
+    }
+  };
   if (req.replica_id() != 0) {
     proto::RegisterPserverResponse resp;
     // The copies leaving a finished job are no failover: the map changes, the log and
@@ -224,16 +240,16 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
       if (!quiet) Log(line);
     }));
     PL_RETURN_IF_ERROR(CommitLocked());
+    log_new_losses(/*replica=*/true);
     resp.set_num_pservers(membership_.num_pservers());
     return resp;
   }
   const int64_t before = membership_.pserver_generation(req.index());
-  const size_t losses_before = membership_.losses().size();
   PL_ASSIGN_OR_RETURN(int64_t generation,
-                      membership_.RegisterPserver(req.index(), req.address(), req.incarnation(), req.started_empty(),
+                      membership_.RegisterPserver(req.index(), req.address(), PserverReport::From(req),
                                                   /*job_trained=*/queue_.chunks_trained() > 0));
   PL_RETURN_IF_ERROR(CommitLocked());
-  for (size_t i = losses_before; i < membership_.losses().size(); ++i) Log("loss: " + membership_.losses()[i]);
+  log_new_losses(/*replica=*/false);
   // Pservers re-register every second (so a restarted master learns them): log changes only.
   if (generation != before) {
     Log(absl::StrCat("pserver ", req.index(), " at ", req.address(), " registered (generation ", generation, ")"));
@@ -367,7 +383,8 @@ StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusReque
   resp.set_samples_done(queue_.samples_done());
   resp.set_job_done(queue_.job_done());
   for (int64_t id : queue_.failed_task_ids()) resp.add_failed_task_ids(id);
-  for (const std::string& loss : membership_.losses()) resp.add_losses(loss);
+  for (const std::string& loss : membership_.LossLines()) resp.add_losses(loss);
+  for (const auto& [index, count] : membership_.pushes_refused()) resp.set_pushes_refused(resp.pushes_refused() + count);
   resp.set_live_trainers(static_cast<int64_t>(membership_.live_trainers().size()));
   resp.set_chunks_trained(queue_.chunks_trained());
   resp.set_num_nodes(options_.num_nodes);

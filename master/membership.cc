@@ -98,27 +98,50 @@ Status CheckPserver(int32_t index, const std::string& address, int32_t num_pserv
 
 }  // namespace
 
+PserverReport PserverReport::From(const proto::RegisterPserverRequest& request) {
+  PserverReport r;
+  r.incarnation = request.incarnation();
+  r.started_empty = request.started_empty();
+  // An older pserver leaves restored_version unset (0): take "none" only from one that began empty.
+  r.restored_version = request.started_empty() ? -1 : request.restored_version();
+  r.version = request.version();
+  r.pushes_refused = request.pushes_refused();
+  return r;
+}
+
 Status Membership::HeartbeatReplica(const proto::RegisterPserverRequest& request,
                                     proto::RegisterPserverResponse* response, const ShardReplicas::Log& log) {
   PL_RETURN_IF_ERROR(CheckPserver(request.index(), request.address(), options_.num_pservers));
   replicas_.Heartbeat(request, response, log);
+  TakeReplicaLosses();
+  if (request.replica_id() != 0) RecordRefused(request.index(), request.replica_id(), request.pushes_refused());
   response->set_generation(response->epoch());
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address, uint64_t incarnation,
-                                              bool started_empty, bool job_trained) {
+StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& address, const PserverReport& report,
+                                              bool job_trained) {
   PL_RETURN_IF_ERROR(CheckPserver(index, address, options_.num_pservers));
   proto::PserverInfo& p = pservers_[index];
-  if (incarnation != 0 && p.incarnation() != incarnation) {
+  if (report.incarnation != 0 && p.incarnation() != report.incarnation) {
     // Another process at this index. One that began empty after the job trained starts
-    // the shard over from its seed: whatever the old one held and no checkpoint kept is gone.
-    if (p.incarnation() != 0 && started_empty && job_trained) {
+    // the shard over from its seed: whatever the old one held and no checkpoint kept is
+    // gone. One that restored a checkpoint older than what the index served lost the
+    // updates in between.
+    if (p.incarnation() != 0 && report.started_empty && job_trained) {
       losses_.push_back(absl::StrCat("pserver ", index, " restarted without its state (no checkpoint to restore): "
                                      "its shard started over from the seed"));
+    } else if (p.incarnation() != 0 && !report.started_empty && report.restored_version >= 0 &&
+               report.restored_version < p.version()) {
+      losses_.push_back(absl::StrCat("pserver ", index, " restarted from a checkpoint of version ",
+                                     report.restored_version, ", older than the version ", p.version(),
+                                     " it had served: the updates in between are lost"));
     }
-    p.set_incarnation(incarnation);
+    p.set_incarnation(report.incarnation);
+    p.set_version(report.version);
   }
+  p.set_version(std::max(p.version(), report.version));
+  if (report.incarnation != 0) RecordRefused(index, report.incarnation, report.pushes_refused);
   // The same address again is a periodic re-registration of a running pserver, not a
   // new incarnation (a restarted pserver binds a new port, or says so by its address).
   if (p.address() == address && p.generation() > 0) return p.generation();
@@ -126,6 +149,31 @@ StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& 
   p.set_address(address);
   p.set_generation(p.generation() + 1);
   return p.generation();
+}
+
+bool Membership::RecordRefused(int32_t index, uint64_t process, int64_t count) {
+  if (count <= 0) return false;
+  const bool first = pushes_refused()[index] == 0;
+  int64_t& recorded = refused_[{index, process}];
+  recorded = std::max(recorded, count);
+  return first;
+}
+
+std::map<int32_t, int64_t> Membership::pushes_refused() const {
+  std::map<int32_t, int64_t> by_index;
+  for (const auto& [who, count] : refused_) by_index[who.first] += count;
+  return by_index;
+}
+
+std::vector<std::string> Membership::LossLines() const {
+  std::vector<std::string> lines = losses_;
+  for (const auto& [index, count] : pushes_refused()) {
+    if (count == 0) continue;
+    lines.push_back(absl::StrCat("pserver ", index, " refused ", count,
+                                 " push(es) whose gradients were out of bounds (its log names the parameter, "
+                                 "the norms and the trainer): those updates were not applied"));
+  }
+  return lines;
 }
 
 int64_t Membership::pserver_generation(int32_t index) const {
@@ -179,6 +227,12 @@ proto::MembershipState Membership::Serialize() const {
   for (const auto& [index, p] : pservers_) *s.add_pservers() = p;
   s.set_pserver_lease_ms(options_.pserver_lease_ms);
   for (const std::string& loss : losses_) s.add_losses(loss);
+  for (const auto& [who, count] : refused_) {
+    proto::RefusedPushes* r = s.add_refused_pushes();
+    r->set_index(who.first);
+    r->set_process(who.second);
+    r->set_count(count);
+  }
   replicas_.Serialize(&s);
   return s;
 }
@@ -211,6 +265,12 @@ StatusOr<Membership> Membership::Deserialize(const proto::MembershipState& s, Cl
   }
   PL_ASSIGN_OR_RETURN(m.replicas_, ShardReplicas::Deserialize(s, o.pserver_lease_ms, m.now_ms_));
   m.losses_.assign(s.losses().begin(), s.losses().end());
+  for (const proto::RefusedPushes& r : s.refused_pushes()) {
+    if (r.index() < 0 || r.index() >= o.num_pservers || r.count() < 0) {
+      return bad(absl::StrCat("refused pushes of pserver ", r.index(), " (count ", r.count(), ") out of range"));
+    }
+    m.refused_[{r.index(), r.process()}] = r.count();
+  }
   return m;
 }
 

@@ -26,6 +26,18 @@
 
 namespace pl {
 
+// What a pserver that is not replicated tells with each registration
+// (RegisterPserverRequest): which process it is, what it restored, what it serves now.
+struct PserverReport {
+  uint64_t incarnation = 0;       // 0: not told
+  bool started_empty = false;     // began without state (nothing restored)
+  int64_t restored_version = -1;  // the version of the checkpoint it restored (-1: none)
+  int64_t version = 0;            // its shard's version now
+  int64_t pushes_refused = 0;     // pushes it refused as out of bounds since it started
+
+  static PserverReport From(const proto::RegisterPserverRequest& request);
+};
+
 struct MembershipOptions {
   int64_t lease_ms = 3000;   // > 0
   int32_t num_pservers = 1;  // >= 0
@@ -62,23 +74,34 @@ class Membership {
 
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
-  // `incarnation` (0: not told) and `started_empty` say which process registers and
-  // whether it began without state: a new incarnation that began empty while
-  // `job_trained` is recorded as a loss (losses()).
-  StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address, uint64_t incarnation = 0,
-                                    bool started_empty = false, bool job_trained = false);
-  // Learned state the job lost, one line each, in order (kept in the state).
+  // A new incarnation (report.incarnation) is a restarted process. It lost learned
+  // state, recorded in losses(), when it began empty while `job_trained`, or restored a
+  // checkpoint older than the version the index had reported. Its refused pushes are
+  // recorded too (pushes_refused()).
+  StatusOr<int64_t> RegisterPserver(int32_t index, const std::string& address, const PserverReport& report = {},
+                                    bool job_trained = false);
+  // Learned state the job lost, one line each, in order (kept in the state): shards
+  // started over or restored from an older checkpoint.
   const std::vector<std::string>& losses() const { return losses_; }
+  // Pushes refused as out of bounds, by pserver index (summed over its processes).
+  std::map<int32_t, int64_t> pushes_refused() const;
+  // Every loss as one line: losses(), then a line per pserver that refused pushes.
+  std::vector<std::string> LossLines() const;
   // A replica of a replicated shard registers or heartbeats (shard_replicas.h); the
   // same INVALID_ARGUMENT cases. Fills the response's map fields.
   Status HeartbeatReplica(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
                           const ShardReplicas::Log& log);
   // A replica's process is known to be gone (ShardReplicas::Exited).
   bool ReplicaExited(int32_t index, uint64_t id, const std::string& why, const ShardReplicas::Log& log) {
-    return replicas_.Exited(index, id, why, log);
+    const bool known = replicas_.Exited(index, id, why, log);
+    TakeReplicaLosses();
+    return known;
   }
   // Drops replicas whose lease ran out, promoting backups where a primary went.
-  void ExpireReplicas(const ShardReplicas::Log& log) { replicas_.Expire(log); }
+  void ExpireReplicas(const ShardReplicas::Log& log) {
+    replicas_.Expire(log);
+    TakeReplicaLosses();
+  }
   const ShardReplicas& replicas() const { return replicas_; }
   // Extends every live-looking trainer lease to at least `until_ms`: after a master
   // restart no trainer could heartbeat while it was down, so none is judged by that gap.
@@ -110,8 +133,17 @@ class Membership {
   int64_t next_trainer_id_ = 1;
   std::map<int64_t, Trainer> trainers_;
   std::map<int32_t, proto::PserverInfo> pservers_;
+  // Records what process (index, `process`) last said it refused; true the first time
+  // the index refuses anything.
+  bool RecordRefused(int32_t index, uint64_t process, int64_t count);
+  // Moves the replicated shards' losses (logged as they happened) into losses_.
+  void TakeReplicaLosses() {
+    for (std::string& loss : replicas_.TakeLosses()) losses_.push_back(std::move(loss));
+  }
+
   ShardReplicas replicas_;
   std::vector<std::string> losses_;
+  std::map<std::pair<int32_t, uint64_t>, int64_t> refused_;  // (index, process) -> its count
 };
 
 }  // namespace pl

@@ -200,6 +200,14 @@ void ShardReplicas::MaybeRestore(int32_t index, Shard& shard, const Log& log) {
   shard.members.insert(shard.members.begin(), primary);
   shard.restore_until_ms = 0;
   ++shard.epoch;
+  if (shard.last_version > 0 && primary.checkpoint_version < shard.last_version) {
+    losses_.push_back(absl::StrCat(
+        "shard ", index, " lost every replica and ",
+        primary.checkpoint_version < 0 ? std::string("started over from its seed (no checkpoint)")
+                                       : absl::StrCat("restored a checkpoint of version ", primary.checkpoint_version),
+        "; its primary had served version ", shard.last_version, ": the updates in between are lost"));
+    log("loss: " + losses_.back());
+  }
   log(absl::StrCat("shard ", index, ": ", Who(primary.id, primary.address), " restores ",
                    primary.checkpoint_version < 0
                        ? std::string("no checkpoint (none of the replicas back has one)")
@@ -245,6 +253,7 @@ void ShardReplicas::Serialize(proto::MembershipState* state) const {
     proto::ShardReplicaState* s = state->add_shard_replicas();
     s->set_index(index);
     s->set_epoch(shard.epoch);
+    s->set_last_version(shard.last_version);
     for (const Member& m : shard.members) {
       proto::ReplicaInfo* info = s->add_replicas();
       info->set_replica_id(m.id);
@@ -265,6 +274,7 @@ StatusOr<ShardReplicas> ShardReplicas::Deserialize(const proto::MembershipState&
     }
     Shard& shard = r.shards_[s.index()];
     shard.epoch = s.epoch();
+    shard.last_version = s.last_version();
     for (const proto::ReplicaInfo& info : s.replicas()) {
       const bool primary = info.role() == proto::ReplicaInfo::PRIMARY;
       if (info.replica_id() == 0 || (primary && !shard.members.empty())) {

@@ -28,6 +28,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "paddle_like/core/status.h"
@@ -69,6 +70,10 @@ class ShardReplicas {
   // Shards with fewer live replicas (primary + backups) than `wanted`, for the status.
   int degraded(int wanted) const;
 
+  // Learned state lost since the last call, one line each: a shard that lost every
+  // replica and restored a checkpoint older than what its primary had served (or none).
+  std::vector<std::string> TakeLosses() { return std::exchange(losses_, {}); }
+
   void Serialize(proto::MembershipState* state) const;
   // DATA_LOSS naming what is wrong.
   static StatusOr<ShardReplicas> Deserialize(const proto::MembershipState& state, int64_t lease_ms, Clock now_ms);
@@ -105,6 +110,7 @@ class ShardReplicas {
   int64_t restore_wait_ms_;
   Clock now_ms_;
   std::map<int32_t, Shard> shards_;
+  std::vector<std::string> losses_;
 };
 
 }  // namespace pl

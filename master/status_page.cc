@@ -47,7 +47,11 @@ std::string StatusPage::Json() const {
                     ",\"failed\":", job->failed(), ",\"samples_done\":", job->samples_done(),
                     ",\"live_trainers\":", job->live_trainers(), ",\"replicas\":", job->replicas(),
                     ",\"job_done\":", job->job_done() ? "true" : "false",
-                    ",\"failed_task_ids\":[", absl::StrJoin(job->failed_task_ids(), ","), "]}");
+                    ",\"failed_task_ids\":[", absl::StrJoin(job->failed_task_ids(), ","), "]");
+    std::vector<std::string> losses;
+    for (const std::string& loss : job->losses()) losses.push_back(JsonQuote(loss));
+    absl::StrAppend(&out, ",\"pushes_refused\":", job->pushes_refused(), ",\"losses\":[", absl::StrJoin(losses, ","),
+                    "]}");
   }
   std::vector<std::string> trainers, pservers;
   if (members.ok()) {
@@ -98,6 +102,12 @@ std::string StatusPage::Text() const {
                     job->num_passes(), job->job_done() ? " (done)" : "", " | tasks todo ", job->todo(), " pending ",
                     job->pending(), " done ", job->done(), " failed ", job->failed(), " | samples ",
                     job->samples_done(), " | trainers ", job->live_trainers(), "\n");
+    // What the job lost, with its cause: pl-launch exits 3 for these unless --allow_losses.
+    if (!job->failed_task_ids().empty()) {
+      absl::StrAppend(&out, "loss: ", job->failed_task_ids_size(), " task(s) set aside as failed in some pass (ids ",
+                      absl::StrJoin(job->failed_task_ids(), ","), ")\n");
+    }
+    for (const std::string& loss : job->losses()) absl::StrAppend(&out, "loss: ", loss, "\n");
   }
   if (members.ok()) {
     absl::StrAppend(&out, "trainers (", members->trainers_size(), " live):\n");

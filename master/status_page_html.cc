@@ -17,7 +17,7 @@ table{border-collapse:collapse} td,th{padding:2px 10px;border-bottom:1px solid #
 #err{color:#c00}
 </style></head><body>
 <h1>paddle_like job <span id="state"></span></h1><div id="err"></div>
-<div id="job"></div>
+<div id="job"></div><div id="losses" style="color:#c00"></div>
 <div class="charts"><div><h2>loss</h2><svg id="loss" width="460" height="240"></svg></div>
 <div><h2>train accuracy</h2><svg id="acc" width="460" height="240"></svg></div></div>
 <div id="tests"></div>
@@ -60,6 +60,8 @@ function draw(st){
     " &nbsp; tasks: todo "+j.todo+", pending "+j.pending+", done "+j.done+", failed "+j.failed+
     " &nbsp; samples "+j.samples_done+" &nbsp; live trainers "+j.live_trainers+"<br>"+
     bar(j.done,"#2ca02c")+bar(j.pending,"#ff7f0e")+bar(j.todo,"#ccc")+bar(j.failed,"#d62728");
+  document.getElementById("losses").innerHTML=(j.losses||[]).map(l=>"loss: "+esc(l)).join("<br>")+
+    (j.failed_task_ids&&j.failed_task_ids.length?"<br>loss: tasks set aside as failed (ids "+j.failed_task_ids.join(",")+")":"");
   chart("loss",st.curves,1); chart("acc",st.curves,2);
   let tests=[];for(const n in st.curves){const c=st.curves[n];if(c.test_metric_name)tests.push(esc(n)+": test "+esc(c.test_metric_name)+" "+c.test_metric.toFixed(4));}
   document.getElementById("tests").innerHTML=tests.join("<br>");

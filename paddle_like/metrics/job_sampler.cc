@@ -19,9 +19,15 @@ JobSampler::JobSampler(ProcessTelemetry* t, const JobEventLog* events)
       live_trainers_(NewGauge(t, "pl_master_live_trainers", "trainers holding a live lease")),
       shards_below_copies_(NewGauge(t, "pl_master_shards_below_copies",
                                     "replicated shards with fewer copies in sync than the job was launched with")),
+      losses_(NewGauge(t, "pl_master_losses",
+                       "losses of learned state the job recorded (JobStatusResponse.losses): shards started over or "
+                       "restored from an older checkpoint, pservers refusing pushes (failed tasks: "
+                       "pl_master_tasks{state=\"failed\"})")),
       samples_(NewCounter(t, "pl_master_samples_total", "samples of the tasks reported done")),
       leases_expired_(NewCounter(t, "pl_master_leases_expired_total", "trainer and task leases that expired")),
-      failures_(NewCounter(t, "pl_master_task_failures_total", "tasks reported failed by trainers")) {}
+      failures_(NewCounter(t, "pl_master_task_failures_total", "tasks reported failed by trainers")),
+      pushes_refused_(NewCounter(t, "pl_master_pushes_refused_total",
+                                 "pushes the pservers refused as out of bounds, as they reported them")) {}
 
 void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
   todo_->Set(s.todo());
@@ -32,6 +38,8 @@ void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
   num_passes_->Set(s.num_passes());
   live_trainers_->Set(s.live_trainers());
   shards_below_copies_->Set(s.shards_below_copies());
+  losses_->Set(s.losses_size());
+  AdvanceCounter(pushes_refused_, s.pushes_refused());
   AdvanceCounter(samples_, s.samples_done());
   const int64_t expired = events_->Total(JobEventKind::kLeaseExpired);
   AdvanceCounter(leases_expired_, expired);

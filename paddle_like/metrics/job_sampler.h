@@ -2,9 +2,9 @@
 // JobStatus and the event log:
 //   pl_master_tasks{state="todo|pending|done|failed"}, pl_master_pass,
 //   pl_master_num_passes, pl_master_live_trainers,
-//   pl_master_shards_below_copies                                       gauges
+//   pl_master_shards_below_copies, pl_master_losses                     gauges
 //   pl_master_samples_total, pl_master_leases_expired_total,
-//   pl_master_task_failures_total                                       counters
+//   pl_master_task_failures_total, pl_master_pushes_refused_total       counters
 // and TensorBoard scalars master/tasks_done, master/tasks_todo, master/pass,
 // master/live_trainers, master/shards_below_copies, master/leases_expired,
 // master/samples_per_sec (step = seconds since the sampler started).
@@ -38,8 +38,9 @@ class JobSampler {
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
   int64_t last_samples_ = 0;
-  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_, *shards_below_copies_;
-  prometheus::Counter *samples_, *leases_expired_, *failures_;
+  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_, *shards_below_copies_,
+      *losses_;
+  prometheus::Counter *samples_, *leases_expired_, *failures_, *pushes_refused_;
 };
 
 }  // namespace pl::metrics

@@ -36,6 +36,8 @@ bool MembershipWatcher::Register() {
   request.set_address(options_.register_address);
   request.set_incarnation(options_.incarnation);
   request.set_started_empty(options_.started_empty);
+  request.set_restored_version(options_.restored_version);
+  if (options_.describe) options_.describe(&request);
   const StatusOr<proto::RegisterPserverResponse> registered =
       master_.RegisterPserver(request, MasterCallPolicy::Once(options_.rpc_timeout));
   if (!registered.ok()) return false;

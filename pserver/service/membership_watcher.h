@@ -38,6 +38,9 @@ struct MembershipWatcherOptions {
   // number, and whether it began without state (nothing restored).
   uint64_t incarnation = 0;
   bool started_empty = false;
+  int64_t restored_version = -1;  // the checkpoint's version it restored (-1: none)
+  // Fills what changes as it serves (version, pushes_refused) into each registration.
+  std::function<void(proto::RegisterPserverRequest*)> describe;
 };
 
 class MembershipWatcher {

@@ -267,6 +267,11 @@ Status PserverProcess::Start() {
     wo.incarnation = std::random_device()() | (uint64_t{std::random_device()()} << 32) | 1;  // never 0
     wo.started_empty = p.restored_from.empty();
     ParameterShard* shard = p.shard.get();
+    wo.restored_version = p.restored_from.empty() ? -1 : shard->version();
+    wo.describe = [shard](proto::RegisterPserverRequest* request) {
+      request->set_version(shard->version());
+      request->set_pushes_refused(shard->norm_guard().refused());
+    };
     p.watcher = std::make_unique<MembershipWatcher>(
         wo, [shard](const std::vector<int64_t>& live) { shard->SetLiveTrainers(live); });
     p.watcher->Start();

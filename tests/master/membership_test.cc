@@ -74,25 +74,81 @@ TEST(MembershipTest, OnlyARegisteredTrainersOwnTokenSpeaksForIt) {
 // after the job trained, is a loss the master records (and keeps across a restart); a
 // periodic re-registration, a restart that restored a checkpoint, or one before any
 // training is not.
+// A pserver that is not replicated, as it tells the master who it is and what it restored.
+PserverReport Report(uint64_t incarnation, bool started_empty, int64_t restored_version = -1, int64_t version = 0,
+                     int64_t pushes_refused = 0) {
+  PserverReport r;
+  r.incarnation = incarnation;
+  r.started_empty = started_empty;
+  r.restored_version = restored_version;
+  r.version = version;
+  r.pushes_refused = pushes_refused;
+  return r;
+}
+
 TEST(MembershipTest, APserverRestartedEmptyAfterTrainingIsRecordedAsALoss) {
   FakeClock clock;
   Membership m = Make(clock);
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", /*incarnation=*/11, /*started_empty=*/true, /*job_trained=*/false).ok());
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 11, true, true).ok());   // the same process, re-registering
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 12, true, false).ok());  // restarted before any training
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 13, false, true).ok());  // restarted from a checkpoint
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(11, /*started_empty=*/true), /*job_trained=*/false).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(11, true), true).ok());   // the same process, re-registering
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(12, true), false).ok());  // restarted before any training
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(13, false, 0), true).ok());  // restarted from a checkpoint
   EXPECT_TRUE(m.losses().empty());
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 14, true, true).ok());   // restarted empty after training
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(14, true), true).ok());   // restarted empty after training
   ASSERT_EQ(m.losses().size(), 1u);
   EXPECT_THAT(m.losses()[0], HasSubstr("pserver 0 restarted without its state"));
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", 14, true, true).ok());   // its next re-registrations: once
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(14, true), true).ok());   // its next re-registrations: once
   EXPECT_EQ(m.losses().size(), 1u);
   auto restored = Membership::Deserialize(m.Serialize(), clock.fn());
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->losses(), m.losses());
   // A restarted master remembers the incarnation: the same process is no new loss.
-  ASSERT_TRUE(restored->RegisterPserver(0, "h:1", 14, true, true).ok());
+  ASSERT_TRUE(restored->RegisterPserver(0, "h:1", Report(14, true), true).ok());
   EXPECT_EQ(restored->losses().size(), 1u);
+}
+
+// A restart that restored a checkpoint older than the version its index had reported
+// lost the updates in between; one that restored the newest version it served did not.
+TEST(MembershipTest, APserverRestoredFromAnOlderCheckpointThanItServedIsALoss) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(21, true, -1, /*version=*/0), false).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(21, true, -1, /*version=*/40), true).ok());
+  // Restarted from a checkpoint of exactly what it had served: nothing lost.
+  ASSERT_TRUE(m.RegisterPserver(0, "h:2", Report(22, false, /*restored=*/40, 40), true).ok());
+  EXPECT_TRUE(m.losses().empty());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:2", Report(22, false, 40, 75), true).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:3", Report(23, false, /*restored=*/60, 60), true).ok());
+  ASSERT_EQ(m.losses().size(), 1u);
+  EXPECT_THAT(m.losses()[0], HasSubstr("pserver 0 restarted from a checkpoint of version 60, older than the "
+                                       "version 75 it had served"));
+  // The version served survives a master restart.
+  auto restored = Membership::Deserialize(m.Serialize(), clock.fn());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE(restored->RegisterPserver(0, "h:3", Report(23, false, 60, 90), true).ok());
+  ASSERT_TRUE(restored->RegisterPserver(0, "h:4", Report(24, false, 80, 80), true).ok());
+  ASSERT_EQ(restored->losses().size(), 2u);
+  EXPECT_THAT(restored->losses()[1], HasSubstr("version 80, older than the version 90"));
+}
+
+// Refused pushes are summed over the processes of an index (each reports its own count
+// since it started) and become one loss line per index; a master restart keeps them.
+TEST(MembershipTest, RefusedPushesAreCountedPerIndexAcrossRestartsAsALoss) {
+  FakeClock clock;
+  Membership m = Make(clock, 2);
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true)).ok());
+  EXPECT_TRUE(m.LossLines().empty());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 5, /*refused=*/2)).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 6, /*refused=*/3)).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:2", Report(32, true, -1, 0, /*refused=*/1)).ok());  // restarted
+  ASSERT_TRUE(m.RegisterPserver(1, "h:5", Report(41, true)).ok());
+  EXPECT_EQ(m.pushes_refused(), (std::map<int32_t, int64_t>{{0, 4}}));
+  ASSERT_EQ(m.LossLines().size(), 1u);  // the restart before training is no loss; the refusals are
+  EXPECT_THAT(m.LossLines()[0], HasSubstr("pserver 0 refused 4 push(es) whose gradients were out of bounds"));
+  auto restored = Membership::Deserialize(m.Serialize(), clock.fn());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->pushes_refused(), m.pushes_refused());
+  EXPECT_EQ(restored->LossLines(), m.LossLines());
 }
 
 TEST(MembershipTest, PserverRejoinKeepsItsIndexAndBumpsGeneration) {

@@ -152,6 +152,42 @@ TEST_F(ShardReplicasTest, AShardThatLostEveryReplicaIsRestoredByTheNewestCheckpo
   EXPECT_NE(Log().find("restores its checkpoint of version 250"), std::string::npos) << Log();
 }
 
+// Issue 40: a shard whose primary had served version 300 and that comes back from a
+// checkpoint of 250 lost the updates in between: a loss, taken once. One that comes
+// back from what it served, or that never trained, lost nothing.
+TEST_F(ShardReplicasTest, ARestoreOlderThanWhatThePrimaryServedIsALossAndTheVersionSurvivesAMasterRestart) {
+  Beat(1, -1, /*version=*/300);
+  Beat(2);
+  CaughtUp(1, 2);
+  proto::MembershipState state;
+  state.set_num_pservers(1);
+  map_.Serialize(&state);
+  auto restarted = ShardReplicas::Deserialize(state, kLeaseMs, [this] { return now_ms_; });
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  map_ = std::move(*restarted);  // a restarted master still knows version 300
+  Advance(kLeaseMs + 1);
+  EXPECT_TRUE(map_.TakeLosses().empty());
+  Beat(3, /*checkpoint_version=*/100);
+  EXPECT_EQ(Beat(4, /*checkpoint_version=*/250), proto::ReplicaInfo::PRIMARY) << Log();
+  std::vector<std::string> losses = map_.TakeLosses();
+  ASSERT_EQ(losses.size(), 1u) << Log();
+  EXPECT_EQ(losses[0], "shard 0 lost every replica and restored a checkpoint of version 250; its primary had "
+                       "served version 300: the updates in between are lost");
+  EXPECT_NE(Log().find("loss: shard 0 lost every replica"), std::string::npos) << Log();
+  EXPECT_TRUE(map_.TakeLosses().empty());
+}
+
+TEST_F(ShardReplicasTest, ARestoreOfWhatThePrimaryServedOrOfAShardThatNeverTrainedIsNoLoss) {
+  Beat(1);  // version 0: nothing trained
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(Beat(3, -1), proto::ReplicaInfo::PRIMARY) << Log();  // the shard had one copy: all back
+  EXPECT_TRUE(map_.TakeLosses().empty()) << Log();
+  Beat(3, -1, /*version=*/40);
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(Beat(5, /*checkpoint_version=*/40), proto::ReplicaInfo::PRIMARY) << Log();
+  EXPECT_TRUE(map_.TakeLosses().empty()) << Log();
+}
+
 // Restarted processes that registered (as joiners) before the dead ones' leases ran
 // out are not more copies of the shard: two back of two is all of them.
 TEST_F(ShardReplicasTest, RestartsThatJoinedBeforeTheDeadExpiredDoNotInflateTheCountToWaitFor) {

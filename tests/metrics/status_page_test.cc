@@ -165,6 +165,26 @@ TEST_F(StatusPageTest, TextIsWhatPlStatusPrints) {
   EXPECT_THAT(text, HasSubstr("join          trainer 1 (trainer-0) registered"));
 }
 
+// Issue 40: each loss shows with its cause, in the text (pl-status) and the JSON.
+TEST_F(StatusPageTest, LossesShowWithTheirCause) {
+  StatusPage page(master_.get(), &events_, &board_, 3000);
+  EXPECT_THAT(page.Handle("/status.txt").body, Not(HasSubstr("loss:")));
+  proto::RegisterPserverRequest ps;
+  ps.set_index(0);
+  ps.set_address("10.0.0.1:7000");
+  ps.set_incarnation(7);
+  ps.set_started_empty(true);
+  ps.set_pushes_refused(3);
+  ASSERT_TRUE(master_->RegisterPserver(ps).ok());
+  const std::string text = page.Handle("/status.txt").body;
+  EXPECT_THAT(text, HasSubstr("loss: pserver 0 refused 3 push(es) whose gradients were out of bounds")) << text;
+  auto json = ParseJson(page.Handle("/status.json").body);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->Find("job")->Find("pushes_refused")->number, 3);
+  ASSERT_EQ(json->Find("job")->Find("losses")->array.size(), 1u);
+  EXPECT_THAT(events_.Last().back().text, HasSubstr("loss: pserver 0 refuses pushes"));
+}
+
 TEST_F(StatusPageTest, PageDrawsFromStatusJsonWithNothingFromOutside) {
   StatusPage page(master_.get(), &events_, &board_, 3000);
   const metrics::HttpResponse r = page.Handle("/");

@@ -89,8 +89,9 @@ class Launcher {
   const std::string& workdir() const { return layout_.workdir(); }
 
  private:
-  // kLost: done, but work was lost (tasks set aside as failed in some pass, a shard
-  // restarted from its seed: JobStatusResponse.losses), and --allow_losses was not given.
+  // kLost: done, but work was lost (tasks set aside as failed in some pass; a shard
+  // restarted from its seed or an older checkpoint, pushes refused:
+  // JobStatusResponse.losses), and --allow_losses was not given.
   enum class Outcome { kRunning, kFinished, kLost, kFailed, kCancelled };
 
   Status PrepareWorkdir();

@@ -4,7 +4,8 @@
 //
 // Exit status: 0 job done; 1 job failed (one-line cause on stderr); 2 bad input (also
 // a --nnodes that differs from node 0's); 3 job done with losses (tasks set aside as
-// failed in some pass, a shard restarted from its seed; --allow_losses makes that 0);
+// failed in some pass, a shard restarted from its seed or an older checkpoint, pushes
+// refused as out of bounds; --allow_losses makes that 0);
 // with --make_ca DIR: 0 written, 1
 // not (DIR holds a CA already, or cannot be written);
 // 130 / 143 stopped by SIGINT / SIGTERM.
