@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/request_limits.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -427,6 +428,7 @@ grpc::Status MasterService::AuthorizeTrainerCall(const grpc::ServerContext* ctx,
                                    proto::Name##Response* resp) {                          \
     grpc::Status ok = rpc::CheckProtocol(ctx);                                              \
     if (ok.ok()) ok = (authorized);                                                         \
+    if (ok.ok()) ok = rpc::ToGrpc(rpc::CheckStringLengths(*req));                           \
     if (!ok.ok()) return rpc::LogIfRefused(ctx, std::move(ok));                                       \
     return Reply(master_->Call(*req), resp);                                                \
   }

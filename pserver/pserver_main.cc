@@ -73,7 +73,8 @@ ABSL_FLAG(bool, replica_checkpoints, false,
           "newest state); default: only the primary writes, for replicas sharing one directory (pl-launch)");
 ABSL_FLAG(int64_t, sparse_memory_mb, 0,
           "cap on this pserver's sparse rows (values, optimizer state, index), in MB: beyond it the least "
-          "recently used rows are evicted in the background (0: no cap; tables' evict_after_s still applies)");
+          "recently used rows are evicted in the background (0: what the dense parameters leave of --max_memory_mb's "
+          "budget; -1: no cap; tables' evict_after_s applies either way)");
 ABSL_FLAG(std::string, sparse_disk_dir, "",
           "with --sparse_memory_mb: rows beyond the cap move to a disk tier (RocksDB) in this directory instead of "
           "being dropped, and come back when touched (the directory is scratch: emptied at start)");
@@ -204,7 +205,7 @@ int PserverMain(int argc, char** argv, Env* env) {
                              cli::CheckRange("heartbeat_ms", o.heartbeat_ms, 10, 10000),
                              cli::CheckRange("snapshot_lanes", o.snapshot_lanes, 0, kMaxSnapshotLanes),
                              cli::CheckRange("stream_link_lanes", o.stream_link_lanes, 0, kMaxDenseLinkLanes),
-                             cli::CheckRange<int64_t>("sparse_memory_mb", o.sparse_memory_mb, 0, int64_t{1} << 30)});
+                             cli::CheckRange<int64_t>("sparse_memory_mb", o.sparse_memory_mb, -1, int64_t{1} << 30)});
   log::SetProcessName(absl::StrCat("pserver-", o.index));
   rpc::ConfigureTransportOrExit(program, rpc::PserverIdentity(o.index));
   // --logdir, --metrics_port: a bad one ends the process here, before it serves.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/request_limits.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl {
@@ -117,7 +118,8 @@ Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reas
   req.set_trainer_id(cred.trainer_id);
   req.set_task_id(task.id());
   req.set_pass(task.pass());
-  req.set_reason(reason);
+  // The master refuses text over rpc::kMaxTextBytes; a long cause is cut, not lost whole.
+  req.set_reason(reason.size() > rpc::kMaxTextBytes ? reason.substr(0, rpc::kMaxTextBytes - 3) + "..." : reason);
   req.set_returned(returned);
   proto::TaskFailedResponse resp;
   return PL_TRAINER_RPC(TaskFailed, cred, req, &resp);

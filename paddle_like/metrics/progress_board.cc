@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/request_limits.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl::metrics {
@@ -19,6 +20,7 @@ grpc::Status ProgressBoard::Report(grpc::ServerContext* context, const proto::Pr
   if (request->trainer().empty() || request->trainer().size() > 128) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ProgressReport.trainer: 1 to 128 characters");
   }
+  if (Status s = rpc::CheckStringLengths(*request); !s.ok()) return rpc::ToGrpc(s);
   Add(*request);
   return grpc::Status::OK;
 }

@@ -48,7 +48,7 @@ Status ValidatePserverOptions(const PserverOptions& o) {
   if (o.index < 0 || o.index >= o.num_pservers) {
     return bad(absl::StrCat("--index (or PL_PSERVER_INDEX) ", o.index, " must be in [0, ", o.num_pservers, ")"));
   }
-  if (!o.sparse_disk_dir.empty() && o.sparse_memory_mb == 0) {
+  if (!o.sparse_disk_dir.empty() && o.sparse_memory_mb <= 0) {
     return bad("--sparse_disk_dir needs --sparse_memory_mb (the cap decides what goes to disk)");
   }
   if (o.replicas > 1 && o.master.empty()) {
@@ -86,7 +86,7 @@ PserverProcess::~PserverProcess() = default;
 
 namespace {
 
-int64_t SparseCapBytes(const PserverOptions& o) { return o.sparse_memory_mb << 20; }
+int64_t SparseCapBytes(const PserverOptions& o) { return std::max<int64_t>(0, o.sparse_memory_mb) << 20; }
 
 // A replica's start: register with the master (telling it how new a checkpoint it
 // holds), then, as the shard's primary, restore that checkpoint (saying how many
@@ -211,9 +211,12 @@ Status PserverProcess::Start() {
     PL_RETURN_IF_ERROR(attach_disk_tier(p.shard.get()));
   }
   p.shard->norm_guard().set_options(o.norm_guard);
+  // Without a cap of its own (--sparse_memory_mb 0) the sparse rows get what the dense
+  // parameters leave of the budget.
   p.shard->set_memory_budget(o.max_memory_mb < 0    ? 0
                              : o.max_memory_mb == 0 ? DefaultMemoryBudgetBytes()
-                                                    : o.max_memory_mb << 20);
+                                                    : o.max_memory_mb << 20,
+                             /*cap_sparse_rows=*/o.sparse_memory_mb == 0);
 
   // Trainers on this host may send their dense traffic through shared memory.
   SharedRegionOptions shm;

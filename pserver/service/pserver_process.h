@@ -50,7 +50,7 @@ struct PserverOptions {
   int64_t max_memory_mb = 0;    // 0: DefaultMemoryBudgetBytes(); -1: no limit
   int replicas = 1;
   bool replica_checkpoints = false;
-  int64_t sparse_memory_mb = 0;
+  int64_t sparse_memory_mb = 0;  // 0: what the dense parameters leave of the budget; -1: no cap
   std::string sparse_disk_dir;
   bool snapshot_socket = true;
   int snapshot_lanes = 0;       // 0: DefaultSnapshotLanes

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/request_limits.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/dist/bf16.h"
@@ -50,6 +51,7 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
                                   proto::InitResponse* response) {
   if (grpc::Status s = rpc::CheckProtocol(context); !s.ok()) return s;
   if (grpc::Status s = rpc::LogIfRefused(context, rpc::Authorize(context, {rpc::kTrainers}, "Init")); !s.ok()) return s;
+  if (Status s = rpc::CheckStringLengths(*request); !s.ok()) return rpc::ToGrpc(s);
   StatusOr<proto::InitResponse> result = shard_->Init(*request);
   if (!result.ok()) {
     log::Warning(absl::StrCat("Init refused: ", result.status().message()));
@@ -129,6 +131,7 @@ grpc::Status PserverService::HandlePull(const grpc::ServerContextBase& context, 
                                         PullFrame* response) {
   if (grpc::Status s = rpc::CheckProtocol(&context); !s.ok()) return s;
   if (grpc::Status s = rpc::LogIfRefused(&context, rpc::Authorize(&context, {rpc::kTrainers}, "Pull")); !s.ok()) return s;
+  if (Status s = rpc::CheckStringLengths(request); !s.ok()) return rpc::ToGrpc(s);
   DataCall counted(&data_calls_);
   const absl::Time deadline = DeadlineOf(context);
   return rpc::ToGrpc(arrivals_.ServePull(
@@ -248,6 +251,7 @@ grpc::Status PserverService::Attach(grpc::ServerContext* context, const proto::A
       return s;
     }
   }
+  if (Status s = rpc::CheckStringLengths(*request); !s.ok()) return rpc::ToGrpc(s);
   if (request->link_lanes() > 0 && request->shm_name().empty()) {
     const DenseLinkListener* listener = request->replica_stream() ? replica_links_.get() : links_.get();
     if (listener == nullptr) {

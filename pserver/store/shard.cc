@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "paddle_like/core/log.h"
+#include "paddle_like/rpc/request_limits.h"
 
 namespace pl::pserver {
 
@@ -106,6 +107,11 @@ Status ParameterShard::Validate(PendingPush* push, bool sync, const DenseDestina
   // Values in a trainer's shared region could change after the check: the check, the
   // update and the stream to the backups all read one private copy.
   push->frame.CopySharedPayloads();
+  // Names are looked up, copied and quoted in errors: a long one stops here.
+  PL_RETURN_IF_ERROR(rpc::CheckStringLengths(push->frame.header()));
+  for (size_t i = 0; i < push->frame.dense().size(); ++i) {
+    PL_RETURN_IF_ERROR(rpc::CheckNameLength(absl::StrCat("dense[", i, "].param"), push->frame.dense()[i].param));
+  }
   PL_RETURN_IF_ERROR(store_.Resolve(push->frame, &push->resolved));
   if (Status bounded = norm_guard_.Admit(push->resolved.norms); !bounded.ok()) {
     bounded = Annotate(bounded, absl::StrCat("trainer ", push->frame.header().trainer_id()));

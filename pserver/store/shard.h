@@ -81,8 +81,11 @@ class ParameterShard {
   int num_shards() const { return store_.num_shards(); }
   // What a primary's pushes must stay within (norm_guard.h); set before serving.
   NormGuard& norm_guard() { return norm_guard_; }
-  // ShardStore::set_memory_budget: what an Init may make this shard hold.
-  void set_memory_budget(int64_t bytes) { store_.set_memory_budget(bytes); }
+  // ShardStore::set_memory_budget: what an Init may make this shard hold, and whether
+  // its sparse rows are capped within it.
+  void set_memory_budget(int64_t bytes, bool cap_sparse_rows = false) {
+    store_.set_memory_budget(bytes, cap_sparse_rows);
+  }
 
   // Creates the blocks and rows' tables this shard owns that do not exist yet. The
   // first call fixes the optimizer, seed and mode; a later call with a different one,

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "paddle_like/core/log.h"
 #include "paddle_like/dist/sharding.h"
 
 namespace pl::pserver {
@@ -112,7 +113,27 @@ StatusOr<bool> ShardStore::Init(const proto::InitRequest& request) {
     PL_RETURN_IF_ERROR(AddParam(spec));
   }
   initialized_.store(true, std::memory_order_release);
+  CapSparseRowsWithinBudget();
   return created;
+}
+
+void ShardStore::set_memory_budget(int64_t bytes, bool cap_sparse_rows) {
+  absl::ReaderMutexLock l(&mu_);
+  memory_budget_.store(bytes);
+  sparse_cap_follows_budget_.store(cap_sparse_rows);
+  CapSparseRowsWithinBudget();
+}
+
+void ShardStore::CapSparseRowsWithinBudget() {
+  const int64_t budget = memory_budget_.load();
+  if (!sparse_cap_follows_budget_.load() || budget <= 0) return;
+  const int64_t dense_bytes = dense_.elements() * 4 * (1 + NumSlots(optimizer_.kind));
+  const int64_t cap = std::max(budget - dense_bytes, budget / 16);
+  if (cap == eviction_.cap_bytes()) return;
+  eviction_.Enable(cap);
+  log::Info(absl::StrFormat("sparse rows capped at %.0f MB: what the dense parameters (%.0f MB) leave of the "
+                            "%.0f MB memory budget (pl-pserver --sparse_memory_mb sets a cap of its own)",
+                            cap / 1048576.0, dense_bytes / 1048576.0, budget / 1048576.0));
 }
 
 Status ShardStore::CheckFits(const proto::InitRequest& request, const OptimizerSpec& optimizer) const {
@@ -224,6 +245,7 @@ Status ShardStore::Load(const std::function<Status(Loader*)>& fill) {
     return s;
   }
   initialized_.store(true, std::memory_order_release);
+  CapSparseRowsWithinBudget();
   return absl::OkStatus();
 }
 

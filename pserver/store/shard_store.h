@@ -64,7 +64,11 @@ class ShardStore {
   StatusOr<bool> Init(const proto::InitRequest& request);
   // The most bytes the dense parameters and their optimizer state may take here (0: no
   // limit): an Init that would pass it is RESOURCE_EXHAUSTED before anything is made.
-  void set_memory_budget(int64_t bytes) { memory_budget_.store(bytes); }
+  // With `cap_sparse_rows`, the sparse rows are capped (RowEviction) at what the dense
+  // parameters leave of the budget (at least a sixteenth of it), again after every
+  // Init and Load: a job that sets no cap of its own cannot grow its tables past the
+  // host's memory.
+  void set_memory_budget(int64_t bytes, bool cap_sparse_rows = false);
   // Lock-free.
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
   // The mode fixed by the first Init (false before it). Lock-free.
@@ -171,6 +175,8 @@ class ShardStore {
   Status CheckFits(const proto::InitRequest& request, const OptimizerSpec& optimizer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Status AddParam(const proto::ParamSpec& spec, bool initialize_values = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // set_memory_budget's cap on the sparse rows, for what the dense parameters hold now.
+  void CapSparseRowsWithinBudget() ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What an error says after a name that is not of the kind asked for.
   const char* WhyNotDense(const std::string& name) const;
   const char* WhyNotTable(const std::string& name) const;
@@ -195,6 +201,7 @@ class ShardStore {
   RowEviction eviction_{&sparse_};
   std::atomic<int64_t> request_payload_bytes_{0};  // largest_request_bytes without the margin
   std::atomic<int64_t> memory_budget_{0};
+  std::atomic<bool> sparse_cap_follows_budget_{false};
 };
 
 }  // namespace pl::pserver

@@ -138,6 +138,13 @@ TEST_F(MalformedRequestTest, EachBadPushIsRefusedClearlyAndChangesNothing) {
     cases.push_back(std::move(c));
   }
   {
+    // A long name is refused before it is looked up, copied or logged.
+    Case c{"a name of 64 KB", {}, grpc::StatusCode::INVALID_ARGUMENT,
+           "request field 'dense[0].param' is 65536 bytes, over its limit of 256"};
+    AddDense(&c.req, std::string(1 << 16, 'w'), 0, good_dense);
+    cases.push_back(std::move(c));
+  }
+  {
     Case c{"block out of range", {}, grpc::StatusCode::INVALID_ARGUMENT, "block 3 is outside [0, 1)"};
     AddDense(&c.req, "w", 3, good_dense);
     cases.push_back(std::move(c));

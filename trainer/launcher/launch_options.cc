@@ -22,7 +22,8 @@ ABSL_FLAG(int64_t, lease_ms, 3000, "task and trainer lease in ms (>= 100)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the master's task order");
 ABSL_FLAG(int, checkpoint_every_s, 30, "seconds between pserver checkpoints (>= 0; 0: only on exit)");
 ABSL_FLAG(int64_t, sparse_memory_mb, 0,
-          "each pserver's cap on its sparse rows in MB, passed on as pl-pserver --sparse_memory_mb (0: no cap)");
+          "each pserver's cap on its sparse rows in MB, passed on as pl-pserver --sparse_memory_mb (0: the pserver's "
+          "default, what its dense parameters leave of its memory budget)");
 ABSL_FLAG(bool, sparse_disk, false,
           "with --sparse_memory_mb: rows beyond each pserver's cap go to a disk tier in WORKDIR/sparse-disk/<pserver> "
           "instead of being dropped");

@@ -248,5 +248,33 @@ TEST(Eviction, ATimeToLiveOutOfRangeIsRefusedNamingTheTable) {
   EXPECT_FALSE(shard.initialized());
 }
 
+// Issue 40: without a cap of its own, a pserver with a memory budget caps its sparse
+// rows at what the dense parameters leave of it, and sweeps down to it: pushes of ever
+// new ids cannot take the host's memory.
+TEST(Eviction, WithoutACapOfItsOwnTheSparseRowsGetWhatTheDenseParametersLeaveOfTheBudget) {
+  auto shard = std::make_unique<ParameterShard>(0, 1);
+  constexpr int64_t kBudget = 1 << 20;  // 1 MB
+  shard->set_memory_budget(kBudget, /*cap_sparse_rows=*/true);
+  EXPECT_EQ(shard->eviction().cap_bytes(), kBudget) << "nothing dense yet: all of it";
+  // 192 KB of dense floats (SGD: no optimizer slots) leave 832 KB to the rows.
+  auto init = shard->Init(MakeInit({DenseSpec("w", {49152}, 4096, InitSpec::Constant(0.0f)), Table(0)}, Sgd(0.5f)));
+  ASSERT_TRUE(init.ok()) << init.status();
+  EXPECT_EQ(shard->eviction().cap_bytes(), kBudget - 49152 * 4);
+  ASSERT_TRUE(shard->tables().evicting());
+  for (int64_t from = 0; from < 40000; from += 4000) {
+    shard->tables().SetTick(static_cast<uint32_t>(from / 4000 + 1));
+    PushOnes(*shard, Range(from, from + 4000));
+  }
+  EXPECT_GT(shard->eviction().bytes(), shard->eviction().cap_bytes()) << "40000 rows of 40 bytes: 1.6 MB";
+  EXPECT_GT(shard->SweepRows(/*ttl_due=*/false), 0);
+  EXPECT_LE(shard->eviction().bytes(), shard->eviction().cap_bytes());
+  // A budget of -1 (no limit) and an explicit cap leave the rows alone.
+  auto unlimited = std::make_unique<ParameterShard>(0, 1);
+  unlimited->set_memory_budget(0, /*cap_sparse_rows=*/true);
+  ASSERT_TRUE(unlimited->Init(MakeInit({Table(0)}, Sgd(0.5f))).ok());
+  EXPECT_EQ(unlimited->eviction().cap_bytes(), 0);
+  EXPECT_FALSE(unlimited->tables().evicting());
+}
+
 }  // namespace
 }  // namespace pl::pserver
