@@ -41,6 +41,10 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
 ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
 ABSL_FLAG(std::string, state_dir, "", "directory of the job's state (required); a job found there is resumed");
+ABSL_FLAG(bool, event_log, true,
+          "store each change as one event appended to STATE_DIR/master-events.log, calls in flight sharing an fsync, "
+          "and the whole state every 64 MB of log (--noevent_log: the whole state on every change, as before; "
+          "for comparison)");
 ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to cut a new job's tasks from");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
@@ -130,6 +134,9 @@ int main(int argc, char** argv) {
   options.replicas = absl::GetFlag(FLAGS_replicas);
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   options.pserver_lease_ms = absl::GetFlag(FLAGS_pserver_lease_ms);
+  // Each change is one event appended to this log; the whole state is stored every
+  // 64 MB of it (master/master_journal.h).
+  if (absl::GetFlag(FLAGS_event_log)) options.log_path = state_dir + "/master-events.log";
   // The master's event lines, also kept for the status page and counted for /metrics.
   pl::metrics::JobEventLog events;
   options.log = [&events](const std::string& line) {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "master/master_journal.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/request_limits.h"
@@ -17,73 +18,110 @@ int64_t WallClockMs() {
       .count();
 }
 
+TaskQueue::Clock PinnedClock(std::shared_ptr<std::atomic<int64_t>> pinned, std::function<int64_t()> now) {
+  return [pinned = std::move(pinned), now = std::move(now)] {
+    const int64_t p = pinned->load();
+    return p >= 0 ? p : now();
+  };
+}
+
+TaskQueue::Logger QuietableLog(std::shared_ptr<std::atomic<bool>> quiet, std::function<void(const std::string&)> log) {
+  return [quiet = std::move(quiet), log = std::move(log)](const std::string& line) {
+    if (!quiet->load()) log(line);
+  };
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, StateStore* store, ChunkSource chunks) {
-  if (store == nullptr) return absl::InvalidArgumentError("master: no state store");
   MasterOptions options = given;
   if (!options.now_ms) options.now_ms = WallClockMs;
+  if (!options.monotonic_ms) {
+    options.monotonic_ms = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+  }
   if (!options.log) options.log = log::Info;
-  TaskQueueOptions qopts = options.queue;
-  qopts.lease_ms = options.lease_ms;
-  auto log = options.log;
-
-  StatusOr<std::string> stored = store->Get(kMasterStateKey);
-  if (stored.ok()) {
-    proto::MasterState state;
-    if (!state.ParseFromString(*stored)) {
-      return absl::DataLossError(absl::StrCat("master state '", kMasterStateKey, "' is not a MasterState message"));
-    }
-    if (state.format_version() != kMasterStateFormatVersion) {
-      return absl::DataLossError(absl::StrCat("master state '", kMasterStateKey, "' has format version ",
-                                              state.format_version(), ", this master reads ",
-                                              kMasterStateFormatVersion));
-    }
-    PL_ASSIGN_OR_RETURN(TaskQueue queue, TaskQueue::Deserialize(state.queue(), options.now_ms, log));
-    PL_ASSIGN_OR_RETURN(Membership membership, Membership::Deserialize(state.membership(), options.now_ms));
-    const TaskQueueOptions& kept = queue.options();
-    if (kept.num_passes != qopts.num_passes || kept.chunks_per_task != qopts.chunks_per_task ||
-        kept.max_failures != qopts.max_failures || kept.seed != qopts.seed || kept.lease_ms != qopts.lease_ms ||
-        membership.num_pservers() != options.num_pservers) {
-      log(absl::StrCat("the resumed job keeps its own settings: passes ", kept.num_passes, ", chunks_per_task ",
-                       kept.chunks_per_task, ", max_failures ", kept.max_failures, ", seed ", kept.seed, ", lease_ms ",
-                       kept.lease_ms, ", num_pservers ", membership.num_pservers(), " (the flags that differ are ignored)"));
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<MasterJournal> journal,
+                      MasterJournal::Open(store, options.log_path, options.snapshot_bytes, options.log));
+  PL_ASSIGN_OR_RETURN(MasterJournal::Stored stored, journal->Load());
+  auto pinned = std::make_shared<std::atomic<int64_t>>(-1);
+  auto quiet = std::make_shared<std::atomic<bool>>(false);
+  const TaskQueue::Clock clock = PinnedClock(pinned, options.now_ms);
+  const TaskQueue::Logger component_log = QuietableLog(quiet, options.log);
+  if (stored.snapshot) {
+    PL_ASSIGN_OR_RETURN(TaskQueue queue, TaskQueue::Deserialize(stored.snapshot->queue(), clock, component_log));
+    PL_ASSIGN_OR_RETURN(Membership membership, Membership::Deserialize(stored.snapshot->membership(), clock));
+    std::unique_ptr<Master> m(new Master(options, std::move(journal), pinned, quiet, std::move(queue),
+                                         std::move(membership)));
+    std::lock_guard<std::mutex> lock(m->mu_);
+    for (const proto::MasterEvent& e : stored.events) PL_RETURN_IF_ERROR(m->ReplayLocked(e));
+    const TaskQueueOptions& kept = m->queue_.options();
+    const TaskQueueOptions& asked = options.queue;
+    if (kept.num_passes != asked.num_passes || kept.chunks_per_task != asked.chunks_per_task ||
+        kept.max_failures != asked.max_failures || kept.seed != asked.seed || kept.lease_ms != options.lease_ms ||
+        m->membership_.num_pservers() != options.num_pservers) {
+      m->Log(absl::StrCat("the resumed job keeps its own settings: passes ", kept.num_passes, ", chunks_per_task ",
+                          kept.chunks_per_task, ", max_failures ", kept.max_failures, ", seed ", kept.seed,
+                          ", lease_ms ", kept.lease_ms, ", num_pservers ", m->membership_.num_pservers(),
+                          " (the flags that differ are ignored)"));
     }
     // Trainers could not renew their leases while no master ran: give every lease a
     // full term from now, so a restart costs no task and drops no live trainer.
-    const int64_t grace_until = options.now_ms() + membership.lease_ms();
-    membership.ExtendLeases(grace_until);
-    queue.ExtendLeases(grace_until);
-    std::unique_ptr<Master> m(new Master(options, store, std::move(queue), std::move(membership)));
+    const int64_t grace_until = options.now_ms() + m->membership_.lease_ms();
+    m->membership_.ExtendLeases(grace_until);
+    m->queue_.ExtendLeases(grace_until);
     m->resumed_ = true;
-    m->stored_bytes_ = *stored;
-    log(absl::StrCat("resumed: ", m->Summary(), ", next trainer id ", m->membership_.next_trainer_id()));
+    // The state as resumed becomes the snapshot: the log starts over.
+    PL_RETURN_IF_ERROR(Annotate(m->journal_->WriteSnapshot(m->SnapshotLocked()), "master: cannot store its state"));
+    m->Log(absl::StrCat("resumed: ", m->SummaryLocked(), ", next trainer id ", m->membership_.next_trainer_id(),
+                        stored.events.empty() ? std::string()
+                                              : absl::StrCat(" (", stored.events.size(), " events replayed)")));
+    m->StartExpiryThread();
     return m;
   }
-  if (!absl::IsNotFound(stored.status())) return Annotate(stored.status(), "master: cannot read its state");
-
   if (!chunks) return absl::InvalidArgumentError("master: a new job needs a chunk source");
   PL_ASSIGN_OR_RETURN(std::vector<ChunkInfo> chunk_list, chunks());
-  PL_ASSIGN_OR_RETURN(TaskQueue queue, TaskQueue::Create(chunk_list, qopts, options.now_ms, log));
+  TaskQueueOptions qopts = options.queue;
+  qopts.lease_ms = options.lease_ms;
+  PL_ASSIGN_OR_RETURN(TaskQueue queue, TaskQueue::Create(chunk_list, qopts, clock, component_log));
   MembershipOptions mopts;
   mopts.lease_ms = options.lease_ms;
   mopts.num_pservers = options.num_pservers;
   mopts.pserver_lease_ms = options.pserver_lease_ms;
-  PL_ASSIGN_OR_RETURN(Membership membership, Membership::Create(mopts, options.now_ms));
-  std::unique_ptr<Master> m(new Master(options, store, std::move(queue), std::move(membership)));
-  {
-    std::lock_guard<std::mutex> lock(m->mu_);
-    PL_RETURN_IF_ERROR(Annotate(m->CommitLocked(), "master: cannot store the new job"));
-  }
-  log(absl::StrCat("new job: ", chunk_list.size(), " chunks in ", m->queue_.num_tasks(), " tasks, ", qopts.num_passes,
-                   " passes, ", options.num_pservers, " pservers"));
+  PL_ASSIGN_OR_RETURN(Membership membership, Membership::Create(mopts, clock));
+  std::unique_ptr<Master> m(
+      new Master(options, std::move(journal), pinned, quiet, std::move(queue), std::move(membership)));
+  std::lock_guard<std::mutex> lock(m->mu_);
+  PL_RETURN_IF_ERROR(Annotate(m->journal_->WriteSnapshot(m->SnapshotLocked()), "master: cannot store the new job"));
+  m->Log(absl::StrCat("new job: ", chunk_list.size(), " chunks in ", m->queue_.num_tasks(), " tasks, ",
+                      qopts.num_passes, " passes, ", options.num_pservers, " pservers"));
+  m->StartExpiryThread();
   return m;
 }
 
-Master::Master(const MasterOptions& options, StateStore* store, TaskQueue queue, Membership membership)
-    : options_(options), store_(store), queue_(std::move(queue)), membership_(std::move(membership)) {
+void Master::StartExpiryThread() {
   if (options_.expire_interval_ms > 0) expiry_thread_ = std::thread([this] { ExpiryLoop(); });
 }
+
+Status Master::RestoreLocked(const MasterJournal::Stored& stored) {
+  const TaskQueue::Clock clock = PinnedClock(pinned_, options_.now_ms);
+  PL_ASSIGN_OR_RETURN(queue_, TaskQueue::Deserialize(stored.snapshot->queue(), clock, QuietableLog(quiet_, options_.log)));
+  PL_ASSIGN_OR_RETURN(membership_, Membership::Deserialize(stored.snapshot->membership(), clock));
+  for (const proto::MasterEvent& e : stored.events) PL_RETURN_IF_ERROR(ReplayLocked(e));
+  return absl::OkStatus();
+}
+
+Master::Master(const MasterOptions& options, std::unique_ptr<MasterJournal> journal,
+               std::shared_ptr<std::atomic<int64_t>> pinned, std::shared_ptr<std::atomic<bool>> quiet, TaskQueue queue,
+               Membership membership)
+    : options_(options),
+      journal_(std::move(journal)),
+      pinned_(std::move(pinned)),
+      quiet_(std::move(quiet)),
+      queue_(std::move(queue)),
+      membership_(std::move(membership)) {}
 
 Master::~Master() {
   {
@@ -94,7 +132,9 @@ Master::~Master() {
   if (expiry_thread_.joinable()) expiry_thread_.join();
 }
 
-void Master::Log(const std::string& line) const { options_.log(line); }
+void Master::Log(const std::string& line) const {
+  if (!quiet_->load()) options_.log(line);
+}
 
 void Master::ExpiryLoop() {
   std::unique_lock<std::mutex> stop_lock(stop_mu_);
@@ -107,9 +147,13 @@ void Master::ExpiryLoop() {
 }
 
 Status Master::ExpireNow() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpireLocked();
-  return CommitLocked();
+  proto::MasterEvent event;
+  event.set_expire(true);
+  return Run<bool>(std::move(event), [this]() -> StatusOr<bool> {
+           ExpireLocked();
+           return true;
+         })
+      .status();
 }
 
 void Master::BeginStopping() {
@@ -118,60 +162,129 @@ void Master::BeginStopping() {
 }
 
 void Master::ExpireLocked() {
-  if (stopping_) return;
+  // A stopping master (SIGTERM) judges no lease; its calls say so to a replay (-1).
+  if (replaying_ ? current_->stall_now_ms() < 0 : stopping_) {
+    current_->set_stall_now_ms(-1);
+    return;
+  }
   // Leases are judged every expire_interval_ms. A much longer gap means the master
   // itself did not run (stopped, starved, its VM paused): nobody could renew a lease
   // with it meanwhile, so each gets a full term from now instead of every pserver and
   // trainer being dropped at once. Safe for fencing: a primary acts only within its
   // lease from its last answered heartbeat, so a later deadline here never lets two act.
-  const auto now = std::chrono::steady_clock::now();
-  const int64_t gap_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_expiry_).count();
-  last_expiry_ = now;
-  const int64_t stalled_ms = std::max<int64_t>(4 * options_.expire_interval_ms, options_.pserver_lease_ms / 2);
-  if (options_.expire_interval_ms > 0 && gap_ms > stalled_ms) {
-    const int64_t now_ms = options_.now_ms();
+  // The call's one reading of the lease clock (Run) is taken before the gap is: a stall
+  // after it shows in this gap (or the next) instead of slipping between the guard and
+  // the expiry (a trainer was once dropped 39 ms before the guard noticed a 16 s
+  // stall). A stall seen extends the leases from a fresh reading, which the event keeps
+  // for a replay.
+  int64_t now_ms = pinned_->load();
+  int64_t stall_now_ms = 0;
+  int64_t gap_ms = 0;
+  if (replaying_) {
+    stall_now_ms = current_->stall_now_ms();
+  } else {
+    const int64_t mono_ms = options_.monotonic_ms();
+    gap_ms = last_expiry_ms_ < 0 ? 0 : mono_ms - last_expiry_ms_;
+    last_expiry_ms_ = mono_ms;
+    const int64_t stalled_ms = std::max<int64_t>(4 * options_.expire_interval_ms, options_.pserver_lease_ms / 2);
+    if (options_.expire_interval_ms > 0 && gap_ms > stalled_ms) {
+      stall_now_ms = options_.now_ms();
+      current_->set_stall_now_ms(stall_now_ms);
+    }
+  }
+  if (stall_now_ms > 0) {
+    now_ms = stall_now_ms;
+    pinned_->store(now_ms);  // the rest of the call acts after the stall too
     membership_.ExtendLeases(now_ms + membership_.lease_ms(), now_ms + options_.pserver_lease_ms);
     queue_.ExtendLeases(now_ms + membership_.lease_ms());
     Log(absl::StrCat("the master did not run for ", gap_ms, " ms (stopped or starved): every lease gets a full "
                      "term from now rather than expiring"));
   }
-  for (int64_t id : membership_.ExpireTrainers()) {
+  for (int64_t id : membership_.ExpireTrainers(now_ms)) {
     int n = queue_.ReleaseTrainer(id, /*count_failure=*/true);
     Log(absl::StrCat("trainer ", id, " dropped: its lease expired", n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : ""));
   }
-  int expired = queue_.ExpireLeases();
+  int expired = queue_.ExpireLeases(now_ms);
   if (expired > 0) Log(absl::StrCat(expired, " task lease(s) expired"));
-  membership_.ExpireReplicas([this](const std::string& line) { Log(line); });
+  membership_.ExpireReplicas([this](const std::string& line) { Log(line); }, now_ms);
 }
 
 proto::MasterState Master::SnapshotLocked() const {
   proto::MasterState s;
   s.set_format_version(kMasterStateFormatVersion);
+  s.set_last_seq(journal_->last_seq());
   *s.mutable_queue() = queue_.Serialize();
   *s.mutable_membership() = membership_.Serialize();
   return s;
 }
 
-Status Master::CommitLocked() {
-  std::string bytes;
-  if (!SnapshotLocked().SerializeToString(&bytes)) return absl::InternalError("master: cannot serialise its state");
-  if (bytes == stored_bytes_) return absl::OkStatus();
-  Status st = store_->Put(kMasterStateKey, bytes);
-  if (st.ok()) {
-    stored_bytes_ = std::move(bytes);
-    return st;
+StatusOr<int64_t> Master::RecordLocked(proto::MasterEvent& event) {
+  StatusOr<int64_t> ticket = journal_->Record(event, [this] { return SnapshotLocked(); });
+  if (!ticket.ok()) {
+    // Undo the call: memory never runs ahead of what is stored.
+    StatusOr<MasterJournal::Stored> stored = journal_->Load();
+    if (stored.ok() && stored->snapshot) {
+      Status restored = RestoreLocked(*stored);
+      if (!restored.ok()) Log(absl::StrCat("could not undo a change that was not stored: ", restored.message()));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("master cannot store its state, the change was not made: ", ticket.status().message()));
   }
-  // Undo the change so memory never runs ahead of the store.
-  proto::MasterState last;
-  if (!stored_bytes_.empty() && last.ParseFromString(stored_bytes_)) {
-    auto q = TaskQueue::Deserialize(last.queue(), options_.now_ms, options_.log);
-    auto m = Membership::Deserialize(last.membership(), options_.now_ms);
-    if (q.ok() && m.ok()) {
-      queue_ = std::move(q).value();
-      membership_ = std::move(m).value();
+  if (journal_->SnapshotDue()) {
+    // The snapshot makes the log's events redundant; a failed one leaves them in place.
+    if (Status st = journal_->WriteSnapshot(SnapshotLocked()); !st.ok()) {
+      Log(absl::StrCat("snapshot not stored (the event log keeps growing until one is): ", st.message()));
+    } else {
+      return int64_t{-1};  // stored with the snapshot
     }
   }
-  return absl::UnavailableError(absl::StrCat("master cannot store its state, the change was not made: ", st.message()));
+  return ticket;
+}
+
+template <typename Resp, typename Body>
+StatusOr<Resp> Master::Run(proto::MasterEvent event, Body body) {
+  int64_t ticket = -1;
+  StatusOr<Resp> result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    event.set_now_ms(options_.now_ms());
+    current_ = &event;
+    pinned_->store(event.now_ms());
+    result = body();
+    current_ = nullptr;
+    pinned_->store(-1);
+    PL_ASSIGN_OR_RETURN(ticket, RecordLocked(event));
+  }
+  // Outside the lock: calls in flight share one fsync.
+  PL_RETURN_IF_ERROR(journal_->Sync(ticket));
+  return result;
+}
+
+Status Master::ReplayLocked(const proto::MasterEvent& recorded) {
+  proto::MasterEvent e = recorded;
+  current_ = &e;
+  pinned_->store(e.now_ms());
+  quiet_->store(true);
+  replaying_ = true;
+  Status st;
+  switch (e.call_case()) {
+    case proto::MasterEvent::kRegisterTrainer: (void)RegisterTrainerLocked(e.register_trainer(), e.token_digest()); break;
+    case proto::MasterEvent::kRegisterPserver: (void)RegisterPserverLocked(e.register_pserver()); break;
+    case proto::MasterEvent::kHeartbeat: (void)HeartbeatLocked(e.heartbeat()); break;
+    case proto::MasterEvent::kGetTask: (void)GetTaskLocked(e.get_task()); break;
+    case proto::MasterEvent::kTaskFinished: (void)TaskFinishedLocked(e.task_finished()); break;
+    case proto::MasterEvent::kTaskFailed: (void)TaskFailedLocked(e.task_failed()); break;
+    case proto::MasterEvent::kLeave: (void)LeaveLocked(e.leave()); break;
+    case proto::MasterEvent::kReplicaExited: (void)ReplicaExitedLocked(e.replica_exited()); break;
+    case proto::MasterEvent::kExpire: ExpireLocked(); break;
+    default:
+      st = absl::DataLossError(absl::StrCat("master event ", e.seq(), " records no call this master knows"));
+  }
+  replaying_ = false;
+  quiet_->store(false);
+  pinned_->store(-1);
+  current_ = nullptr;
+  return st;
 }
 
 proto::MasterState Master::Snapshot() const {
@@ -192,21 +305,29 @@ std::string Master::Summary() const {
 }
 
 StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::RegisterTrainerRequest& req) {
-  // The name goes into the master's state, which every change rewrites: a long one
-  // would make each call slow for everyone.
+  // The name goes into the master's state and its log: a long one would make every
+  // call slow for everyone.
   if (req.name().size() > kMaxTrainerNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat("trainer name of ", req.name().size(), " bytes: at most ",
                                                    kMaxTrainerNameBytes));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpireLocked();
   std::string token = rpc::NewTrainerToken();
-  int64_t id = membership_.RegisterTrainer(req.name(), rpc::TokenDigest(token));
-  PL_RETURN_IF_ERROR(CommitLocked());
+  proto::MasterEvent event;
+  *event.mutable_register_trainer() = req;
+  event.set_token_digest(rpc::TokenDigest(token));  // the log keeps the digest, never the token
+  StatusOr<proto::RegisterTrainerResponse> resp = Run<proto::RegisterTrainerResponse>(
+      std::move(event), [&] { return RegisterTrainerLocked(req, rpc::TokenDigest(token)); });
+  if (resp.ok()) resp->set_token(std::move(token));
+  return resp;
+}
+
+StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainerLocked(const proto::RegisterTrainerRequest& req,
+                                                                       const std::string& token_digest) {
+  ExpireLocked();
+  int64_t id = membership_.RegisterTrainer(req.name(), token_digest);
   Log(absl::StrCat("trainer ", id, " (", req.name(), ") registered"));
   proto::RegisterTrainerResponse resp;
   resp.set_trainer_id(id);
-  resp.set_token(std::move(token));
   resp.set_lease_ms(membership_.lease_ms());
   for (const proto::PserverInfo& p : membership_.pservers()) *resp.add_pservers() = p;
   resp.set_num_pservers(membership_.num_pservers());
@@ -214,7 +335,12 @@ StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::Re
 }
 
 StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::RegisterPserverRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_register_pserver() = req;
+  return Run<proto::RegisterPserverResponse>(std::move(event), [&] { return RegisterPserverLocked(req); });
+}
+
+StatusOr<proto::RegisterPserverResponse> Master::RegisterPserverLocked(const proto::RegisterPserverRequest& req) {
   ExpireLocked();
   const size_t losses_before = membership_.losses().size();
   const std::map<int32_t, int64_t> refused_before = membership_.pushes_refused();
@@ -240,7 +366,6 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
     PL_RETURN_IF_ERROR(membership_.HeartbeatReplica(req, &resp, [this, quiet](const std::string& line) {
       if (!quiet) Log(line);
     }));
-    PL_RETURN_IF_ERROR(CommitLocked());
     log_new_losses(/*replica=*/true);
     resp.set_num_pservers(membership_.num_pservers());
     return resp;
@@ -249,7 +374,6 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
   PL_ASSIGN_OR_RETURN(int64_t generation,
                       membership_.RegisterPserver(req.index(), req.address(), PserverReport::From(req),
                                                   /*job_trained=*/queue_.chunks_trained() > 0));
-  PL_RETURN_IF_ERROR(CommitLocked());
   log_new_losses(/*replica=*/false);
   // Pservers re-register every second (so a restarted master learns them): log changes only.
   if (generation != before) {
@@ -262,44 +386,54 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserver(const proto::Re
 }
 
 StatusOr<proto::ReplicaExitedResponse> Master::ReplicaExited(const proto::ReplicaExitedRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_replica_exited() = req;
+  return Run<proto::ReplicaExitedResponse>(std::move(event), [&] { return ReplicaExitedLocked(req); });
+}
+
+StatusOr<proto::ReplicaExitedResponse> Master::ReplicaExitedLocked(const proto::ReplicaExitedRequest& req) {
   ExpireLocked();
   proto::ReplicaExitedResponse resp;
   resp.set_known(membership_.ReplicaExited(req.index(), req.replica_id(),
                                            absl::StrCat("pl-launch: ", req.why().empty() ? "exited" : req.why()),
                                            [this](const std::string& line) { Log(line); }));
-  PL_RETURN_IF_ERROR(CommitLocked());
   return resp;
 }
 
 StatusOr<proto::HeartbeatResponse> Master::Heartbeat(const proto::HeartbeatRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_heartbeat() = req;
+  return Run<proto::HeartbeatResponse>(std::move(event), [&] { return HeartbeatLocked(req); });
+}
+
+StatusOr<proto::HeartbeatResponse> Master::HeartbeatLocked(const proto::HeartbeatRequest& req) {
   ExpireLocked();
   proto::HeartbeatResponse resp;
   resp.set_known(membership_.Heartbeat(req.trainer_id()));
   if (resp.known() && req.task_id() != 0) queue_.RenewLease(req.trainer_id(), req.task_id());
-  PL_RETURN_IF_ERROR(CommitLocked());
   return resp;
 }
 
 StatusOr<proto::GetTaskResponse> Master::GetTask(const proto::GetTaskRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_get_task() = req;
+  return Run<proto::GetTaskResponse>(std::move(event), [&] { return GetTaskLocked(req); });
+}
+
+StatusOr<proto::GetTaskResponse> Master::GetTaskLocked(const proto::GetTaskRequest& req) {
   ExpireLocked();
   proto::GetTaskResponse resp;
   resp.set_num_passes(queue_.num_passes());
   if (queue_.job_done()) {  // also for unknown trainers: they only need to stop
     resp.set_result(proto::GetTaskResponse::JOB_DONE);
     resp.set_pass(queue_.pass());
-    PL_RETURN_IF_ERROR(CommitLocked());
     return resp;
   }
   if (!membership_.Heartbeat(req.trainer_id())) {
-    PL_RETURN_IF_ERROR(CommitLocked());
     return absl::NotFoundError(absl::StrCat("get task: trainer ", req.trainer_id(),
                                             " is not registered (its lease expired or the id is wrong); register again"));
   }
   TaskQueue::Lease lease = queue_.GetTask(req.trainer_id());
-  PL_RETURN_IF_ERROR(CommitLocked());
   switch (lease.result) {
     case TaskQueue::Result::kTask:
       resp.set_result(proto::GetTaskResponse::TASK);
@@ -317,23 +451,31 @@ StatusOr<proto::GetTaskResponse> Master::GetTask(const proto::GetTaskRequest& re
 }
 
 StatusOr<proto::TaskFinishedResponse> Master::TaskFinished(const proto::TaskFinishedRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_task_finished() = req;
+  return Run<proto::TaskFinishedResponse>(std::move(event), [&] { return TaskFinishedLocked(req); });
+}
+
+StatusOr<proto::TaskFinishedResponse> Master::TaskFinishedLocked(const proto::TaskFinishedRequest& req) {
   ExpireLocked();
   membership_.Heartbeat(req.trainer_id());
   const int32_t pass_before = queue_.pass();
   Status st = queue_.TaskFinished(req.trainer_id(), req.task_id(), req.pass(), req.num_samples());
-  PL_RETURN_IF_ERROR(CommitLocked());
   PL_RETURN_IF_ERROR(st);
   if (queue_.pass() != pass_before || queue_.job_done()) Log(SummaryLocked());
   return proto::TaskFinishedResponse();
 }
 
 StatusOr<proto::TaskFailedResponse> Master::TaskFailed(const proto::TaskFailedRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_task_failed() = req;
+  return Run<proto::TaskFailedResponse>(std::move(event), [&] { return TaskFailedLocked(req); });
+}
+
+StatusOr<proto::TaskFailedResponse> Master::TaskFailedLocked(const proto::TaskFailedRequest& req) {
   ExpireLocked();
   membership_.Heartbeat(req.trainer_id());
   Status st = queue_.TaskFailed(req.trainer_id(), req.task_id(), req.pass(), req.returned(), req.reason());
-  PL_RETURN_IF_ERROR(CommitLocked());
   PL_RETURN_IF_ERROR(st);
   if (req.returned()) {
     Log(absl::StrCat("trainer ", req.trainer_id(), " returned task ", req.task_id()));
@@ -344,21 +486,36 @@ StatusOr<proto::TaskFailedResponse> Master::TaskFailed(const proto::TaskFailedRe
 }
 
 StatusOr<proto::LeaveResponse> Master::Leave(const proto::LeaveRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  proto::MasterEvent event;
+  *event.mutable_leave() = req;
+  return Run<proto::LeaveResponse>(std::move(event), [&] { return LeaveLocked(req); });
+}
+
+StatusOr<proto::LeaveResponse> Master::LeaveLocked(const proto::LeaveRequest& req) {
   ExpireLocked();
   bool known = membership_.Leave(req.trainer_id());
   int n = queue_.ReleaseTrainer(req.trainer_id(), /*count_failure=*/false);
-  PL_RETURN_IF_ERROR(CommitLocked());
   if (known) {
     Log(absl::StrCat("trainer ", req.trainer_id(), " left", n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : ""));
   }
   return proto::LeaveResponse();
 }
 
+template <typename Resp, typename Read>
+StatusOr<Resp> Master::CheckLeasesThenRead(Read read) {
+  proto::MasterEvent event;
+  event.set_expire(true);  // the lease check is the change; the read is none
+  return Run<Resp>(std::move(event), [&]() -> StatusOr<Resp> {
+    ExpireLocked();
+    return read();
+  });
+}
+
 StatusOr<proto::MembershipResponse> Master::GetMembership(const proto::MembershipRequest&) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpireLocked();
-  PL_RETURN_IF_ERROR(CommitLocked());
+  return CheckLeasesThenRead<proto::MembershipResponse>([this] { return GetMembershipLocked(); });
+}
+
+StatusOr<proto::MembershipResponse> Master::GetMembershipLocked() const {
   proto::MembershipResponse resp;
   for (const proto::TrainerInfo& t : membership_.live_trainers()) {
     proto::TrainerInfo* info = resp.add_trainers();
@@ -371,9 +528,10 @@ StatusOr<proto::MembershipResponse> Master::GetMembership(const proto::Membershi
 }
 
 StatusOr<proto::JobStatusResponse> Master::JobStatus(const proto::JobStatusRequest&) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpireLocked();
-  PL_RETURN_IF_ERROR(CommitLocked());
+  return CheckLeasesThenRead<proto::JobStatusResponse>([this] { return JobStatusLocked(); });
+}
+
+StatusOr<proto::JobStatusResponse> Master::JobStatusLocked() const {
   proto::JobStatusResponse resp;
   resp.set_pass(queue_.pass());
   resp.set_num_passes(queue_.num_passes());

@@ -2,13 +2,19 @@
 // StateStore, served over gRPC.
 //
 // `Master` holds the logic and speaks pl::Status; `MasterService` is the gRPC face
-// that checks the protocol version and forwards. Every call that changes the state
-// writes the whole state (one MasterState under the key "master/state") before it
-// replies, so a master restarted on the same store resumes exactly where the last
-// reply left it: queues, leases (deadlines are unix ms, so leases granted before the
-// restart simply run out if their trainers are gone), membership, the trainer id
-// counter and the pass. If the write fails the change is undone and the call fails
-// with UNAVAILABLE, so memory never runs ahead of what is stored.
+// that checks the protocol version and forwards. Every call that may change the state
+// is stored before it is answered (master_journal.h): with an event log (pl-master's
+// default), as one small event appended to the log, calls in flight sharing an fsync,
+// and every so often a snapshot of the whole state; without one, as the whole state.
+// A master restarted on the same store resumes exactly where the last reply left it:
+// queues, leases (deadlines are unix ms, so leases granted before the restart simply
+// run out if their trainers are gone), membership, the trainer id counter and the pass.
+// If the write fails the change is undone and the call fails with UNAVAILABLE, so
+// memory never runs ahead of what is stored.
+//
+// Each call reads the lease clock once (`now_ms`), and every part of the call judges
+// time by that reading: a replayed event, given the same reading, makes the same
+// change.
 //
 // A background thread expires trainer and task leases every `expire_interval_ms`;
 // every call also expires what is due first, so behaviour does not depend on the
@@ -26,6 +32,7 @@
 #ifndef PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
 #define PADDLE_LIKE_MASTER_MASTER_SERVICE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "master/master_journal.h"
 #include "master/membership.h"
 #include "master/task_queue.h"
 #include "paddle_like/core/status.h"
@@ -50,10 +58,6 @@ namespace pl {
 // The longest trainer name RegisterTrainer takes.
 inline constexpr size_t kMaxTrainerNameBytes = 256;
 
-
-// The store key of the master's state.
-inline constexpr char kMasterStateKey[] = "master/state";
-inline constexpr int32_t kMasterStateFormatVersion = 1;
 
 struct MasterOptions {
   // For a new job; a resumed job keeps the values it was created with.
@@ -71,11 +75,19 @@ struct MasterOptions {
   int64_t pserver_lease_ms = 800;
   // Unix milliseconds; default: the system clock.
   std::function<int64_t()> now_ms;
+  // Milliseconds of a clock that never jumps, for the starvation guard's gaps (leases
+  // are judged on now_ms); default: std::chrono::steady_clock.
+  std::function<int64_t()> monotonic_ms;
   // Period of the lease-expiry thread; 0: no thread (calls still expire what is due).
   int64_t expire_interval_ms = 100;
   // One line per event (trainer joined/dropped, pass started, task failed, resumed...).
   // Default: stderr, prefixed with "pl-master: ".
   std::function<void(const std::string&)> log;
+  // The event log's file (master_journal.h); empty: every change stores the whole state.
+  std::string log_path;
+  // A snapshot of the whole state is stored, and the log emptied, once the log holds
+  // this many bytes.
+  int64_t snapshot_bytes = int64_t{64} << 20;
 };
 
 // The largest request the master accepts (gRPC refuses larger ones with
@@ -123,26 +135,58 @@ class Master {
   std::string Summary() const;
 
  private:
-  Master(const MasterOptions& options, StateStore* store, TaskQueue queue, Membership membership);
+  // `pinned`: the lease clock's reading for the call in progress (-1: none), which the
+  // components' clock returns; `quiet`: their log lines are dropped (a replay).
+  Master(const MasterOptions& options, std::unique_ptr<MasterJournal> journal,
+         std::shared_ptr<std::atomic<int64_t>> pinned, std::shared_ptr<std::atomic<bool>> quiet, TaskQueue queue,
+         Membership membership);
+  void StartExpiryThread();
   void Log(const std::string& line) const;
+  // Runs `body` as one call: the lease clock pinned to one reading, the call recorded
+  // (RecordLocked) under the lock, then, outside it, waits for it to be on disk.
+  template <typename Resp, typename Body>
+  StatusOr<Resp> Run(proto::MasterEvent event, Body body);
+  // A read that judges the leases first (an "expire" event).
+  template <typename Resp, typename Read>
+  StatusOr<Resp> CheckLeasesThenRead(Read read);
+  // Records `event` (or the whole state); on failure restores what is stored and
+  // returns UNAVAILABLE. Stores a snapshot when one is due. Returns what to Sync.
+  StatusOr<int64_t> RecordLocked(proto::MasterEvent& event);
+  // The snapshot, then the events after it.
+  Status RestoreLocked(const MasterJournal::Stored& stored);
+  // Makes `event`'s change again (its call with its clock reading, no log lines).
+  Status ReplayLocked(const proto::MasterEvent& event);
+  // The calls' bodies, with the lock held and the clock pinned.
+  StatusOr<proto::RegisterTrainerResponse> RegisterTrainerLocked(const proto::RegisterTrainerRequest& req,
+                                                                 const std::string& token_digest);
+  StatusOr<proto::RegisterPserverResponse> RegisterPserverLocked(const proto::RegisterPserverRequest& req);
+  StatusOr<proto::HeartbeatResponse> HeartbeatLocked(const proto::HeartbeatRequest& req);
+  StatusOr<proto::GetTaskResponse> GetTaskLocked(const proto::GetTaskRequest& req);
+  StatusOr<proto::TaskFinishedResponse> TaskFinishedLocked(const proto::TaskFinishedRequest& req);
+  StatusOr<proto::TaskFailedResponse> TaskFailedLocked(const proto::TaskFailedRequest& req);
+  StatusOr<proto::LeaveResponse> LeaveLocked(const proto::LeaveRequest& req);
+  StatusOr<proto::ReplicaExitedResponse> ReplicaExitedLocked(const proto::ReplicaExitedRequest& req);
+  StatusOr<proto::MembershipResponse> GetMembershipLocked() const;
+  StatusOr<proto::JobStatusResponse> JobStatusLocked() const;
   // Drops expired trainers (returning their tasks) and expired task leases.
   void ExpireLocked();
-  // Stores the state if it changed; on failure restores the last stored state.
-  Status CommitLocked();
   proto::MasterState SnapshotLocked() const;
   std::string SummaryLocked() const;
   void ExpiryLoop();
 
   const MasterOptions options_;
-  StateStore* const store_;
+  const std::unique_ptr<MasterJournal> journal_;
   bool resumed_ = false;
+  const std::shared_ptr<std::atomic<int64_t>> pinned_;
+  const std::shared_ptr<std::atomic<bool>> quiet_;
 
   mutable std::mutex mu_;
   TaskQueue queue_;            // guarded by mu_
   Membership membership_;      // guarded by mu_
-  std::string stored_bytes_;   // guarded by mu_: the state last written to the store
-  // guarded by mu_: when leases were last judged (real time, whatever now_ms says)
-  std::chrono::steady_clock::time_point last_expiry_ = std::chrono::steady_clock::now();
+  proto::MasterEvent* current_ = nullptr;  // guarded by mu_: the call in progress
+  bool replaying_ = false;     // guarded by mu_
+  // guarded by mu_: when leases were last judged (monotonic_ms; -1: not yet)
+  int64_t last_expiry_ms_ = -1;
   bool stopping_ = false;      // guarded by mu_
 
   std::mutex stop_mu_;

@@ -1,6 +1,7 @@
 #include "master/membership.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/caller.h"
@@ -30,6 +31,7 @@ StatusOr<Membership> Membership::Create(const MembershipOptions& options, Clock 
 int64_t Membership::RegisterTrainer(const std::string& name, std::string token_digest) {
   int64_t id = next_trainer_id_++;
   trainers_[id] = Trainer{name, now_ms_() + options_.lease_ms, std::move(token_digest)};
+  next_expiry_ms_ = std::min(next_expiry_ms_, trainers_[id].deadline_ms);
   return id;
 }
 
@@ -61,6 +63,7 @@ bool Membership::IsLive(int64_t trainer_id) const {
 bool Membership::Heartbeat(int64_t trainer_id) {
   if (!IsLive(trainer_id)) return false;
   trainers_[trainer_id].deadline_ms = now_ms_() + options_.lease_ms;
+  next_expiry_ms_ = std::min(next_expiry_ms_, trainers_[trainer_id].deadline_ms);  // a clock set back
   return true;
 }
 
@@ -71,17 +74,23 @@ void Membership::ExtendLeases(int64_t until_ms, int64_t replicas_until_ms) {
 
 bool Membership::Leave(int64_t trainer_id) { return trainers_.erase(trainer_id) > 0; }
 
-std::vector<int64_t> Membership::ExpireTrainers() {
-  const int64_t now = now_ms_();
+std::vector<int64_t> Membership::ExpireTrainers(int64_t now_ms) {
+  const int64_t now = now_ms >= 0 ? now_ms : now_ms_();
   std::vector<int64_t> dropped;
+  // Leases are given as now + lease_ms: none ends before next_expiry_ms_, so most calls
+  // look at no trainer.
+  if (now < next_expiry_ms_) return dropped;
+  int64_t next = std::numeric_limits<int64_t>::max();
   for (auto it = trainers_.begin(); it != trainers_.end();) {
     if (it->second.deadline_ms <= now) {
       dropped.push_back(it->first);
       it = trainers_.erase(it);
     } else {
+      next = std::min(next, it->second.deadline_ms);
       ++it;
     }
   }
+  next_expiry_ms_ = next;
   return dropped;
 }
 

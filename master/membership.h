@@ -69,8 +69,9 @@ class Membership {
   bool IsLive(int64_t trainer_id) const;
   // Removes the trainer; false when it was not known.
   bool Leave(int64_t trainer_id);
-  // Drops every trainer whose lease has run out and returns their ids.
-  std::vector<int64_t> ExpireTrainers();
+  // Drops every trainer whose lease has run out by `now_ms` (-1: the clock's now) and
+  // returns their ids.
+  std::vector<int64_t> ExpireTrainers(int64_t now_ms = -1);
 
   // Registers the pserver at `index` and returns the index's generation (1 the first
   // time). INVALID_ARGUMENT for an index outside [0, num_pservers) or an empty address.
@@ -98,8 +99,8 @@ class Membership {
     return known;
   }
   // Drops replicas whose lease ran out, promoting backups where a primary went.
-  void ExpireReplicas(const ShardReplicas::Log& log) {
-    replicas_.Expire(log);
+  void ExpireReplicas(const ShardReplicas::Log& log, int64_t now_ms = -1) {
+    replicas_.Expire(log, now_ms);
     TakeReplicaLosses();
   }
   const ShardReplicas& replicas() const { return replicas_; }
@@ -144,6 +145,7 @@ class Membership {
   ShardReplicas replicas_;
   std::vector<std::string> losses_;
   std::map<std::pair<int32_t, uint64_t>, int64_t> refused_;  // (index, process) -> its count
+  int64_t next_expiry_ms_ = 0;  // no trainer's lease ends before this (ExpireTrainers)
 };
 
 }  // namespace pl

@@ -147,8 +147,8 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
   }
 }
 
-void ShardReplicas::Expire(const Log& log) {
-  const int64_t now = now_ms_();
+void ShardReplicas::Expire(const Log& log, int64_t now_ms) {
+  const int64_t now = now_ms >= 0 ? now_ms : now_ms_();
   for (auto& [index, shard] : shards_) {
     bool primary_lost = false;
     std::vector<uint64_t> gone;

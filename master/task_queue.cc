@@ -1,6 +1,7 @@
 #include "master/task_queue.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +97,34 @@ void TaskQueue::StartPass(int32_t pass) {
   }
   std::vector<int64_t> order = PassOrder(num_tasks(), options_.seed, pass);
   todo_.assign(order.begin(), order.end());
+  Reindex();
+}
+
+void TaskQueue::Reindex() {
+  count_.fill(0);
+  held_.clear();
+  next_expiry_ms_ = std::numeric_limits<int64_t>::max();
+  for (const Entry& e : tasks_) {
+    ++count_[e.state];
+    if (e.state == proto::TaskRecord::PENDING) {
+      held_.emplace(e.holder, e.task.id());
+      next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());
+    }
+  }
+}
+
+void TaskQueue::Move(Entry& e, proto::TaskRecord::State to) {
+  if (e.state == proto::TaskRecord::PENDING) {
+    auto it = held_.find(e.holder);
+    if (it != held_.end() && it->second == e.task.id()) held_.erase(it);
+  }
+  --count_[e.state];
+  ++count_[to];
+  e.state = to;
+  if (to == proto::TaskRecord::PENDING) {
+    held_[e.holder] = e.task.id();
+    next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());
+  }
 }
 
 void TaskQueue::MaybeAdvance() {
@@ -113,15 +142,9 @@ void TaskQueue::MaybeAdvance() {
   }
 }
 
-int64_t TaskQueue::pending() const {
-  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::PENDING; });
-}
-int64_t TaskQueue::done() const {
-  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::DONE; });
-}
-int64_t TaskQueue::failed() const {
-  return std::count_if(tasks_.begin(), tasks_.end(), [](const Entry& e) { return e.state == proto::TaskRecord::FAILED; });
-}
+int64_t TaskQueue::pending() const { return count_[proto::TaskRecord::PENDING]; }
+int64_t TaskQueue::done() const { return count_[proto::TaskRecord::DONE]; }
+int64_t TaskQueue::failed() const { return count_[proto::TaskRecord::FAILED]; }
 
 int64_t TaskQueue::holder(int64_t task_id) const {
   if (task_id < 1 || task_id > num_tasks()) return 0;
@@ -136,13 +159,13 @@ TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
     return lease;
   }
   const int64_t deadline = now_ms_() + options_.lease_ms;
-  for (Entry& e : tasks_) {
-    if (e.state == proto::TaskRecord::PENDING && e.holder == trainer_id) {
-      e.task.set_lease_deadline_ms(deadline);
-      lease.result = Result::kTask;
-      lease.task = e.task;
-      return lease;
-    }
+  if (auto held = held_.find(trainer_id); held != held_.end()) {
+    Entry& e = tasks_[held->second - 1];
+    e.task.set_lease_deadline_ms(deadline);
+    next_expiry_ms_ = std::min(next_expiry_ms_, deadline);
+    lease.result = Result::kTask;
+    lease.task = e.task;
+    return lease;
   }
   if (todo_.empty()) {
     lease.result = Result::kWait;
@@ -150,9 +173,9 @@ TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
   }
   Entry& e = tasks_[todo_.front() - 1];
   todo_.pop_front();
-  e.state = proto::TaskRecord::PENDING;
   e.holder = trainer_id;
   e.task.set_lease_deadline_ms(deadline);
+  Move(e, proto::TaskRecord::PENDING);
   lease.result = Result::kTask;
   lease.task = e.task;
   return lease;
@@ -198,7 +221,7 @@ Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass
                                                       " of pass ", pass, ": not leased to that trainer (", where, ")"));
   }
   if (e->state == proto::TaskRecord::TODO) RemoveFromTodo(task_id);
-  e->state = proto::TaskRecord::DONE;
+  Move(*e, proto::TaskRecord::DONE);
   e->finished_by = trainer_id;
   e->task.set_lease_deadline_ms(0);
   chunks_trained_ += e->task.chunks_size();
@@ -212,13 +235,13 @@ void TaskQueue::CountFailure(Entry& e, const std::string& reason) {
   e.task.set_lease_deadline_ms(0);
   ++e.failures;
   if (e.failures >= options_.max_failures) {
-    e.state = proto::TaskRecord::FAILED;
+    Move(e, proto::TaskRecord::FAILED);
     auto it = std::lower_bound(failed_ever_.begin(), failed_ever_.end(), e.task.id());
     if (it == failed_ever_.end() || *it != e.task.id()) failed_ever_.insert(it, e.task.id());
     Log(absl::StrCat("task ", e.task.id(), " set aside as failed in pass ", pass_, " after ", e.failures,
                      " failures (last: ", reason, ")"));
   } else {
-    e.state = proto::TaskRecord::TODO;
+    Move(e, proto::TaskRecord::TODO);
     todo_.push_back(e.task.id());
   }
 }
@@ -235,7 +258,7 @@ Status TaskQueue::TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, 
                                                       " of pass ", pass, ": not leased to that trainer (", where, ")"));
   }
   if (returned) {
-    e->state = proto::TaskRecord::TODO;
+    Move(*e, proto::TaskRecord::TODO);
     e->task.set_lease_deadline_ms(0);
     todo_.push_front(task_id);
   } else {
@@ -250,31 +273,40 @@ bool TaskQueue::RenewLease(int64_t trainer_id, int64_t task_id) {
   Entry& e = tasks_[task_id - 1];
   if (e.state != proto::TaskRecord::PENDING || e.holder != trainer_id) return false;
   e.task.set_lease_deadline_ms(now_ms_() + options_.lease_ms);
+  next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());  // a clock set back
   return true;
 }
 
-int TaskQueue::ExpireLeases() {
-  const int64_t now = now_ms_();
+int TaskQueue::ExpireLeases(int64_t now_ms) {
+  const int64_t now = now_ms >= 0 ? now_ms : now_ms_();
+  // Every lease ends at or after next_expiry_ms_ (leases are given as now + lease_ms, so
+  // a later one never ends before an earlier one): most calls look at nothing.
+  if (now < next_expiry_ms_) return 0;
   int n = 0;
+  int64_t next = std::numeric_limits<int64_t>::max();
   for (Entry& e : tasks_) {
-    if (e.state == proto::TaskRecord::PENDING && e.task.lease_deadline_ms() <= now) {
+    if (e.state != proto::TaskRecord::PENDING) continue;
+    if (e.task.lease_deadline_ms() <= now) {
       CountFailure(e, absl::StrCat("lease of trainer ", e.holder, " expired"));
       ++n;
+    } else {
+      next = std::min(next, e.task.lease_deadline_ms());
     }
   }
+  next_expiry_ms_ = next;
   if (n > 0) MaybeAdvance();
   return n;
 }
 
 int TaskQueue::ReleaseTrainer(int64_t trainer_id, bool count_failure) {
   int n = 0;
-  for (Entry& e : tasks_) {
-    if (e.state != proto::TaskRecord::PENDING || e.holder != trainer_id) continue;
+  if (auto held = held_.find(trainer_id); held != held_.end()) {  // a trainer holds one task at most
+    Entry& e = tasks_[held->second - 1];
     ++n;
     if (count_failure) {
       CountFailure(e, absl::StrCat("trainer ", trainer_id, " was dropped"));
     } else {
-      e.state = proto::TaskRecord::TODO;
+      Move(e, proto::TaskRecord::TODO);
       e.task.set_lease_deadline_ms(0);
       todo_.push_front(e.task.id());
     }
@@ -360,6 +392,7 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   }
   q.failed_ever_.assign(s.failed_ever().begin(), s.failed_ever().end());
   std::sort(q.failed_ever_.begin(), q.failed_ever_.end());
+  q.Reindex();
   if (q.job_done_ && (num_todo > 0 || q.pending() > 0)) return bad("job marked done with tasks still todo or pending");
   return q;
 }
@@ -373,10 +406,8 @@ void TaskQueue::ExtendLeases(int64_t until_ms) {
 }
 
 int64_t TaskQueue::TaskHeldBy(int64_t trainer_id) const {
-  for (const Entry& e : tasks_) {
-    if (e.state == proto::TaskRecord::PENDING && e.holder == trainer_id) return e.task.id();
-  }
-  return 0;
+  auto held = held_.find(trainer_id);
+  return held == held_.end() ? 0 : held->second;
 }
 
 }  // namespace pl

@@ -19,12 +19,14 @@
 #ifndef PADDLE_LIKE_MASTER_TASK_QUEUE_H_
 #define PADDLE_LIKE_MASTER_TASK_QUEUE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/data/chunk_index.h"
 #include "proto/master.pb.h"
@@ -71,9 +73,9 @@ class TaskQueue {
   Status TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, bool returned, const std::string& reason);
   // Extends the lease of `task_id` if `trainer_id` holds it; false otherwise.
   bool RenewLease(int64_t trainer_id, int64_t task_id);
-  // Every pending task whose deadline has passed returns to todo as a failure.
-  // Returns how many expired.
-  int ExpireLeases();
+  // Every pending task whose deadline has passed by `now_ms` (-1: the clock's now)
+  // returns to todo as a failure. Returns how many expired.
+  int ExpireLeases(int64_t now_ms = -1);
   // The tasks `trainer_id` holds return to todo: as failures (it died) or not (it left).
   int ReleaseTrainer(int64_t trainer_id, bool count_failure);
 
@@ -110,6 +112,11 @@ class TaskQueue {
 
   TaskQueue(TaskQueueOptions options, Clock now_ms, Logger log);
   void StartPass(int32_t pass);
+  // Moves `e` to state `to`, keeping the counts and the holder index (set e.holder
+  // and, for PENDING, its deadline first).
+  void Move(Entry& e, proto::TaskRecord::State to);
+  // Rebuilds the counts, the holder index and next_expiry_ms_ from tasks_.
+  void Reindex();
   void MaybeAdvance();
   // A failure of a pending or todo `e`: back to todo, or set aside at max_failures.
   void CountFailure(Entry& e, const std::string& reason);
@@ -128,6 +135,11 @@ class TaskQueue {
   std::vector<int64_t> failed_ever_;
   int64_t chunks_trained_ = 0;
   int64_t samples_done_ = 0;
+  // Kept with every state change, so no call scans the tasks: tasks by state, the task
+  // each trainer holds, and a time before which no lease can end.
+  std::array<int64_t, 4> count_{};
+  absl::flat_hash_map<int64_t, int64_t> held_;
+  int64_t next_expiry_ms_ = 0;
 };
 
 // The order in which pass `pass` hands out task ids 1..num_tasks: a Fisher-Yates

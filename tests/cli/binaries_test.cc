@@ -124,6 +124,7 @@ const std::vector<Binary>& Binaries() {
         {"replicas", "int32, default 0"},
         {"seed", "uint64, default 0"},
         {"state_dir", "string, default \"\", env PL_STATE_DIR"},
+        {"event_log", "bool, default true"},
         {"tls_dir", "string, default \"\", env PL_TLS_DIR"}}},
       {"pl-launch", false, {"--pservers", "two", "--trainers", "1", "--", "true"}, "--pservers",
        {{"add_trainer_after_s", "double, default -1"},

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_join.h"
 #include "master/master_service.h"
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
@@ -447,4 +448,59 @@ TEST(MasterServiceTest, GrpcRoundTripAndProtocolCheck) {
 }
 
 }  // namespace
+// Issue 39's known defect: the machine stalls for 16 s in the middle of a lease check.
+// Both clocks are fakes that model it: once armed, whichever clock is read first still
+// reads the time before the stall, every later reading the time after it. The check
+// must see the stall (it extends every lease) rather than drop a live trainer whose
+// deadline passed only during the stall, as it did when it read the gap before the
+// lease clock.
+TEST(MasterTest, AStallInTheMiddleOfALeaseCheckExtendsTheLeasesAndDropsNoTrainer) {
+  ScratchDir dir;
+  auto store = LocalDirStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  struct StallingClocks {
+    int64_t now = 1'700'000'000'000, mono = 5'000;
+    bool armed = false, stalled = false;
+    int64_t Read(int64_t before_ms) {
+      if (armed && !stalled) {  // the first reading of the check: before the stall
+        stalled = true;
+        return before_ms;
+      }
+      return stalled ? before_ms + 16'000 : before_ms;
+    }
+  } clocks;
+  std::vector<std::string> log;
+  MasterOptions o;
+  o.queue.num_passes = 1;
+  o.num_pservers = 1;
+  o.lease_ms = 3000;
+  o.pserver_lease_ms = 800;
+  o.expire_interval_ms = 100;  // the guard is on (the thread is not started by Open)
+  o.now_ms = [&clocks] { return clocks.Read(clocks.now); };
+  o.monotonic_ms = [&clocks] { return clocks.Read(clocks.mono); };
+  o.log = [&log](const std::string& line) { log.push_back(line); };
+  auto master = Master::Open(o, store->get(), Chunks(4));
+  ASSERT_TRUE(master.ok()) << master.status();
+  const int64_t id = (*master)->RegisterTrainer(Named("t"))->trainer_id();
+  ASSERT_TRUE((*master)->ExpireNow().ok());
+  // 2.9 s later (heartbeats every second were due, the lease is 3 s): the check stalls.
+  clocks.now += 2'900;
+  clocks.mono += 2'900;
+  ASSERT_TRUE((*master)->ExpireNow().ok());
+  clocks.now += 50;
+  clocks.mono += 50;
+  clocks.armed = true;
+  ASSERT_TRUE((*master)->ExpireNow().ok());
+  ASSERT_TRUE(clocks.stalled);
+  clocks.now += 16'000;
+  clocks.mono += 16'000;
+  clocks.armed = clocks.stalled = false;
+  const std::string all = absl::StrJoin(log, "\n");
+  EXPECT_THAT(all, HasSubstr("the master did not run for")) << all;
+  EXPECT_THAT(all, Not(HasSubstr("dropped: its lease expired"))) << all;
+  proto::HeartbeatRequest beat;
+  beat.set_trainer_id(id);
+  EXPECT_TRUE((*master)->Heartbeat(beat).ok()) << "the trainer keeps its id";
+}
+
 }  // namespace pl

@@ -71,7 +71,7 @@ void Launcher::RunCommand(const std::string& line) {
     SignalTrainer(arg, SIGKILL, source);
   } else if (cmd == "stop-trainer" && words.size() <= 2) {
     SignalTrainer(arg, SIGTERM, source);
-  } else if (cmd == "kill-pserver" && words.size() == 2) {
+  } else if (cmd == "kill-pserver" && (words.size() == 2 || (words.size() == 3 && words[2] == "backup"))) {
     // The pservers of which this node runs a copy (several machines: node_role.h).
     const std::vector<int> local = layout_.LocalPservers();
     int index = -1;
@@ -80,9 +80,22 @@ void Launcher::RunCommand(const std::string& line) {
                                     absl::StrJoin(local, ", ")));
       return;
     }
-    const std::string name = PserverServing(index);
+    // "backup": a copy that is not the primary (a backup, or one still joining).
+    const bool backup = words.size() == 3;
+    std::string name = PserverServing(index);
+    if (backup) {
+      const std::string primary = name;
+      name.clear();
+      for (const std::string& copy : layout_.PserverNames(index)) {
+        if (copy != primary && supervisor_->Pid(copy) > 0) {
+          name = copy;
+          break;
+        }
+      }
+    }
     if (name.empty()) {
-      supervisor_->Log(absl::StrCat(source, ": the master names no primary of shard ", index, " on this node"));
+      supervisor_->Log(absl::StrCat(source, ": the master names no ", backup ? "copy but the primary" : "primary",
+                                    " of shard ", index, " running on this node"));
       return;
     }
     pid_t pid = supervisor_->Pid(name);
@@ -105,7 +118,7 @@ void Launcher::RunCommand(const std::string& line) {
                             : absl::StrCat(source, ": cannot signal master: ", s.message()));
   } else {
     supervisor_->Log(absl::StrCat(source, ": unknown command (known: add-trainer, kill-trainer [rank], "
-                                          "stop-trainer [rank], kill-pserver INDEX, checkpoint-pserver INDEX, "
+                                          "stop-trainer [rank], kill-pserver INDEX [backup], checkpoint-pserver INDEX, "
                                           "kill-master)"));
   }
 }

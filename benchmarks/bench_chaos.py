@@ -1,0 +1,132 @@
+"""Issue 40's fast chaos: faults that do not wait for the job to heal, seeded.
+
+A replicated mlp job under pl-launch (--pservers 2 --replicas 2 --trainers 3, the whole
+Fashion-MNIST train set, --passes 3, --lease_ms 1500, no checkpoints, --insecure) takes
+--faults faults 0.4-1.6 s apart from 2 s after its start, whatever state it is in:
+SIGKILL of a trainer (re-added 0.2 s later), of a shard's primary, of another copy of a
+shard (a backup or a joiner) and of the master. The schedule comes from the seed alone.
+Fault-free runs of the same job in the same invocation are the reference.
+
+Per run: the exit status, the wall time and its ratio to the fault-free median, whether
+the master counted every chunk once per pass, the final test accuracy and its difference
+to the fault-free mean, and the shards that lost both copies (the only loss allowed:
+with no checkpoint the shard starts over, exit 3). The summary counts runs that
+finished, finished within 3x the fault-free time, and kept the accuracy within 0.01.
+
+    /usr/bin/python3 benchmarks/bench_chaos.py [--build build] [--modes sync,async]
+        [--seeds 20] [--faults 12] [--baseline_runs 3] [--limit_s 300]
+"""
+import argparse
+import os
+import random
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def run_job(build, data_dir, mode, seed, faults, limit_s, workdir):
+    train = os.path.join(data_dir, "fashion-mnist", "train.plrec")
+    test = os.path.join(data_dir, "fashion-mnist", "test.plrec")
+    fifo = os.path.join(workdir, "control")
+    args = [os.path.join(build, "bin", "pl-launch"), "--pservers", "2", "--replicas", "2", "--trainers", "3",
+            "--data", train, "--passes", "3", "--lease_ms", "1500", "--checkpoint_every_s", "0",
+            "--workdir", os.path.join(workdir, "work"), "--control", fifo, "--insecure"]
+    if mode == "sync":
+        args.append("--sync")
+    args += ["--", os.path.join(build, "bin", "pl-trainer"), "--model", "mlp", "--threads", "1",
+             "--test_data", test, "--test_limit", "2000", "--log_every_s", "1"]
+    log_path = os.path.join(workdir, "launch.log")
+    start = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    rng = random.Random(seed)
+    sent = []
+
+    def send(command):
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, (command + "\n").encode())
+        os.close(fd)
+
+    while not os.path.exists(fifo) and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(2.0)
+    for _ in range(faults):
+        time.sleep(rng.uniform(0.4, 1.6))
+        if proc.poll() is not None:
+            break
+        r = rng.random()
+        if r < 0.25:
+            command = "kill-trainer"
+        elif r < 0.55:
+            command = "kill-pserver %d" % rng.randrange(2)
+        elif r < 0.75:
+            command = "kill-pserver %d backup" % rng.randrange(2)
+        else:
+            command = "kill-master"
+        send(command)
+        sent.append(command)
+        if command == "kill-trainer":
+            time.sleep(0.2)
+            send("add-trainer")
+    try:
+        rc = proc.wait(timeout=max(1, limit_s - (time.time() - start)))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        rc = None
+    wall = time.time() - start
+    out = open(log_path).read()
+    done = re.search(r"master: job done: (\d+) passes, (\d+) chunks trained, (\d+) samples", out)
+    acc = re.findall(r"final test accuracy: ([0-9.]+)", out)
+    return {
+        "rc": rc, "wall": wall, "faults": len(sent),
+        "every_chunk": bool(done) and done.group(2) == "180" and done.group(3) == "180000",
+        "acc": float(acc[-1]) if acc else None,
+        "both_lost": len(re.findall(r"master: loss: shard \d lost every replica", out)),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--data", default=None, help="the prepared data directory (default: BUILD/data)")
+    p.add_argument("--modes", default="sync,async")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--faults", type=int, default=12)
+    p.add_argument("--baseline_runs", type=int, default=3)
+    p.add_argument("--limit_s", type=float, default=300)
+    a = p.parse_args()
+    data = a.data or os.path.join(a.build, "data")
+    for mode in a.modes.split(","):
+        with tempfile.TemporaryDirectory(prefix="pl-bench-chaos-") as tmp:
+            base = []
+            for i in range(a.baseline_runs):
+                d = os.path.join(tmp, "base%d" % i)
+                os.makedirs(d)
+                base.append(run_job(a.build, data, mode, 0, 0, a.limit_s, d))
+            base_wall = statistics.median(r["wall"] for r in base)
+            base_acc = statistics.mean(r["acc"] for r in base if r["acc"] is not None)
+            print("%s fault-free: %s s; accuracy %s (mean %.4f)" % (
+                mode, ", ".join("%.1f" % r["wall"] for r in base), ", ".join(str(r["acc"]) for r in base), base_acc))
+            finished = within_time = within_acc = 0
+            for seed in range(1, a.seeds + 1):
+                d = os.path.join(tmp, "seed%d" % seed)
+                os.makedirs(d)
+                r = run_job(a.build, data, mode, seed, a.faults, a.limit_s, d)
+                ok = r["rc"] in (0, 3) and r["every_chunk"] and (r["rc"] == 0) == (r["both_lost"] == 0)
+                finished += ok
+                within_time += ok and r["wall"] <= 3 * base_wall
+                delta = (r["acc"] - base_acc) if r["acc"] is not None else None
+                within_acc += ok and delta is not None and abs(delta) <= 0.01
+                print("%s seed %2d: %d faults, rc %s, %.1f s (%.2fx), every chunk once: %s, accuracy %s (%+.4f), "
+                      "shards that lost both copies %d" % (
+                          mode, seed, r["faults"], r["rc"], r["wall"], r["wall"] / base_wall, r["every_chunk"],
+                          r["acc"], delta if delta is not None else float("nan"), r["both_lost"]), flush=True)
+            print("%s: finished %d/%d, within 3x the fault-free time %d/%d, accuracy within 0.01 %d/%d" % (
+                mode, finished, a.seeds, within_time, a.seeds, within_acc, a.seeds), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+// pl-bench-master: the master under load (issue 39). A real pl-master (--insecure, on
+// 127.0.0.1) serves a job of --tasks tasks (one record a chunk, one chunk a task, passes
+// enough never to end); --trainers simulated trainers register, then for --seconds
+// each loops GetTask -> TaskFinished with a Heartbeat every third round, spread over
+// --threads client threads sharing --channels gRPC channels. Reported per master mode
+// (the event log, and --noevent_log's whole-state writes as the reference, in the same
+// run): events/s (calls that change the state), p50/p99 call latency, the bytes the
+// master wrote per event (/proc/PID/io: its log lines too), its resident memory per task, and its
+// restore time: SIGKILL, restart on the same state, until it answers JobStatus.
+//
+//   pl-bench-master [--trainers 10,100,1000] [--tasks 100000] [--seconds 5]
+//                   [--threads 32] [--channels 4] [--modes log,whole]
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "paddle_like/data/record_file.h"
+#include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/rpc.h"
+#include "paddle_like/rpc/tls.h"
+#include "paddle_like/testing/process.h"
+#include "proto/master.grpc.pb.h"
+
+ABSL_FLAG(std::string, trainers, "10,100,1000", "simulated trainer counts, one run each");
+ABSL_FLAG(int64_t, tasks, 100000, "tasks of the job (one record each)");
+ABSL_FLAG(double, seconds, 5, "load time per run");
+ABSL_FLAG(int, threads, 32, "client threads");
+ABSL_FLAG(int, channels, 4, "gRPC channels the threads share");
+ABSL_FLAG(std::string, modes, "log,whole", "log: the event log (default pl-master); whole: --noevent_log");
+
+namespace pl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Bytes the process has written through write() and its kin (/proc/PID/io wchar).
+int64_t BytesWritten(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/io"));
+  std::string line;
+  while (std::getline(in, line)) {
+    int64_t n = 0;
+    if (line.rfind("wchar:", 0) == 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6)), &n)) return n;
+  }
+  return 0;
+}
+
+int64_t RssBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    int64_t kb = 0;
+    if (line.rfind("VmRSS:", 0) == 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 9)), &kb)) {
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+struct Master {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+};
+
+StatusOr<Master> StartMaster(const std::string& bin, const std::string& dir, const std::string& data, bool log) {
+  std::filesystem::remove(dir + "/port");
+  std::vector<std::string> args = {bin, "--insecure", "--port", "0", "--port_file", dir + "/port", "--state_dir",
+                                   dir + "/state", "--data", data, "--passes", "1000", "--num_pservers", "0",
+                                   "--lease_ms", "600000"};
+  if (!log) args.push_back("--noevent_log");
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> p, testing::Spawn(args, dir + "/master.log"));
+  PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(dir + "/port", std::chrono::seconds(120), p.get()));
+  return Master{std::move(p), absl::StrCat("127.0.0.1:", port)};
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "") {
+  auto ctx = rpc::MakeContext(std::chrono::seconds(30), /*wait_for_ready=*/true);
+  if (!token.empty()) ctx->AddMetadata(rpc::kTrainerTokenKey, token);
+  return ctx;
+}
+
+// Waits until the master answers JobStatus.
+bool WaitServing(proto::Master::Stub& stub, std::chrono::seconds limit) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    proto::JobStatusResponse status;
+    if (stub.JobStatus(Ctx().get(), {}, &status).ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int trainers, bool log) {
+  const std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("pl-bench-master-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto master = StartMaster(bin, dir, data, log);
+  if (!master.ok()) {
+    std::printf("%s: cannot start pl-master: %s\n", log ? "log" : "whole", std::string(master.status().message()).c_str());
+    return;
+  }
+  std::vector<std::unique_ptr<proto::Master::Stub>> stubs;
+  for (int c = 0; c < absl::GetFlag(FLAGS_channels); ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("pl-bench-channel", c);  // a channel of its own, not a shared subchannel
+    stubs.push_back(proto::Master::NewStub(grpc::CreateCustomChannel(master->address, grpc::InsecureChannelCredentials(), args)));
+  }
+  if (!WaitServing(*stubs[0], std::chrono::seconds(60))) return;
+  struct Trainer {
+    int64_t id = 0;
+    std::string token;
+    int64_t round = 0;
+  };
+  std::vector<Trainer> simulated(static_cast<size_t>(trainers));
+  const int threads = std::min<int>(absl::GetFlag(FLAGS_threads), trainers);
+  {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (size_t i = t; i < simulated.size(); i += threads) {
+          proto::RegisterTrainerRequest r;
+          r.set_name(absl::StrCat("sim-", i));
+          proto::RegisterTrainerResponse resp;
+          if (stubs[t % stubs.size()]->RegisterTrainer(Ctx().get(), r, &resp).ok()) {
+            simulated[i].id = resp.trainer_id();
+            simulated[i].token = resp.token();
+          }
+        }
+      });
+    }
+    for (std::thread& th : pool) th.join();
+  }
+  const int64_t bytes_before = BytesWritten(master->process->pid());
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> events{0}, errors{0};
+  std::vector<std::vector<double>> latencies(threads);
+  std::vector<std::thread> pool;
+  const auto start = Clock::now();
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      proto::Master::Stub& stub = *stubs[t % stubs.size()];
+      std::vector<double>& lat = latencies[t];
+      while (!stop.load()) {
+        for (size_t i = t; i < simulated.size() && !stop.load(); i += threads) {
+          Trainer& tr = simulated[i];
+          auto timed = [&](auto call) {
+            const auto t0 = Clock::now();
+            const grpc::Status s = call();
+            lat.push_back(Ms(Clock::now() - t0));
+            if (s.ok()) ++events;
+            else ++errors;
+            return s.ok();
+          };
+          proto::GetTaskRequest get;
+          get.set_trainer_id(tr.id);
+          proto::GetTaskResponse task;
+          if (!timed([&] { return stub.GetTask(Ctx(tr.token).get(), get, &task); })) continue;
+          if (task.result() == proto::GetTaskResponse::TASK) {
+            proto::TaskFinishedRequest done;
+            done.set_trainer_id(tr.id);
+            done.set_task_id(task.task().id());
+            done.set_pass(task.task().pass());
+            done.set_num_samples(1);
+            proto::TaskFinishedResponse ok;
+            timed([&] { return stub.TaskFinished(Ctx(tr.token).get(), done, &ok); });
+          }
+          if (++tr.round % 3 == 0) {
+            proto::HeartbeatRequest beat;
+            beat.set_trainer_id(tr.id);
+            proto::HeartbeatResponse hb;
+            timed([&] { return stub.Heartbeat(Ctx(tr.token).get(), beat, &hb); });
+          }
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
+  stop = true;
+  for (std::thread& th : pool) th.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  const int64_t n = events.load();
+  const int64_t grew = BytesWritten(master->process->pid()) - bytes_before;
+  const int64_t rss = RssBytes(master->process->pid());
+  // Restore: SIGKILL, then a new master on the same state until it answers.
+  (void)testing::KillPid(master->process->pid(), SIGKILL);
+  (void)testing::WaitForExit(*master->process, std::chrono::seconds(10));
+  const auto restart = Clock::now();
+  auto again = StartMaster(bin, dir, data, log);
+  double restore_ms = -1;
+  if (again.ok()) {
+    auto stub = proto::Master::NewStub(rpc::MakeChannel(again->address));
+    if (WaitServing(*stub, std::chrono::seconds(120))) restore_ms = Ms(Clock::now() - restart);
+    (void)testing::KillPid(again->process->pid(), SIGKILL);
+    (void)testing::WaitForExit(*again->process, std::chrono::seconds(10));
+  }
+  std::printf("%-5s trainers %6d tasks %8lld: %9.0f events/s  p50 %7.3f ms  p99 %8.3f ms  %7.1f bytes/event  "
+              "RSS %6.1f MB (%5.0f B/task)  restore %7.0f ms  errors %lld\n",
+              log ? "log" : "whole", trainers, static_cast<long long>(tasks), n / elapsed, pct(0.5), pct(0.99),
+              n > 0 ? static_cast<double>(grew) / n : 0.0, rss / 1048576.0, static_cast<double>(rss) / tasks,
+              restore_ms, static_cast<long long>(errors.load()));
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pl
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  pl::rpc::UseInsecureTransport();
+  auto bin = pl::testing::BinaryPath("pl-master");
+  if (!bin.ok()) {
+    std::fprintf(stderr, "pl-bench-master: %s\n", std::string(bin.status().message()).c_str());
+    return 1;
+  }
+  const int64_t tasks = absl::GetFlag(FLAGS_tasks);
+  const std::string data_dir = std::filesystem::temp_directory_path() / absl::StrCat("pl-bench-master-data-", getpid());
+  std::filesystem::create_directories(data_dir);
+  const std::string data = data_dir + "/tasks.plrec";
+  {
+    pl::RecordWriter w;
+    pl::Status st = w.Open(data, /*records_per_chunk=*/1);
+    for (int64_t i = 0; st.ok() && i < tasks; ++i) st = w.Write("r");
+    if (st.ok()) st = w.Close();
+    if (!st.ok()) {
+      std::fprintf(stderr, "pl-bench-master: cannot write the data: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
+  }
+  std::printf("pl-bench-master: %lld tasks, %g s a run, %d threads, %d channels\n", static_cast<long long>(tasks),
+              absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_channels));
+  for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_trainers), ',')) {
+    int trainers = 0;
+    if (!absl::SimpleAtoi(n, &trainers) || trainers <= 0) continue;
+    for (absl::string_view mode : absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {
+      pl::RunOne(*bin, data, tasks, trainers, mode == "log");
+    }
+  }
+  std::filesystem::remove_all(data_dir);
+  return 0;
+}
