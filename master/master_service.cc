@@ -68,13 +68,19 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
                           " (the flags that differ are ignored)"));
     }
     // Trainers could not renew their leases while no master ran: give every lease a
-    // full term from now, so a restart costs no task and drops no live trainer.
-    const int64_t grace_until = options.now_ms() + m->membership_.lease_ms();
-    m->membership_.ExtendLeases(grace_until);
-    m->queue_.ExtendLeases(grace_until);
+    // full term from now, so a restart costs no task and drops no live trainer. One more
+    // event (a snapshot of a large job would cost the restart a second or more).
+    proto::MasterEvent restart;
+    restart.set_restart(true);
+    restart.set_now_ms(options.now_ms());
+    m->GiveEveryLeaseAFullTermLocked(restart.now_ms());
     m->resumed_ = true;
-    // The state as resumed becomes the snapshot: the log starts over.
-    PL_RETURN_IF_ERROR(Annotate(m->journal_->WriteSnapshot(m->SnapshotLocked()), "master: cannot store its state"));
+    if (m->journal_->logging()) {
+      PL_ASSIGN_OR_RETURN(int64_t ticket, m->RecordLocked(restart));
+      PL_RETURN_IF_ERROR(Annotate(m->journal_->Sync(ticket), "master: cannot store its state"));
+    } else {
+      PL_RETURN_IF_ERROR(Annotate(m->journal_->WriteSnapshot(m->SnapshotLocked()), "master: cannot store its state"));
+    }
     m->Log(absl::StrCat("resumed: ", m->SummaryLocked(), ", next trainer id ", m->membership_.next_trainer_id(),
                         stored.events.empty() ? std::string()
                                               : absl::StrCat(" (", stored.events.size(), " events replayed)")));
@@ -99,6 +105,12 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
                       qopts.num_passes, " passes, ", options.num_pservers, " pservers"));
   m->StartExpiryThread();
   return m;
+}
+
+void Master::GiveEveryLeaseAFullTermLocked(int64_t now_ms) {
+  const int64_t grace_until = now_ms + membership_.lease_ms();
+  membership_.ExtendLeases(grace_until);
+  queue_.ExtendLeases(grace_until);
 }
 
 void Master::StartExpiryThread() {
@@ -277,6 +289,7 @@ Status Master::ReplayLocked(const proto::MasterEvent& recorded) {
     case proto::MasterEvent::kLeave: (void)LeaveLocked(e.leave()); break;
     case proto::MasterEvent::kReplicaExited: (void)ReplicaExitedLocked(e.replica_exited()); break;
     case proto::MasterEvent::kExpire: ExpireLocked(); break;
+    case proto::MasterEvent::kRestart: GiveEveryLeaseAFullTermLocked(e.now_ms()); break;
     default:
       st = absl::DataLossError(absl::StrCat("master event ", e.seq(), " records no call this master knows"));
   }

@@ -141,6 +141,8 @@ class Master {
          std::shared_ptr<std::atomic<int64_t>> pinned, std::shared_ptr<std::atomic<bool>> quiet, TaskQueue queue,
          Membership membership);
   void StartExpiryThread();
+  // After a restart: no trainer could renew a lease while no master ran.
+  void GiveEveryLeaseAFullTermLocked(int64_t now_ms);
   void Log(const std::string& line) const;
   // Runs `body` as one call: the lease clock pinned to one reading, the call recorded
   // (RecordLocked) under the lock, then, outside it, waits for it to be on disk.
