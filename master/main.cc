@@ -48,6 +48,9 @@ ABSL_FLAG(bool, event_log, true,
 ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to cut a new job's tasks from");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
+ABSL_FLAG(bool, overlap_passes, true,
+          "while the last tasks of a pass are out, lease a trainer that asks a task of the next pass rather than "
+          "let it wait (every task is still trained once per pass); a new job only, a resumed one keeps its own");
 ABSL_FLAG(int64_t, lease_ms, 3000, "a task's lease: a trainer silent this long loses it (>= 1)");
 ABSL_FLAG(int64_t, pserver_lease_ms, 800,
           "replicated shards: a replica silent this long leaves its shard, a lost primary's backup takes over (>= 1)");
@@ -127,6 +130,7 @@ int main(int argc, char** argv) {
   pl::MasterOptions options;
   options.queue.num_passes = absl::GetFlag(FLAGS_passes);
   options.queue.chunks_per_task = absl::GetFlag(FLAGS_chunks_per_task);
+  options.queue.overlap_passes = absl::GetFlag(FLAGS_overlap_passes);
   options.queue.max_failures = absl::GetFlag(FLAGS_max_failures);
   options.queue.seed = absl::GetFlag(FLAGS_seed);
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);

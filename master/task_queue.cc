@@ -88,6 +88,7 @@ StatusOr<TaskQueue> TaskQueue::Create(const std::vector<ChunkInfo>& chunks, cons
 void TaskQueue::StartPass(int32_t pass) {
   pass_ = pass;
   for (Entry& e : tasks_) {
+    if (ahead_started_ && e.task.pass() == pass) continue;  // leased ahead: already in this pass
     e.state = proto::TaskRecord::TODO;
     e.failures = 0;
     e.holder = 0;
@@ -95,17 +96,50 @@ void TaskQueue::StartPass(int32_t pass) {
     e.task.set_pass(pass);
     e.task.set_lease_deadline_ms(0);
   }
-  std::vector<int64_t> order = PassOrder(num_tasks(), options_.seed, pass);
-  todo_.assign(order.begin(), order.end());
+  if (ahead_started_) {
+    todo_ = std::move(ahead_todo_);
+  } else {
+    std::vector<int64_t> order = PassOrder(num_tasks(), options_.seed, pass);
+    todo_.assign(order.begin(), order.end());
+  }
+  ahead_started_ = false;
+  ahead_todo_.clear();
+  ahead_done_before_ = ahead_failed_before_ = 0;
   Reindex();
 }
 
+TaskQueue::Entry* TaskQueue::LeaseAhead() {
+  if (!options_.overlap_passes || pass_ >= options_.num_passes) return nullptr;
+  if (!ahead_started_) {
+    std::vector<int64_t> order = PassOrder(num_tasks(), options_.seed, pass_ + 1);
+    ahead_todo_.assign(order.begin(), order.end());
+    ahead_started_ = true;
+  }
+  // The first task in the next pass's order that this pass is through with, or that
+  // came back into the next pass's todo (a failure, a return).
+  for (auto it = ahead_todo_.begin(); it != ahead_todo_.end(); ++it) {
+    Entry& e = tasks_[*it - 1];
+    const bool through =
+        e.task.pass() == pass_ && (e.state == proto::TaskRecord::DONE || e.state == proto::TaskRecord::FAILED);
+    const bool back = e.task.pass() == pass_ + 1 && e.state == proto::TaskRecord::TODO;
+    if (!through && !back) continue;
+    ahead_todo_.erase(it);
+    if (through) {
+      (e.state == proto::TaskRecord::DONE ? ahead_done_before_ : ahead_failed_before_)++;
+      e.failures = 0;
+      e.finished_by = 0;
+    }
+    return &e;
+  }
+  return nullptr;
+}
+
 void TaskQueue::Reindex() {
-  count_.fill(0);
+  for (auto& c : count_) c.fill(0);
   held_.clear();
   next_expiry_ms_ = std::numeric_limits<int64_t>::max();
   for (const Entry& e : tasks_) {
-    ++count_[e.state];
+    ++count_[Ahead(e)][e.state];
     if (e.state == proto::TaskRecord::PENDING) {
       held_.emplace(e.holder, e.task.id());
       next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());
@@ -113,13 +147,14 @@ void TaskQueue::Reindex() {
   }
 }
 
-void TaskQueue::Move(Entry& e, proto::TaskRecord::State to) {
+void TaskQueue::Move(Entry& e, proto::TaskRecord::State to, int32_t pass) {
   if (e.state == proto::TaskRecord::PENDING) {
     auto it = held_.find(e.holder);
     if (it != held_.end() && it->second == e.task.id()) held_.erase(it);
   }
-  --count_[e.state];
-  ++count_[to];
+  --count_[Ahead(e)][e.state];
+  if (pass > 0) e.task.set_pass(pass);
+  ++count_[Ahead(e)][to];
   e.state = to;
   if (to == proto::TaskRecord::PENDING) {
     held_[e.holder] = e.task.id();
@@ -142,9 +177,14 @@ void TaskQueue::MaybeAdvance() {
   }
 }
 
-int64_t TaskQueue::pending() const { return count_[proto::TaskRecord::PENDING]; }
-int64_t TaskQueue::done() const { return count_[proto::TaskRecord::DONE]; }
-int64_t TaskQueue::failed() const { return count_[proto::TaskRecord::FAILED]; }
+int64_t TaskQueue::pending() const { return count_[0][proto::TaskRecord::PENDING]; }
+int64_t TaskQueue::done() const { return count_[0][proto::TaskRecord::DONE] + ahead_done_before_; }
+int64_t TaskQueue::failed() const { return count_[0][proto::TaskRecord::FAILED] + ahead_failed_before_; }
+int64_t TaskQueue::leased_ahead() const {
+  int64_t n = 0;
+  for (int64_t c : count_[1]) n += c;
+  return n;
+}
 
 int64_t TaskQueue::holder(int64_t task_id) const {
   if (task_id < 1 || task_id > num_tasks()) return 0;
@@ -167,15 +207,22 @@ TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
     lease.task = e.task;
     return lease;
   }
-  if (todo_.empty()) {
+  Entry* next = nullptr;
+  int32_t pass = pass_;
+  if (!todo_.empty()) {
+    next = &tasks_[todo_.front() - 1];
+    todo_.pop_front();
+  } else if ((next = LeaseAhead()) != nullptr) {
+    // This pass's last tasks are out: rather than wait, start on the next pass.
+    pass = pass_ + 1;
+  } else {
     lease.result = Result::kWait;
     return lease;
   }
-  Entry& e = tasks_[todo_.front() - 1];
-  todo_.pop_front();
+  Entry& e = *next;
   e.holder = trainer_id;
   e.task.set_lease_deadline_ms(deadline);
-  Move(e, proto::TaskRecord::PENDING);
+  Move(e, proto::TaskRecord::PENDING, pass);
   lease.result = Result::kTask;
   lease.task = e.task;
   return lease;
@@ -191,16 +238,20 @@ StatusOr<TaskQueue::Entry*> TaskQueue::FindForReport(int64_t trainer_id, int64_t
     return absl::FailedPreconditionError(absl::StrCat(what, " from trainer ", trainer_id, " for task ", task_id,
                                                       ": the job is done"));
   }
-  if (pass != pass_) {
+  Entry& e = tasks_[task_id - 1];
+  if (pass != e.task.pass()) {
     return absl::FailedPreconditionError(absl::StrCat(what, " from trainer ", trainer_id, " for task ", task_id,
-                                                      " of pass ", pass, ": the master is in pass ", pass_));
+                                                      " of pass ", pass, ": the master is in pass ", pass_,
+                                                      e.task.pass() != pass_ ? " (the task is leased ahead, in the next)"
+                                                                             : ""));
   }
-  return &tasks_[task_id - 1];
+  return &e;
 }
 
-void TaskQueue::RemoveFromTodo(int64_t id) {
-  auto it = std::find(todo_.begin(), todo_.end(), id);
-  if (it != todo_.end()) todo_.erase(it);
+void TaskQueue::RemoveFromTodo(const Entry& e) {
+  std::deque<int64_t>& list = TodoOf(e);
+  auto it = std::find(list.begin(), list.end(), e.task.id());
+  if (it != list.end()) list.erase(it);
 }
 
 Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass, int64_t num_samples) {
@@ -220,7 +271,7 @@ Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass
     return absl::FailedPreconditionError(absl::StrCat("task finished from trainer ", trainer_id, " for task ", task_id,
                                                       " of pass ", pass, ": not leased to that trainer (", where, ")"));
   }
-  if (e->state == proto::TaskRecord::TODO) RemoveFromTodo(task_id);
+  if (e->state == proto::TaskRecord::TODO) RemoveFromTodo(*e);
   Move(*e, proto::TaskRecord::DONE);
   e->finished_by = trainer_id;
   e->task.set_lease_deadline_ms(0);
@@ -231,18 +282,18 @@ Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass
 }
 
 void TaskQueue::CountFailure(Entry& e, const std::string& reason) {
-  if (e.state == proto::TaskRecord::TODO) RemoveFromTodo(e.task.id());
+  if (e.state == proto::TaskRecord::TODO) RemoveFromTodo(e);
   e.task.set_lease_deadline_ms(0);
   ++e.failures;
   if (e.failures >= options_.max_failures) {
     Move(e, proto::TaskRecord::FAILED);
     auto it = std::lower_bound(failed_ever_.begin(), failed_ever_.end(), e.task.id());
     if (it == failed_ever_.end() || *it != e.task.id()) failed_ever_.insert(it, e.task.id());
-    Log(absl::StrCat("task ", e.task.id(), " set aside as failed in pass ", pass_, " after ", e.failures,
+    Log(absl::StrCat("task ", e.task.id(), " set aside as failed in pass ", e.task.pass(), " after ", e.failures,
                      " failures (last: ", reason, ")"));
   } else {
     Move(e, proto::TaskRecord::TODO);
-    todo_.push_back(e.task.id());
+    TodoOf(e).push_back(e.task.id());
   }
 }
 
@@ -260,7 +311,7 @@ Status TaskQueue::TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, 
   if (returned) {
     Move(*e, proto::TaskRecord::TODO);
     e->task.set_lease_deadline_ms(0);
-    todo_.push_front(task_id);
+    TodoOf(*e).push_front(task_id);
   } else {
     CountFailure(*e, absl::StrCat("trainer ", trainer_id, ": ", reason));
   }
@@ -308,7 +359,7 @@ int TaskQueue::ReleaseTrainer(int64_t trainer_id, bool count_failure) {
     } else {
       Move(e, proto::TaskRecord::TODO);
       e.task.set_lease_deadline_ms(0);
-      todo_.push_front(e.task.id());
+      TodoOf(e).push_front(e.task.id());
     }
   }
   if (n > 0) MaybeAdvance();
@@ -322,6 +373,7 @@ proto::TaskQueueState TaskQueue::Serialize() const {
   s.set_max_failures(options_.max_failures);
   s.set_seed(options_.seed);
   s.set_lease_ms(options_.lease_ms);
+  s.set_no_overlap(!options_.overlap_passes);
   s.set_pass(pass_);
   s.set_job_done(job_done_);
   for (const Entry& e : tasks_) {
@@ -333,8 +385,13 @@ proto::TaskQueueState TaskQueue::Serialize() const {
     r->set_holder(e.holder);
     r->set_lease_deadline_ms(e.task.lease_deadline_ms());
     r->set_finished_by(e.finished_by);
+    if (e.task.pass() != pass_) r->set_pass(e.task.pass());
   }
   for (int64_t id : todo_) s.add_todo(id);
+  s.set_ahead_started(ahead_started_);
+  for (int64_t id : ahead_todo_) s.add_ahead_todo(id);
+  s.set_ahead_done_before(ahead_done_before_);
+  s.set_ahead_failed_before(ahead_failed_before_);
   for (int64_t id : failed_ever_) s.add_failed_ever(id);
   s.set_chunks_trained(chunks_trained_);
   s.set_samples_done(samples_done_);
@@ -349,6 +406,7 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   o.max_failures = s.max_failures();
   o.seed = s.seed();
   o.lease_ms = s.lease_ms();
+  o.overlap_passes = !s.no_overlap();
   Status st = CheckOptions(o);
   if (!st.ok()) return bad(std::string(st.message()));
   if (!now_ms) return absl::InvalidArgumentError("task queue: no clock");
@@ -368,10 +426,14 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
     if (r.state() == proto::TaskRecord::PENDING && r.holder() <= 0) {
       return bad(absl::StrCat("task ", r.id(), " is pending without a holder"));
     }
-    if (r.state() == proto::TaskRecord::TODO) ++num_todo;
+    const int32_t pass = r.pass() == 0 ? q.pass_ : r.pass();
+    if (pass != q.pass_ && !(pass == q.pass_ + 1 && s.ahead_started())) {
+      return bad(absl::StrCat("task ", r.id(), " is in pass ", pass, " while the queue is in pass ", q.pass_));
+    }
+    if (r.state() == proto::TaskRecord::TODO && pass == q.pass_) ++num_todo;
     Entry e;
     e.task.set_id(r.id());
-    e.task.set_pass(q.pass_);
+    e.task.set_pass(pass);
     *e.task.mutable_chunks() = r.chunks();
     e.task.set_lease_deadline_ms(r.state() == proto::TaskRecord::PENDING ? r.lease_deadline_ms() : 0);
     e.state = r.state();
@@ -390,6 +452,21 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   if (static_cast<int64_t>(seen.size()) != num_todo) {
     return bad(absl::StrCat(num_todo, " tasks are todo but the todo list has ", seen.size()));
   }
+  q.ahead_started_ = s.ahead_started();
+  std::set<int64_t> ahead_seen;
+  for (int64_t id : s.ahead_todo()) {
+    if (id < 1 || id > q.num_tasks() || !ahead_seen.insert(id).second) {
+      return bad(absl::StrCat("the next pass's todo list names task ", id, " twice or out of range"));
+    }
+    q.ahead_todo_.push_back(id);
+  }
+  for (const Entry& e : q.tasks_) {
+    if (e.task.pass() != q.pass_ && e.state == proto::TaskRecord::TODO && ahead_seen.count(e.task.id()) == 0) {
+      return bad(absl::StrCat("task ", e.task.id(), " is todo in the next pass but not in its todo list"));
+    }
+  }
+  q.ahead_done_before_ = s.ahead_done_before();
+  q.ahead_failed_before_ = s.ahead_failed_before();
   q.failed_ever_.assign(s.failed_ever().begin(), s.failed_ever().end());
   std::sort(q.failed_ever_.begin(), q.failed_ever_.end());
   q.Reindex();

@@ -12,6 +12,13 @@
 // goes back to the front of todo at once and counts no failure. A pass ends when todo
 // and pending are empty; after the last pass the job is done.
 //
+// Pass overlap (options.overlap_passes): while the last tasks of pass P are out, a
+// trainer asking for work is leased a task of pass P+1 that P is done with (in P+1's
+// order), rather than told to wait; such a task is reported with pass P+1, fails and
+// returns into P+1's todo, and when P ends, P+1 starts with what was leased ahead
+// already underway. The counts (todo/pending/done/failed) stay those of pass P: its
+// tasks leased ahead count as done (or failed) in P, where they ended.
+//
 // Time comes from the injected `now_ms` (unix milliseconds), so lease deadlines mean
 // the same thing to a restarted master and tests can drive time by hand.
 //
@@ -40,6 +47,10 @@ struct TaskQueueOptions {
   int32_t max_failures = 3;     // >= 1: failures (incl. lease expiries) before setting aside
   uint64_t seed = 0;            // shuffle seed; the same seed gives the same orders
   int64_t lease_ms = 3000;      // > 0: how long a task lease lasts without renewal
+  // Pass overlap: once every task of the pass is out (todo empty, some still pending),
+  // a trainer that asks gets a task of the next pass that this one is through with,
+  // instead of waiting. Every task is still trained exactly once per pass.
+  bool overlap_passes = true;
 };
 
 class TaskQueue {
@@ -87,6 +98,7 @@ class TaskQueue {
   int64_t pending() const;
   int64_t done() const;
   int64_t failed() const;  // set aside in the current pass
+  int64_t leased_ahead() const;  // tasks of the next pass under way (overlap)
   // Ids set aside as failed in any pass so far, sorted.
   const std::vector<int64_t>& failed_task_ids() const { return failed_ever_; }
   int64_t chunks_trained() const { return chunks_trained_; }
@@ -112,15 +124,21 @@ class TaskQueue {
 
   TaskQueue(TaskQueueOptions options, Clock now_ms, Logger log);
   void StartPass(int32_t pass);
-  // Moves `e` to state `to`, keeping the counts and the holder index (set e.holder
-  // and, for PENDING, its deadline first).
-  void Move(Entry& e, proto::TaskRecord::State to);
+  // Moves `e` to state `to` (and to `pass`, when > 0), keeping the counts and the
+  // holder index (set e.holder and, for PENDING, its deadline first).
+  void Move(Entry& e, proto::TaskRecord::State to, int32_t pass = 0);
+  // Overlap: a task of the next pass that this pass is done with, taken off the next
+  // pass's todo (its failures and finisher cleared); nullptr when none or no overlap.
+  Entry* LeaseAhead();
+  // Whether `e` is in the next pass (leased ahead), and its pass's todo list.
+  int Ahead(const Entry& e) const { return e.task.pass() != pass_ ? 1 : 0; }
+  std::deque<int64_t>& TodoOf(const Entry& e) { return Ahead(e) ? ahead_todo_ : todo_; }
   // Rebuilds the counts, the holder index and next_expiry_ms_ from tasks_.
   void Reindex();
   void MaybeAdvance();
   // A failure of a pending or todo `e`: back to todo, or set aside at max_failures.
   void CountFailure(Entry& e, const std::string& reason);
-  void RemoveFromTodo(int64_t id);
+  void RemoveFromTodo(const Entry& e);
   // Common checks of TaskFinished/TaskFailed: the entry, or the error.
   StatusOr<Entry*> FindForReport(int64_t trainer_id, int64_t task_id, int32_t pass, const char* what);
   void Log(const std::string& line) const;
@@ -137,9 +155,15 @@ class TaskQueue {
   int64_t samples_done_ = 0;
   // Kept with every state change, so no call scans the tasks: tasks by state, the task
   // each trainer holds, and a time before which no lease can end.
-  std::array<int64_t, 4> count_{};
+  std::array<std::array<int64_t, 4>, 2> count_{};  // [this pass, the next][state]
   absl::flat_hash_map<int64_t, int64_t> held_;
   int64_t next_expiry_ms_ = 0;
+  // Overlap: the next pass's order once a task was leased ahead, and how many of those
+  // were done or set aside in this pass.
+  bool ahead_started_ = false;
+  std::deque<int64_t> ahead_todo_;
+  int64_t ahead_done_before_ = 0;
+  int64_t ahead_failed_before_ = 0;
 };
 
 // The order in which pass `pass` hands out task ids 1..num_tasks: a Fisher-Yates

@@ -245,9 +245,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   const bool job_done = loop.job_done;
   result.stopped = g_stop.load();
   const double elapsed = Now() - start;
-  log << absl::StrFormat("%s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries", result.stopped ? "stopping" : "job done", result.tasks_done, result.steps,
-                         result.samples, result.samples / std::max(elapsed, 1e-9),
-                         static_cast<long long>(params.counters().retries))
+  log << absl::StrFormat("%s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries; waited %.1f s "
+                         "of %.1f for work",
+                         result.stopped ? "stopping" : "job done", result.tasks_done, result.steps, result.samples,
+                         result.samples / std::max(elapsed, 1e-9), static_cast<long long>(params.counters().retries),
+                         loop.waited_s, elapsed)
       << std::endl;
   if (result.steps > 0) {
     log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,

@@ -25,7 +25,9 @@ StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& hear
       break;
     }
     if (got->result() == proto::GetTaskResponse::WAIT) {
+      const auto t0 = std::chrono::steady_clock::now();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      result.waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       continue;
     }
     const proto::Task& task = got->task();

@@ -59,6 +59,7 @@ struct TaskLoopResult {
   int64_t tasks_done = 0;  // trained and counted by the master
   bool job_done = false;   // the master said JOB_DONE
   bool stopped = false;    // ended by `stop`
+  double waited_s = 0;     // told to wait for work (every task of the pass out)
 };
 
 StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,

@@ -79,9 +79,11 @@ TEST(TaskQueueTest, TaskIdsAreStableAcrossPasses) {
   EXPECT_TRUE(q.job_done());
 }
 
-TEST(TaskQueueTest, WaitWhileOthersHoldTheLastTasksThenNextPassThenJobDone) {
+TEST(TaskQueueTest, WithoutOverlapWaitWhileOthersHoldTheLastTasksThenNextPassThenJobDone) {
   FakeClock clock;
-  TaskQueue q = MakeQueue(clock, 2, Opts(2, 1));
+  TaskQueueOptions o = Opts(2, 1);
+  o.overlap_passes = false;
+  TaskQueue q = MakeQueue(clock, 2, o);
   TaskQueue::Lease a = q.GetTask(1), b = q.GetTask(2);
   ASSERT_EQ(a.result, Result::kTask);
   ASSERT_EQ(b.result, Result::kTask);
@@ -107,6 +109,61 @@ TEST(TaskQueueTest, WaitWhileOthersHoldTheLastTasksThenNextPassThenJobDone) {
   EXPECT_EQ(q.GetTask(3).result, Result::kJobDone);
   EXPECT_EQ(q.GetTask(99).result, Result::kJobDone);
   EXPECT_EQ(q.samples_done(), 40);
+}
+
+// Issue 39: while the last tasks of pass 1 are out, a trainer that asks gets a task of
+// pass 2 that pass 1 is done with, rather than waiting; pass 1's counts stay exact, a
+// report carries the task's own pass, a failure ahead goes back to pass 2's todo, a
+// restart in the middle keeps all of it, and every task is trained once per pass.
+TEST(TaskQueueTest, WithOverlapATrainerStartsOnTheNextPassWhileTheLastTasksAreOut) {
+  FakeClock clock;
+  TaskQueue q = MakeQueue(clock, 3, Opts(2, 1));
+  TaskQueue::Lease a = q.GetTask(1), b = q.GetTask(2), c = q.GetTask(3);
+  ASSERT_EQ(c.result, Result::kTask);
+  EXPECT_EQ(q.GetTask(4).result, Result::kWait) << "pass 1 is done with no task yet";
+  ASSERT_TRUE(q.TaskFinished(1, a.task.id(), 1, 10).ok());
+  TaskQueue::Lease ahead = q.GetTask(1);
+  ASSERT_EQ(ahead.result, Result::kTask);
+  EXPECT_EQ(ahead.task.pass(), 2);
+  EXPECT_EQ(ahead.task.id(), a.task.id()) << "the only task pass 1 is done with";
+  EXPECT_EQ(q.pass(), 1);
+  EXPECT_EQ(q.todo(), 0);
+  EXPECT_EQ(q.pending(), 2);
+  EXPECT_EQ(q.done(), 1) << "pass 1's counts: the task leased ahead was done in it";
+  EXPECT_EQ(q.leased_ahead(), 1);
+  EXPECT_EQ(q.GetTask(4).result, Result::kWait);
+  // A report in pass 1's name for the task now in pass 2 is refused.
+  EXPECT_THAT(q.TaskFinished(1, a.task.id(), 1, 10).message(), HasSubstr("leased ahead"));
+  // It fails in pass 2 (back into pass 2's todo, where trainer 4 finds it at once).
+  ASSERT_TRUE(q.TaskFailed(1, ahead.task.id(), 2, /*returned=*/false, "oom").ok());
+  TaskQueue::Lease again = q.GetTask(4);
+  ASSERT_EQ(again.result, Result::kTask);
+  EXPECT_EQ(again.task.pass(), 2);
+  EXPECT_EQ(again.task.id(), a.task.id());
+  // A restart in the middle of the overlap keeps all of it.
+  auto restored = TaskQueue::Deserialize(q.Serialize(), clock.fn(), [](const std::string&) {});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->Serialize().SerializeAsString(), q.Serialize().SerializeAsString());
+  q = std::move(restored).value();
+  ASSERT_TRUE(q.TaskFinished(4, again.task.id(), 2, 10).ok());
+  ASSERT_TRUE(q.TaskFinished(2, b.task.id(), 1, 10).ok());
+  EXPECT_EQ(q.pass(), 1);
+  ASSERT_TRUE(q.TaskFinished(3, c.task.id(), 1, 10).ok());
+  // Pass 2 starts with its first task already done.
+  EXPECT_EQ(q.pass(), 2);
+  EXPECT_EQ(q.done(), 1);
+  EXPECT_EQ(q.todo(), 2);
+  EXPECT_EQ(q.leased_ahead(), 0);
+  for (int64_t trainer : {2, 3}) {
+    TaskQueue::Lease l = q.GetTask(trainer);
+    ASSERT_EQ(l.result, Result::kTask);
+    EXPECT_NE(l.task.id(), a.task.id()) << "trained once in pass 2";
+    ASSERT_TRUE(q.TaskFinished(trainer, l.task.id(), 2, 10).ok());
+  }
+  EXPECT_TRUE(q.job_done());
+  EXPECT_EQ(q.chunks_trained(), 6) << "3 tasks of one chunk, 2 passes";
+  EXPECT_EQ(q.samples_done(), 60);
+  EXPECT_TRUE(q.failed_task_ids().empty());
 }
 
 TEST(TaskQueueTest, GetTaskAgainReturnsTheTaskAlreadyHeld) {

@@ -33,6 +33,9 @@ ABSL_FLAG(double, add_trainer_after_s, -1,
           "start one more trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
+ABSL_FLAG(bool, overlap_passes, true,
+          "trainers with nothing left in a pass start on the next while its last tasks are out (pl-master "
+          "--overlap_passes)");
 ABSL_FLAG(bool, allow_losses, false,
           "exit 0 when the job finished but lost work: tasks set aside as failed in some pass (their chunks "
           "untrained in it), or a pserver restarted without its state after the job trained (its shard started "
@@ -157,6 +160,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.control_fifo = absl::GetFlag(FLAGS_control);
   o.progress_every_s = absl::GetFlag(FLAGS_progress_every_s);
   o.allow_losses = absl::GetFlag(FLAGS_allow_losses);
+  o.overlap_passes = absl::GetFlag(FLAGS_overlap_passes);
   o.logdir = absl::GetFlag(FLAGS_logdir);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.http_port = absl::GetFlag(FLAGS_http_port);

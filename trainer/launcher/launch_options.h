@@ -45,6 +45,7 @@ struct LaunchOptions {
   std::string data;                 // --data, passed to the master; empty: not passed
   int passes = 1;                   // --passes, >= 1
   int chunks_per_task = 1;          // --chunks_per_task, >= 1
+  bool overlap_passes = true;       // --overlap_passes: pl-master's
   int64_t lease_ms = 3000;          // --lease_ms, >= 100
   uint64_t seed = 0;                // --seed
   int checkpoint_every_s = 30;      // --checkpoint_every_s, >= 0

@@ -176,6 +176,7 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
                            "--seed", std::to_string(options_.seed)});
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
   argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
+  if (!options_.overlap_passes) argv.push_back("--overlap_passes=false");
   const std::vector<std::string> telemetry = telemetry_.Args("master");
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   const std::vector<std::string> tls = tls_.Args("master");
