@@ -127,6 +127,7 @@ TaskQueue::Entry* TaskQueue::LeaseAhead() {
     if (through) {
       (e.state == proto::TaskRecord::DONE ? ahead_done_before_ : ahead_failed_before_)++;
       e.failures = 0;
+      e.finished_before = e.state == proto::TaskRecord::DONE ? e.finished_by : 0;
       e.finished_by = 0;
     }
     return &e;
@@ -259,6 +260,11 @@ Status TaskQueue::TaskFinished(int64_t trainer_id, int64_t task_id, int32_t pass
     return absl::InvalidArgumentError(absl::StrCat("task finished from trainer ", trainer_id, " for task ", task_id,
                                                    ": negative num_samples ", num_samples));
   }
+  // A retry of a report that counted, for a task leased ahead since (its reply was lost).
+  if (task_id >= 1 && task_id <= num_tasks() && !job_done_ && pass == pass_ &&
+      tasks_[task_id - 1].task.pass() == pass_ + 1 && tasks_[task_id - 1].finished_before == trainer_id) {
+    return absl::OkStatus();
+  }
   PL_ASSIGN_OR_RETURN(Entry * e, FindForReport(trainer_id, task_id, pass, "task finished"));
   if (e->state == proto::TaskRecord::DONE && e->finished_by == trainer_id) return absl::OkStatus();  // a retry
   bool mine = (e->state == proto::TaskRecord::PENDING && e->holder == trainer_id) ||
@@ -386,6 +392,7 @@ proto::TaskQueueState TaskQueue::Serialize() const {
     r->set_lease_deadline_ms(e.task.lease_deadline_ms());
     r->set_finished_by(e.finished_by);
     if (e.task.pass() != pass_) r->set_pass(e.task.pass());
+    r->set_finished_before(e.finished_before);
   }
   for (int64_t id : todo_) s.add_todo(id);
   s.set_ahead_started(ahead_started_);
@@ -440,6 +447,7 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
     e.failures = r.failures();
     e.holder = r.holder();
     e.finished_by = r.finished_by();
+    e.finished_before = r.finished_before();
     q.tasks_.push_back(std::move(e));
   }
   std::set<int64_t> seen;

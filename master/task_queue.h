@@ -120,6 +120,7 @@ class TaskQueue {
     int32_t failures = 0;
     int64_t holder = 0;
     int64_t finished_by = 0;
+    int64_t finished_before = 0;  // leased ahead: who finished it in the pass before
   };
 
   TaskQueue(TaskQueueOptions options, Clock now_ms, Logger log);

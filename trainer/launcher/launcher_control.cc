@@ -86,6 +86,12 @@ void Launcher::RunCommand(const std::string& line) {
     if (backup) {
       const std::string primary = name;
       name.clear();
+      // Without a primary known now (the master restarting) a copy could be the primary.
+      if (primary.empty()) {
+        supervisor_->Log(absl::StrCat(source, ": the master names no primary of shard ", index,
+                                      " now, so no copy is known to be another; nothing killed"));
+        return;
+      }
       for (const std::string& copy : layout_.PserverNames(index)) {
         if (copy != primary && supervisor_->Pid(copy) > 0) {
           name = copy;
