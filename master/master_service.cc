@@ -175,6 +175,7 @@ void Master::BeginStopping() {
 
 void Master::ExpireLocked() {
   // A stopping master (SIGTERM) judges no lease; its calls say so to a replay (-1).
+  expiry_changed_ = false;
   if (replaying_ ? current_->stall_now_ms() < 0 : stopping_) {
     current_->set_stall_now_ms(-1);
     return;
@@ -205,6 +206,7 @@ void Master::ExpireLocked() {
     }
   }
   if (stall_now_ms > 0) {
+    expiry_changed_ = true;
     now_ms = stall_now_ms;
     pinned_->store(now_ms);  // the rest of the call acts after the stall too
     membership_.ExtendLeases(now_ms + membership_.lease_ms(), now_ms + options_.pserver_lease_ms);
@@ -213,12 +215,14 @@ void Master::ExpireLocked() {
                      "term from now rather than expiring"));
   }
   for (int64_t id : membership_.ExpireTrainers(now_ms)) {
+    expiry_changed_ = true;
     int n = queue_.ReleaseTrainer(id, /*count_failure=*/true);
     Log(absl::StrCat("trainer ", id, " dropped: its lease expired", n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : ""));
   }
   int expired = queue_.ExpireLeases(now_ms);
   if (expired > 0) Log(absl::StrCat(expired, " task lease(s) expired"));
-  membership_.ExpireReplicas([this](const std::string& line) { Log(line); }, now_ms);
+  expiry_changed_ |= expired > 0;
+  expiry_changed_ |= membership_.ExpireReplicas([this](const std::string& line) { Log(line); }, now_ms);
 }
 
 proto::MasterState Master::SnapshotLocked() const {
@@ -265,7 +269,11 @@ StatusOr<Resp> Master::Run(proto::MasterEvent event, Body body) {
     result = body();
     current_ = nullptr;
     pinned_->store(-1);
-    PL_ASSIGN_OR_RETURN(ticket, RecordLocked(event));
+    // A lease check alone that changed nothing needs no event (a replay without it
+    // ends the same): reads answer without waiting for the disk.
+    if (!event.expire() || expiry_changed_) {
+      PL_ASSIGN_OR_RETURN(ticket, RecordLocked(event));
+    }
   }
   // Outside the lock: calls in flight share one fsync.
   PL_RETURN_IF_ERROR(journal_->Sync(ticket));

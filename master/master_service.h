@@ -187,6 +187,7 @@ class Master {
   Membership membership_;      // guarded by mu_
   proto::MasterEvent* current_ = nullptr;  // guarded by mu_: the call in progress
   bool replaying_ = false;     // guarded by mu_
+  bool expiry_changed_ = false;  // guarded by mu_: the last ExpireLocked changed the state
   // guarded by mu_: when leases were last judged (monotonic_ms; -1: not yet)
   int64_t last_expiry_ms_ = -1;
   bool stopping_ = false;      // guarded by mu_

@@ -99,9 +99,11 @@ class Membership {
     return known;
   }
   // Drops replicas whose lease ran out, promoting backups where a primary went.
-  void ExpireReplicas(const ShardReplicas::Log& log, int64_t now_ms = -1) {
-    replicas_.Expire(log, now_ms);
+  // False when nothing changed.
+  bool ExpireReplicas(const ShardReplicas::Log& log, int64_t now_ms = -1) {
+    const bool changed = replicas_.Expire(log, now_ms);
     TakeReplicaLosses();
+    return changed;
   }
   const ShardReplicas& replicas() const { return replicas_; }
   // Extends every live-looking trainer lease to at least `until_ms`: after a master

@@ -147,9 +147,12 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
   }
 }
 
-void ShardReplicas::Expire(const Log& log, int64_t now_ms) {
+bool ShardReplicas::Expire(const Log& log, int64_t now_ms) {
   const int64_t now = now_ms >= 0 ? now_ms : now_ms_();
+  bool changed = false;
   for (auto& [index, shard] : shards_) {
+    // A shard gathering candidates may restore (or start its wait) now.
+    changed |= !shard.members.empty() && shard.members.front().role == proto::ReplicaInfo::CANDIDATE;
     bool primary_lost = false;
     std::vector<uint64_t> gone;
     for (const Member& m : shard.members) {
@@ -158,10 +161,12 @@ void ShardReplicas::Expire(const Log& log, int64_t now_ms) {
       if (m.role == proto::ReplicaInfo::PRIMARY) primary_lost = true;
       log(absl::StrCat("shard ", index, ": ", RoleName(m.role), " ", Who(m.id, m.address), " lost its lease"));
     }
+    changed |= !gone.empty();
     for (uint64_t id : gone) Remove(shard, id);
     if (primary_lost) Promote(index, shard, "its primary lost its lease", log);
     MaybeRestore(index, shard, log);
   }
+  return changed;
 }
 
 bool ShardReplicas::Exited(int32_t index, uint64_t id, const std::string& why, const Log& log) {

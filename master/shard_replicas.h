@@ -54,8 +54,9 @@ class ShardReplicas {
   void Heartbeat(const proto::RegisterPserverRequest& request, proto::RegisterPserverResponse* response,
                  const Log& log);
   // Drops members whose lease ran out, promoting a backup where the primary went, and
-  // ends the restore waits that are over, as of `now_ms` (-1: the clock's now).
-  void Expire(const Log& log, int64_t now_ms = -1);
+  // ends the restore waits that are over, as of `now_ms` (-1: the clock's now). False
+  // when it changed nothing (no member gone, no shard gathering candidates).
+  bool Expire(const Log& log, int64_t now_ms = -1);
   // Member `id` of shard `index` is known to be gone (its process was reaped, or it said
   // it is shutting down once it handed over): it is taken out now, as if its lease had
   // run out. False when it is not a member.

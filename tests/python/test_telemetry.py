@@ -173,10 +173,12 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
                 steps = samples.get("pl_trainer_steps_total")
                 if time.monotonic() > until:
                     break
-                # The master serves /metrics before it has read the job (its task gauges
-                # come after), a pserver before its first sample of the shard (its push
-                # counters come after): each is scraped until they are there.
-                if name == "master" and "pl_master_tasks" not in samples:
+                # The master serves /metrics before it has read the job, and its gauges
+                # hold 0 until its sampler's first reading (a second in): scraped until
+                # that reading is there; a pserver before its first sample of the shard
+                # (its push counters come after): scraped until they are there.
+                passes = samples.get("pl_master_num_passes")
+                if name == "master" and ("pl_master_tasks" not in samples or not passes or passes.value == 0):
                     pass
                 elif name.startswith("pserver-") and "pl_pserver_pushes_total" not in samples:
                     pass
