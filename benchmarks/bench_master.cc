@@ -28,7 +28,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "master/master_service.h"
 #include "paddle_like/data/record_file.h"
+#include "paddle_like/store/local_dir_store.h"
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/tls.h"
@@ -40,7 +42,9 @@ ABSL_FLAG(int64_t, tasks, 100000, "tasks of the job (one record each)");
 ABSL_FLAG(double, seconds, 5, "load time per run");
 ABSL_FLAG(int, threads, 32, "client threads");
 ABSL_FLAG(int, channels, 4, "gRPC channels the threads share");
-ABSL_FLAG(std::string, modes, "log,whole", "log: the event log (default pl-master); whole: --noevent_log");
+ABSL_FLAG(std::string, modes, "log,whole",
+          "log: the event log (default pl-master); whole: --noevent_log; inproc: the master's own ceiling, the same "
+          "calls made on a Master object in this process (its event log on disk, no gRPC)");
 
 namespace pl {
 namespace {
@@ -72,12 +76,12 @@ int64_t RssBytes(pid_t pid) {
   return 0;
 }
 
-struct Master {
+struct MasterProcess {
   std::unique_ptr<ChildProcess> process;
   std::string address;
 };
 
-StatusOr<Master> StartMaster(const std::string& bin, const std::string& dir, const std::string& data, bool log) {
+StatusOr<MasterProcess> StartMaster(const std::string& bin, const std::string& dir, const std::string& data, bool log) {
   std::filesystem::remove(dir + "/port");
   std::vector<std::string> args = {bin, "--insecure", "--port", "0", "--port_file", dir + "/port", "--state_dir",
                                    dir + "/state", "--data", data, "--passes", "1000", "--num_pservers", "0",
@@ -85,7 +89,7 @@ StatusOr<Master> StartMaster(const std::string& bin, const std::string& dir, con
   if (!log) args.push_back("--noevent_log");
   PL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> p, testing::Spawn(args, dir + "/master.log"));
   PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(dir + "/port", std::chrono::seconds(120), p.get()));
-  return Master{std::move(p), absl::StrCat("127.0.0.1:", port)};
+  return MasterProcess{std::move(p), absl::StrCat("127.0.0.1:", port)};
 }
 
 std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "") {
@@ -221,6 +225,94 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
   std::filesystem::remove_all(dir);
 }
 
+// The same load on a Master object in this process: what the master itself can do,
+// without gRPC and with the client threads' cost reduced to a function call.
+void RunInProcess(int64_t tasks, int trainers) {
+  const std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("pl-bench-master-inproc-", getpid());
+  std::filesystem::remove_all(dir);
+  auto store = LocalDirStore::Open(dir);
+  if (!store.ok()) return;
+  MasterOptions o;
+  o.queue.num_passes = 1000;
+  o.num_pservers = 0;
+  o.lease_ms = 600000;
+  o.log_path = dir + "/master-events.log";
+  o.log = [](const std::string&) {};
+  auto master = Master::Open(o, store->get(), [tasks]() -> StatusOr<std::vector<ChunkInfo>> {
+    std::vector<ChunkInfo> chunks(static_cast<size_t>(tasks));
+    for (int64_t i = 0; i < tasks; ++i) {
+      chunks[i].path = "d.plrec";
+      chunks[i].index = i;
+      chunks[i].num_records = 1;
+    }
+    return chunks;
+  });
+  if (!master.ok()) {
+    std::printf("inproc: %s\n", std::string(master.status().message()).c_str());
+    return;
+  }
+  Master& m = **master;
+  std::vector<int64_t> ids(static_cast<size_t>(trainers));
+  for (int64_t& id : ids) {
+    proto::RegisterTrainerRequest r;
+    r.set_name("sim");
+    id = m.RegisterTrainer(r)->trainer_id();
+  }
+  const int threads = std::min<int>(absl::GetFlag(FLAGS_threads), trainers);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> events{0};
+  std::vector<std::vector<double>> latencies(threads);
+  std::vector<std::thread> pool;
+  const auto start = Clock::now();
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      int64_t round = 0;
+      while (!stop.load()) {
+        for (size_t i = t; i < ids.size() && !stop.load(); i += threads) {
+          auto t0 = Clock::now();
+          proto::GetTaskRequest get;
+          get.set_trainer_id(ids[i]);
+          auto task = m.GetTask(get);
+          latencies[t].push_back(Ms(Clock::now() - t0));
+          if (!task.ok()) continue;
+          ++events;
+          if (task->result() == proto::GetTaskResponse::TASK) {
+            proto::TaskFinishedRequest done;
+            done.set_trainer_id(ids[i]);
+            done.set_task_id(task->task().id());
+            done.set_pass(task->task().pass());
+            done.set_num_samples(1);
+            t0 = Clock::now();
+            if (m.TaskFinished(done).ok()) ++events;
+            latencies[t].push_back(Ms(Clock::now() - t0));
+          }
+          if (++round % 3 == 0) {
+            proto::HeartbeatRequest beat;
+            beat.set_trainer_id(ids[i]);
+            t0 = Clock::now();
+            if (m.Heartbeat(beat).ok()) ++events;
+            latencies[t].push_back(Ms(Clock::now() - t0));
+          }
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
+  stop = true;
+  for (std::thread& th : pool) th.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  std::printf("%-6s trainers %6d tasks %8lld: %9.0f events/s  p50 %7.3f ms  p99 %8.3f ms\n", "inproc", trainers,
+              static_cast<long long>(tasks), events.load() / elapsed, pct(0.5), pct(0.99));
+  std::fflush(stdout);
+  master->reset();
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pl
 
@@ -252,7 +344,11 @@ int main(int argc, char** argv) {
     int trainers = 0;
     if (!absl::SimpleAtoi(n, &trainers) || trainers <= 0) continue;
     for (absl::string_view mode : absl::StrSplit(absl::GetFlag(FLAGS_modes), ',')) {
-      pl::RunOne(*bin, data, tasks, trainers, mode == "log");
+      if (mode == "inproc") {
+        pl::RunInProcess(tasks, trainers);
+      } else {
+        pl::RunOne(*bin, data, tasks, trainers, mode == "log");
+      }
     }
   }
   std::filesystem::remove_all(data_dir);
