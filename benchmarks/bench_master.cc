@@ -76,6 +76,26 @@ int64_t RssBytes(pid_t pid) {
   return 0;
 }
 
+// Lets the load run for --seconds, stops and joins `pool`, and gathers the latencies.
+struct Load {
+  double elapsed_s = 0;
+  std::vector<double> sorted_ms;
+  double Percentile(double q) const {
+    return sorted_ms.empty() ? 0.0 : sorted_ms[std::min(sorted_ms.size() - 1, static_cast<size_t>(q * sorted_ms.size()))];
+  }
+};
+Load RunFor(std::vector<std::thread>& pool, std::atomic<bool>& stop, const std::vector<std::vector<double>>& latencies,
+            Clock::time_point start) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
+  stop = true;
+  for (std::thread& th : pool) th.join();
+  Load load;
+  load.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const auto& l : latencies) load.sorted_ms.insert(load.sorted_ms.end(), l.begin(), l.end());
+  std::sort(load.sorted_ms.begin(), load.sorted_ms.end());
+  return load;
+}
+
 struct MasterProcess {
   std::unique_ptr<ChildProcess> process;
   std::string address;
@@ -193,14 +213,9 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
-  stop = true;
-  for (std::thread& th : pool) th.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  const Load load = RunFor(pool, stop, latencies, start);
+  const double elapsed = load.elapsed_s;
+  auto pct = [&load](double q) { return load.Percentile(q); };
   const int64_t n = events.load();
   const int64_t grew = BytesWritten(master->process->pid()) - bytes_before;
   const int64_t rss = RssBytes(master->process->pid());
@@ -297,14 +312,9 @@ void RunInProcess(int64_t tasks, int trainers) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
-  stop = true;
-  for (std::thread& th : pool) th.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  const Load load = RunFor(pool, stop, latencies, start);
+  const double elapsed = load.elapsed_s;
+  auto pct = [&load](double q) { return load.Percentile(q); };
   std::printf("%-6s trainers %6d tasks %8lld: %9.0f events/s  p50 %7.3f ms  p99 %8.3f ms\n", "inproc", trainers,
               static_cast<long long>(tasks), events.load() / elapsed, pct(0.5), pct(0.99));
   std::fflush(stdout);
