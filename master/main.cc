@@ -20,7 +20,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "master/master_service.h"
+#include "master/master_grpc_service.h"
 #include "master/status_page.h"
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"

@@ -1,8 +1,8 @@
 // The master: task queue and membership under one mutex, persisted through a
 // StateStore, served over gRPC.
 //
-// `Master` holds the logic and speaks pl::Status; `MasterService` is the gRPC face
-// that checks the protocol version and forwards. Every call that may change the state
+// `Master` holds the logic and speaks pl::Status; `MasterService`
+// (master_grpc_service.h) is the gRPC face that checks the caller and forwards. Every call that may change the state
 // is stored before it is answered (master_journal.h): with an event log (pl-master's
 // default), as one small event appended to the log, calls in flight sharing an fsync,
 // and every so often a snapshot of the whole state; without one, as the whole state.
@@ -196,38 +196,6 @@ class Master {
   std::condition_variable stop_cv_;
   bool stop_ = false;          // guarded by stop_mu_
   std::thread expiry_thread_;
-};
-
-// The gRPC service: protocol check, the caller's rights (rpc/caller.h: RegisterPserver i
-// only from pserver-i; a trainer's calls only from trainers, with its token; Membership
-// and JobStatus from any of the job's processes), then the Master.
-class MasterService final : public proto::Master::Service {
- public:
-  explicit MasterService(Master* master) : master_(master) {}
-
-  grpc::Status RegisterTrainer(grpc::ServerContext* ctx, const proto::RegisterTrainerRequest* req,
-                               proto::RegisterTrainerResponse* resp) override;
-  grpc::Status RegisterPserver(grpc::ServerContext* ctx, const proto::RegisterPserverRequest* req,
-                               proto::RegisterPserverResponse* resp) override;
-  grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
-                         proto::HeartbeatResponse* resp) override;
-  grpc::Status GetTask(grpc::ServerContext* ctx, const proto::GetTaskRequest* req, proto::GetTaskResponse* resp) override;
-  grpc::Status TaskFinished(grpc::ServerContext* ctx, const proto::TaskFinishedRequest* req,
-                            proto::TaskFinishedResponse* resp) override;
-  grpc::Status TaskFailed(grpc::ServerContext* ctx, const proto::TaskFailedRequest* req,
-                          proto::TaskFailedResponse* resp) override;
-  grpc::Status Leave(grpc::ServerContext* ctx, const proto::LeaveRequest* req, proto::LeaveResponse* resp) override;
-  grpc::Status Membership(grpc::ServerContext* ctx, const proto::MembershipRequest* req,
-                          proto::MembershipResponse* resp) override;
-  grpc::Status JobStatus(grpc::ServerContext* ctx, const proto::JobStatusRequest* req,
-                         proto::JobStatusResponse* resp) override;
-  grpc::Status ReplicaExited(grpc::ServerContext* ctx, const proto::ReplicaExitedRequest* req,
-                             proto::ReplicaExitedResponse* resp) override;
-
- private:
-  grpc::Status AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id, absl::string_view method) const;
-
-  Master* const master_;
 };
 
 }  // namespace pl

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "master/master_service.h"
+#include "master/master_grpc_service.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
 #include "tests/master/test_util.h"

@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/strings/str_join.h"
-#include "master/master_service.h"
+#include "master/master_grpc_service.h"
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
