@@ -62,7 +62,11 @@ StatusOr<MasterJournal::Stored> MasterJournal::Load() {
   } else if (!absl::IsNotFound(contents.status())) {
     return contents.status();
   }
-  PL_ASSIGN_OR_RETURN(log_, AppendLog::Open(log_path_, valid));
+  // Read again to undo a call (RecordLocked): the open log stays, since calls may be
+  // waiting on it in Sync; a failed append has already cut its record off.
+  if (log_ == nullptr) {
+    PL_ASSIGN_OR_RETURN(log_, AppendLog::Open(log_path_, valid));
+  }
   return out;
 }
 
