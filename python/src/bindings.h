@@ -25,6 +25,7 @@ void RegisterData(pybind11::module_& m);
 void RegisterDistributed(pybind11::module_& m);
 void RegisterTelemetry(pybind11::module_& m);
 void RegisterKVWorker(pybind11::module_& m);
+void RegisterElastic(pybind11::module_& m);
 
 // The flag SIGTERM/SIGINT set once install_stop_handlers() ran (dist_bindings.cc);
 // the clients' retry loops watch it.
