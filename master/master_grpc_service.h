@@ -36,6 +36,8 @@ class MasterService final : public proto::Master::Service {
                          proto::JobStatusResponse* resp) override;
   grpc::Status ReplicaExited(grpc::ServerContext* ctx, const proto::ReplicaExitedRequest* req,
                              proto::ReplicaExitedResponse* resp) override;
+  grpc::Status ScaleTrainers(grpc::ServerContext* ctx, const proto::ScaleTrainersRequest* req,
+                             proto::ScaleTrainersResponse* resp) override;
 
  private:
   grpc::Status AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id, absl::string_view method) const;

@@ -120,6 +120,8 @@ Status Master::RestoreLocked(const MasterJournal::Stored& stored) {
   const TaskQueue::Clock clock = PinnedClock(pinned_, options_.now_ms);
   PL_ASSIGN_OR_RETURN(queue_, TaskQueue::Deserialize(stored.snapshot->queue(), clock, QuietableLog(quiet_, options_.log)));
   PL_ASSIGN_OR_RETURN(membership_, Membership::Deserialize(stored.snapshot->membership(), clock));
+  trainer_target_ = stored.snapshot->has_trainer_target() ? stored.snapshot->trainer_target() : -1;
+  trainer_target_reason_ = stored.snapshot->trainer_target_reason();
   for (const proto::MasterEvent& e : stored.events) PL_RETURN_IF_ERROR(ReplayLocked(e));
   return absl::OkStatus();
 }
@@ -230,6 +232,10 @@ proto::MasterState Master::SnapshotLocked() const {
   s.set_last_seq(journal_->last_seq());
   *s.mutable_queue() = queue_.Serialize();
   *s.mutable_membership() = membership_.Serialize();
+  if (trainer_target_ >= 0) {
+    s.set_trainer_target(trainer_target_);
+    s.set_trainer_target_reason(trainer_target_reason_);
+  }
   return s;
 }
 
@@ -297,6 +303,7 @@ Status Master::ReplayLocked(const proto::MasterEvent& recorded) {
     case proto::MasterEvent::kReplicaExited: (void)ReplicaExitedLocked(e.replica_exited()); break;
     case proto::MasterEvent::kExpire: ExpireLocked(); break;
     case proto::MasterEvent::kRestart: GiveEveryLeaseAFullTermLocked(e.now_ms()); break;
+    case proto::MasterEvent::kScaleTrainers: (void)ScaleTrainersLocked(e.scale_trainers()); break;
     default:
       st = absl::DataLossError(absl::StrCat("master event ", e.seq(), " records no call this master knows"));
   }
@@ -570,6 +577,34 @@ StatusOr<proto::JobStatusResponse> Master::JobStatusLocked() const {
   resp.set_num_pservers(membership_.num_pservers());
   resp.set_replicas(options_.replicas);
   if (options_.replicas > 1) resp.set_shards_below_copies(membership_.replicas().degraded(options_.replicas));
+  if (trainer_target_ >= 0) {
+    resp.set_trainer_target(trainer_target_);
+    resp.set_trainer_target_reason(trainer_target_reason_);
+  }
+  return resp;
+}
+
+StatusOr<proto::ScaleTrainersResponse> Master::ScaleTrainers(const proto::ScaleTrainersRequest& req) {
+  if (req.trainers() < 0 || req.trainers() > kMaxTrainerTarget) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ScaleTrainers: trainers ", req.trainers(), " is outside 0 .. ", kMaxTrainerTarget));
+  }
+  proto::MasterEvent event;
+  *event.mutable_scale_trainers() = req;
+  return Run<proto::ScaleTrainersResponse>(std::move(event), [&] { return ScaleTrainersLocked(req); });
+}
+
+StatusOr<proto::ScaleTrainersResponse> Master::ScaleTrainersLocked(const proto::ScaleTrainersRequest& req) {
+  ExpireLocked();
+  proto::ScaleTrainersResponse resp;
+  if (trainer_target_ >= 0) resp.set_previous(trainer_target_);
+  resp.set_live_trainers(static_cast<int64_t>(membership_.live_trainers().size()));
+  if (req.trainers() != trainer_target_) {
+    Log(absl::StrCat("trainer target ", trainer_target_ < 0 ? "unset" : absl::StrCat(trainer_target_), " -> ",
+                     req.trainers(), req.reason().empty() ? "" : absl::StrCat(" (", req.reason(), ")")));
+  }
+  trainer_target_ = req.trainers();
+  trainer_target_reason_ = req.reason();
   return resp;
 }
 

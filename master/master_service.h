@@ -57,6 +57,8 @@ namespace pl {
 
 // The longest trainer name RegisterTrainer takes.
 inline constexpr size_t kMaxTrainerNameBytes = 256;
+// The most trainers ScaleTrainers may ask a job to run.
+inline constexpr int32_t kMaxTrainerTarget = 100000;
 
 
 struct MasterOptions {
@@ -118,6 +120,9 @@ class Master {
   StatusOr<proto::MembershipResponse> GetMembership(const proto::MembershipRequest& req);
   StatusOr<proto::JobStatusResponse> JobStatus(const proto::JobStatusRequest& req);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& req);
+  // Sets the trainers the job is asked to run (JobStatusResponse.trainer_target), stored
+  // like every change. INVALID_ARGUMENT outside 0 .. kMaxTrainerTarget.
+  StatusOr<proto::ScaleTrainersResponse> ScaleTrainers(const proto::ScaleTrainersRequest& req);
 
   // OK when `token` is what trainer_id's registration returned, or the id is unknown
   // (Membership::CheckToken).
@@ -168,6 +173,7 @@ class Master {
   StatusOr<proto::TaskFailedResponse> TaskFailedLocked(const proto::TaskFailedRequest& req);
   StatusOr<proto::LeaveResponse> LeaveLocked(const proto::LeaveRequest& req);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExitedLocked(const proto::ReplicaExitedRequest& req);
+  StatusOr<proto::ScaleTrainersResponse> ScaleTrainersLocked(const proto::ScaleTrainersRequest& req);
   StatusOr<proto::MembershipResponse> GetMembershipLocked() const;
   StatusOr<proto::JobStatusResponse> JobStatusLocked() const;
   // Drops expired trainers (returning their tasks) and expired task leases.
@@ -185,6 +191,8 @@ class Master {
   mutable std::mutex mu_;
   TaskQueue queue_;            // guarded by mu_
   Membership membership_;      // guarded by mu_
+  int32_t trainer_target_ = -1;  // guarded by mu_: ScaleTrainers' target (-1: never set)
+  std::string trainer_target_reason_;  // guarded by mu_
   proto::MasterEvent* current_ = nullptr;  // guarded by mu_: the call in progress
   bool replaying_ = false;     // guarded by mu_
   bool expiry_changed_ = false;  // guarded by mu_: the last ExpireLocked changed the state

@@ -45,7 +45,10 @@ std::string StatusPage::Json() const {
     absl::StrAppend(&out, ",\"job\":{\"pass\":", job->pass(), ",\"num_passes\":", job->num_passes(),
                     ",\"todo\":", job->todo(), ",\"pending\":", job->pending(), ",\"done\":", job->done(),
                     ",\"failed\":", job->failed(), ",\"samples_done\":", job->samples_done(),
-                    ",\"live_trainers\":", job->live_trainers(), ",\"replicas\":", job->replicas(),
+                    ",\"live_trainers\":", job->live_trainers(),
+                    ",\"trainer_target\":", job->has_trainer_target() ? job->trainer_target() : -1,
+                    ",\"trainer_target_reason\":", JsonQuote(job->trainer_target_reason()),
+                    ",\"replicas\":", job->replicas(),
                     ",\"job_done\":", job->job_done() ? "true" : "false",
                     ",\"failed_task_ids\":[", absl::StrJoin(job->failed_task_ids(), ","), "]");
     std::vector<std::string> losses;
@@ -101,7 +104,11 @@ std::string StatusPage::Text() const {
     absl::StrAppend(&out, "job: pass ", std::max(1, std::min(job->pass(), job->num_passes())), "/",
                     job->num_passes(), job->job_done() ? " (done)" : "", " | tasks todo ", job->todo(), " pending ",
                     job->pending(), " done ", job->done(), " failed ", job->failed(), " | samples ",
-                    job->samples_done(), " | trainers ", job->live_trainers(), "\n");
+                    job->samples_done(), " | trainers ", job->live_trainers(),
+                    job->has_trainer_target() ? absl::StrCat(" (target ", job->trainer_target(), ": ",
+                                                              job->trainer_target_reason(), ")")
+                                              : "",
+                    "\n");
     // What the job lost, with its cause: pl-launch exits 3 for these unless --allow_losses.
     if (!job->failed_task_ids().empty()) {
       absl::StrAppend(&out, "loss: ", job->failed_task_ids_size(), " task(s) set aside as failed in some pass (ids ",

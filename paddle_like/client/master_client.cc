@@ -198,6 +198,13 @@ StatusOr<proto::ReplicaExitedResponse> MasterClient::ReplicaExited(const proto::
   return resp;
 }
 
+StatusOr<proto::ScaleTrainersResponse> MasterClient::ScaleTrainers(const proto::ScaleTrainersRequest& request,
+                                                                   const MasterCallPolicy& policy) {
+  proto::ScaleTrainersResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::ScaleTrainers, request, &resp, policy, "", "ScaleTrainers"));
+  return resp;
+}
+
 StatusOr<std::vector<std::string>> MasterClient::PserverAddresses(int num_pservers) {
   PL_ASSIGN_OR_RETURN(proto::MembershipResponse m, Membership());
   std::vector<std::string> addresses(num_pservers);

@@ -83,6 +83,8 @@ class MasterClient {
   StatusOr<proto::JobStatusResponse> JobStatus(const MasterCallPolicy& policy);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& request,
                                                        const MasterCallPolicy& policy);
+  StatusOr<proto::ScaleTrainersResponse> ScaleTrainers(const proto::ScaleTrainersRequest& request,
+                                                       const MasterCallPolicy& policy);
 
   // While set, retries stop early (the trainer is shutting down).
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }

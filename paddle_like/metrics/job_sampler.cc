@@ -17,6 +17,9 @@ JobSampler::JobSampler(ProcessTelemetry* t, const JobEventLog* events)
       pass_(NewGauge(t, "pl_master_pass", "the current pass, from 1")),
       num_passes_(NewGauge(t, "pl_master_num_passes", "passes the job runs")),
       live_trainers_(NewGauge(t, "pl_master_live_trainers", "trainers holding a live lease")),
+      trainer_target_(NewGauge(t, "pl_master_trainer_target",
+                               "trainers the job is asked to run (ScaleTrainers: pl-autoscale, pl-launch 'scale'); "
+                               "-1: none set")),
       shards_below_copies_(NewGauge(t, "pl_master_shards_below_copies",
                                     "replicated shards with fewer copies in sync than the job was launched with")),
       losses_(NewGauge(t, "pl_master_losses",
@@ -37,6 +40,7 @@ void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
   pass_->Set(s.pass());
   num_passes_->Set(s.num_passes());
   live_trainers_->Set(s.live_trainers());
+  trainer_target_->Set(s.has_trainer_target() ? s.trainer_target() : -1);
   shards_below_copies_->Set(s.shards_below_copies());
   losses_->Set(s.losses_size());
   AdvanceCounter(pushes_refused_, s.pushes_refused());
@@ -50,6 +54,7 @@ void JobSampler::Record(const proto::JobStatusResponse& s, absl::Time now) {
                                    {"master/tasks_todo", static_cast<double>(s.todo())},
                                    {"master/pass", static_cast<double>(s.pass())},
                                    {"master/live_trainers", static_cast<double>(s.live_trainers())},
+                                   {"master/trainer_target", static_cast<double>(s.has_trainer_target() ? s.trainer_target() : -1)},
                                    {"master/shards_below_copies", static_cast<double>(s.shards_below_copies())},
                                    {"master/leases_expired", static_cast<double>(expired)}};
     if (dt > 0) scalars.push_back({"master/samples_per_sec", std::max<int64_t>(0, s.samples_done() - last_samples_) / dt});

@@ -38,7 +38,7 @@ class JobSampler {
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
   int64_t last_samples_ = 0;
-  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_, *shards_below_copies_,
+  prometheus::Gauge *todo_, *pending_, *done_, *failed_, *pass_, *num_passes_, *live_trainers_, *trainer_target_, *shards_below_copies_,
       *losses_;
   prometheus::Counter *samples_, *leases_expired_, *failures_, *pushes_refused_;
 };

@@ -85,7 +85,7 @@ TEST(LaunchOptionsTest, BoolFlagsTakeTheAbslForms) {
 TEST(LaunchOptionsTest, RejectsBadInputNamingTheFlag) {
   ExpectInvalid({"--pservers", "1", "--trainers", "1", "--bogus", "3", "--", "t"}, "unknown flag --bogus");
   ExpectInvalid({"--pservers", "0", "--trainers", "1", "--", "t"}, "--pservers: 0 is below the minimum 1");
-  ExpectInvalid({"--pservers", "1", "--trainers", "-2", "--", "t"}, "--trainers: -2 is below the minimum 1");
+  ExpectInvalid({"--pservers", "1", "--trainers", "-2", "--", "t"}, "--trainers: -2 is below the minimum 0");
   ExpectInvalid({"--pservers", "two", "--trainers", "1", "--", "t"}, "--pservers: 'two' is not an integer");
   ExpectInvalid({"--trainers", "1", "--", "t"}, "--pservers is required");
   ExpectInvalid({"--pservers", "1", "--", "t"}, "--trainers is required");

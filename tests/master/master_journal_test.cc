@@ -131,6 +131,41 @@ TEST(MasterJournalTest, ARestartReplaysTheLogToExactlyTheStateItLeft) {
   EXPECT_EQ(Comparable(third.master->Snapshot()), Comparable(resumed));
 }
 
+TEST(MasterJournalTest, ATrainerTargetIsStoredRefusedOutOfRangeAndSurvivesRestartsAndSnapshots) {
+  ScratchDir dir;
+  FakeClock clock;
+  {
+    Job job(dir.path(), clock, 4);
+    ASSERT_TRUE(job.opened.ok()) << job.opened;
+    EXPECT_FALSE(job.master->JobStatus({})->has_trainer_target());
+    proto::ScaleTrainersRequest req;
+    req.set_trainers(-1);
+    EXPECT_EQ(job.master->ScaleTrainers(req).status().code(), absl::StatusCode::kInvalidArgument);
+    req.set_trainers(kMaxTrainerTarget + 1);
+    EXPECT_THAT(std::string(job.master->ScaleTrainers(req).status().message()), HasSubstr("trainers 100001"));
+    req.set_trainers(3);
+    req.set_reason("grow");
+    auto resp = job.master->ScaleTrainers(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_FALSE(resp->has_previous());
+    req.set_trainers(2);
+    req.set_reason("reclaim");
+    resp = job.master->ScaleTrainers(req);
+    ASSERT_TRUE(resp.ok());
+    EXPECT_EQ(resp->previous(), 3);
+    EXPECT_THAT(absl::StrJoin(job.lines, "\n"), HasSubstr("trainer target 3 -> 2 (reclaim)"));
+  }
+  Job again(dir.path(), clock, 4);  // replays the two events from the log
+  ASSERT_TRUE(again.opened.ok()) << again.opened;
+  auto status = again.master->JobStatus({});
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->trainer_target(), 2);
+  EXPECT_EQ(status->trainer_target_reason(), "reclaim");
+  // And from a snapshot.
+  proto::MasterState snap = again.master->Snapshot();
+  EXPECT_EQ(snap.trainer_target(), 2);
+}
+
 TEST(MasterJournalTest, SnapshotsInTheMiddleOfTheLogRestoreTheSame) {
   ScratchDir dir;
   FakeClock clock;

@@ -11,7 +11,9 @@ ABSL_FLAG(int, replicas, 0,
           "copies of each pserver's shard, each a pl-pserver process: with 2 or more a shard survives the death "
           "of any one of its processes with no update lost (a backup takes over). With --nnodes N > 1 the copies "
           "of a shard go to different machines (up to N). 0: 1 on one machine, 2 on several");
-ABSL_FLAG(int, trainers, 0, "trainers to start (required, >= 1)");
+ABSL_FLAG(int, trainers, 0,
+          "trainers to start (required, >= 1; on one machine 0 starts none until the job gets a trainer "
+          "target: pl-autoscale, or 'scale N' on the control FIFO)");
 ABSL_FLAG(bool, sync, false, "synchronous updates: the trainers get PL_SYNC=1");
 ABSL_FLAG(std::string, workdir, "",
           "directory for state, checkpoints and port files (empty: a fresh /tmp/pl-launch-XXXXXX)");
@@ -139,7 +141,7 @@ const cli::Program& LaunchProgram() {
 StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   for (const char* required : {"pservers", "trainers"}) {
     if (line.given.count(required) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--", required, " is required (>= 1)"));
+      return absl::InvalidArgumentError(absl::StrCat("--", required, " is required"));
     }
   }
   LaunchOptions o;
@@ -178,7 +180,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.replicas = replicas > 0 ? replicas : o.num_nodes > 1 ? 2 : 1;
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("pservers", o.num_pservers, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("replicas", replicas, 0));
-  PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, 1));
+  PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, o.num_nodes > 1 ? 1 : 0));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("passes", o.passes, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("chunks_per_task", o.chunks_per_task, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("lease_ms", o.lease_ms, 100));

@@ -39,7 +39,7 @@ struct LaunchOptions {
   // --- from flags ---
   int num_pservers = 0;             // --pservers, required, >= 1
   int replicas = 1;                 // --replicas, resolved (0: 1 on one node, 2 on several): copies per pserver index
-  int num_trainers = 0;             // --trainers, required, >= 1
+  int num_trainers = 0;             // --trainers, required, >= 1 (one machine: >= 0)
   bool sync = false;                // --sync: trainers get PL_SYNC=1
   std::string workdir;              // --workdir; empty: a fresh /tmp/pl-launch-XXXXXX
   std::string data;                 // --data, passed to the master; empty: not passed

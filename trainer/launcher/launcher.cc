@@ -324,8 +324,13 @@ Status Launcher::Run() {
                              .status());
     }
     for (int r = 0; r < options_.num_trainers; ++r) PL_RETURN_IF_ERROR(StartTrainer(""));
+    if (options_.num_trainers == 0) {
+      supervisor_->Log("no trainer started (--trainers 0): waiting for a trainer target "
+                       "(pl-autoscale, or 'scale N' on the control FIFO)");
+    }
     return absl::OkStatus();
   }();
+  started_ = true;
   if (!started.ok() && outcome_ == Outcome::kRunning) {
     outcome_ = Outcome::kFailed;
     cause_ = std::string(started.message());
@@ -395,7 +400,7 @@ void Launcher::Step(milliseconds timeout) {
     if (fd == control_fd_) HandleControl();
   }
   telemetry_.Announce(!multi_node() || node_addr_.empty() ? "127.0.0.1" : node_addr_);
-  if (outcome_ != Outcome::kRunning || next_rank_ == 0) return;  // still starting up
+  if (outcome_ != Outcome::kRunning || !started_) return;  // still starting up
   CheckTimers();
   PollStatus();
   CheckEnd();
@@ -405,7 +410,25 @@ void Launcher::HandleEvents(const std::vector<ProcessEvent>& events) {
   for (const ProcessEvent& e : events) {
     if (absl::StartsWith(e.name, "trainer-")) {
       ++trainers_exited_;
+      if (stopping_.erase(e.name) > 0) {
+        // Stopped to follow a lower target: its task went back; nothing lost.
+        if (e.exit.success()) ++trainers_ok_;
+        continue;
+      }
       if (e.exit.success()) ++trainers_ok_;
+      if (outcome_ == Outcome::kRunning && !e.exit.success() && have_status_ && status_.has_trainer_target()) {
+        // FollowTarget replaces it; a command that fails at once must not loop forever.
+        const auto now = Clock::now();
+        target_failures_.push_back(now);
+        while (!target_failures_.empty() && now - target_failures_.front() > std::chrono::seconds(30)) {
+          target_failures_.erase(target_failures_.begin());
+        }
+        if (target_failures_.size() >= 5) {
+          outcome_ = Outcome::kFailed;
+          cause_ = absl::StrCat("5 trainers started for the trainer target failed within 30 s (the last: ", e.name, ", ",
+                                e.exit.Describe(), "); see their lines above");
+        }
+      }
       if (outcome_ == Outcome::kRunning && !e.exit.success()) {
         supervisor_->Log(absl::StrCat(e.name, " is not restarted (elastic: the job goes on); ",
                                       RunningTrainers().size(), " trainer(s) running"));
@@ -450,7 +473,11 @@ std::string Launcher::DescribeStatus(const proto::JobStatusResponse& s) const {
 void Launcher::PollStatus() {
   const auto now = Clock::now();
   if (now < next_status_) return;
-  next_status_ = now + options_.status_poll;
+  // A job sized by a controller polls faster, so a slot it is given is used within a
+  // fraction of a second.
+  next_status_ = now + (have_status_ && status_.has_trainer_target()
+                            ? std::min<milliseconds>(options_.status_poll, milliseconds(200))
+                            : options_.status_poll);
   StatusOr<proto::JobStatusResponse> st = QueryStatus();
   const bool progress_due = now >= next_progress_;
   if (progress_due) {
@@ -472,6 +499,38 @@ void Launcher::PollStatus() {
                                   "/s)"));
     last_progress_samples_ = status_.samples_done();
     last_progress_time_ = now;
+  }
+  FollowTarget();
+}
+
+int Launcher::LocalTarget(int target) const {
+  const int nodes = std::max(1, options_.num_nodes);
+  return target / nodes + (options_.node_rank < target % nodes ? 1 : 0);
+}
+
+void Launcher::FollowTarget() {
+  if (!have_status_ || !status_.has_trainer_target() || status_.job_done()) return;
+  const int want = LocalTarget(status_.trainer_target());
+  std::vector<std::string> active;
+  for (const std::string& name : RunningTrainers()) {
+    if (!stopping_.count(name)) active.push_back(name);
+  }
+  const std::string why = absl::StrCat("(trainer target ", status_.trainer_target(),
+                                       status_.trainer_target_reason().empty() ? "" : ": ",
+                                       status_.trainer_target_reason(), ")");
+  for (int n = static_cast<int>(active.size()); n < want; ++n) {
+    if (!StartTrainer(why).ok()) break;
+  }
+  // The newest first: the oldest have warmed their caches and hold the longest leases.
+  for (int n = static_cast<int>(active.size()); n > want; --n) {
+    const std::string& name = active[n - 1];
+    pid_t pid = supervisor_->Pid(name);
+    if (Status s = supervisor_->Signal(name, SIGTERM); !s.ok()) {
+      supervisor_->Log(absl::StrCat("cannot stop ", name, ": ", s.message()));
+      continue;
+    }
+    stopping_.insert(name);
+    supervisor_->Log(absl::StrCat("SIGTERM ", name, " (pid ", pid, ") ", why));
   }
 }
 
@@ -496,6 +555,12 @@ void Launcher::CheckEnd() {
     if (!running.empty()) return;
     if (multi_node() && !OtherNodesDone()) return;
   } else if (!running.empty()) {
+    return;
+  } else if (have_status_ && status_.has_trainer_target()) {
+    // Sized by a controller: no trainer now is its decision (the job waits in its queue).
+    return;
+  } else if (options_.num_trainers == 0 && !multi_node()) {
+    // Waiting for the first target; PollStatus keeps watching.
     return;
   } else if (multi_node()) {
     WaitWithoutLocalTrainers();

@@ -11,7 +11,10 @@
 // (their first port is pinned so addresses stay valid, like a Service; one that exits
 // before it ever wrote its port file fails the launch instead); trainers are
 // not restarted — the job is elastic and goes on without them. Trainers can be killed,
-// stopped or added by timer flags or through a control FIFO.
+// stopped or added by timer flags or through a control FIFO. When the master holds a
+// trainer target (ScaleTrainers: pl-autoscale, or `scale N` on the control FIFO) the
+// launcher follows it: it starts trainers, or stops the newest with SIGTERM (their tasks
+// go back at once), until it runs the target; `--trainers 0` starts none until then.
 //
 // The job ends when JobStatus says job_done and the trainers have exited (they get
 // SIGTERM after a grace period); then the pservers and the master get SIGTERM (SIGKILL
@@ -111,6 +114,13 @@ class Launcher {
   void RunCommand(const std::string& line);
   void SignalTrainer(const std::string& rank_arg, int sig, const std::string& source);
   void CheckTimers();
+  // The master holds a trainer target (ScaleTrainers): starts trainers, or stops the
+  // newest with SIGTERM, until this node runs its part of it.
+  void FollowTarget();
+  // This node's part of a job-wide trainer target (nodes in rank order get the remainder).
+  int LocalTarget(int target) const;
+  // The control command `scale N`: asks the master for N trainers.
+  void ScaleJob(const std::string& arg, const std::string& source);
   StatusOr<proto::JobStatusResponse> QueryStatus();
   void PollStatus();
   std::string DescribeStatus(const proto::JobStatusResponse& s) const;
@@ -173,12 +183,15 @@ class Launcher {
   int control_write_fd_ = -1;  // keeps the FIFO open so writers closing it is not EOF
   std::string control_partial_;
 
+  using Clock = std::chrono::steady_clock;
+  bool started_ = false;           // the master, pservers and first trainers were started
   int next_rank_ = 0;              // trainers started on this node (not a rank: see node_role.h)
+  std::set<std::string> stopping_;  // trainers sent SIGTERM to follow a lower target, not yet gone
+  std::vector<Clock::time_point> target_failures_;  // trainers that failed while a target was set
   std::vector<int> trainer_ranks_;  // their ranks, in start order
   int trainers_exited_ = 0;
   int trainers_ok_ = 0;
 
-  using Clock = std::chrono::steady_clock;
   Clock::time_point start_time_;
   Clock::time_point trainers_started_;
   Clock::time_point next_status_;

@@ -59,6 +59,29 @@ void Launcher::SignalTrainer(const std::string& rank_arg, int sig, const std::st
   supervisor_->Log(absl::StrCat(source, ": ", sig_name, " ", name, " (pid ", pid, ")"));
 }
 
+void Launcher::ScaleJob(const std::string& arg, const std::string& source) {
+  int trainers = -1;
+  if (!absl::SimpleAtoi(arg, &trainers) || trainers < 0) {
+    supervisor_->Log(absl::StrCat(source, ": '", arg, "' is not a trainer count (0 or more)"));
+    return;
+  }
+  if (!master_) {
+    supervisor_->Log(absl::StrCat(source, ": the master has not started"));
+    return;
+  }
+  proto::ScaleTrainersRequest req;
+  req.set_trainers(trainers);
+  req.set_reason("pl-launch control");
+  StatusOr<proto::ScaleTrainersResponse> resp = master_->ScaleTrainers(
+      req, MasterCallPolicy::Once(absl::Milliseconds(std::chrono::milliseconds(options_.rpc_timeout).count())));
+  if (!resp.ok()) {
+    supervisor_->Log(absl::StrCat(source, ": the master refused: ", resp.status().message()));
+    return;
+  }
+  supervisor_->Log(absl::StrCat(source, ": the job's trainer target is now ", trainers));
+  next_status_ = Clock::now();  // follow it at once
+}
+
 void Launcher::RunCommand(const std::string& line) {
   std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
   const std::string source = absl::StrCat("control '", line, "'");
@@ -67,6 +90,8 @@ void Launcher::RunCommand(const std::string& line) {
   if (cmd == "add-trainer" && words.size() == 1) {
     supervisor_->Log(absl::StrCat(source, ": adding a trainer"));
     StartTrainer("(added)").IgnoreError();
+  } else if (cmd == "scale" && words.size() == 2) {
+    ScaleJob(arg, source);
   } else if (cmd == "kill-trainer" && words.size() <= 2) {
     SignalTrainer(arg, SIGKILL, source);
   } else if (cmd == "stop-trainer" && words.size() <= 2) {
@@ -123,7 +148,7 @@ void Launcher::RunCommand(const std::string& line) {
     supervisor_->Log(s.ok() ? absl::StrCat(source, ": SIGKILL master (pid ", pid, ")")
                             : absl::StrCat(source, ": cannot signal master: ", s.message()));
   } else {
-    supervisor_->Log(absl::StrCat(source, ": unknown command (known: add-trainer, kill-trainer [rank], "
+    supervisor_->Log(absl::StrCat(source, ": unknown command (known: add-trainer, scale N, kill-trainer [rank], "
                                           "stop-trainer [rank], kill-pserver INDEX [backup], checkpoint-pserver INDEX, "
                                           "kill-master)"));
   }
