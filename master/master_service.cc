@@ -122,6 +122,8 @@ Status Master::RestoreLocked(const MasterJournal::Stored& stored) {
   PL_ASSIGN_OR_RETURN(membership_, Membership::Deserialize(stored.snapshot->membership(), clock));
   trainer_target_ = stored.snapshot->has_trainer_target() ? stored.snapshot->trainer_target() : -1;
   trainer_target_reason_ = stored.snapshot->trainer_target_reason();
+  tasks_returned_ = stored.snapshot->tasks_returned();
+  samples_retrained_ = stored.snapshot->samples_retrained();
   for (const proto::MasterEvent& e : stored.events) PL_RETURN_IF_ERROR(ReplayLocked(e));
   return absl::OkStatus();
 }
@@ -236,6 +238,8 @@ proto::MasterState Master::SnapshotLocked() const {
     s.set_trainer_target(trainer_target_);
     s.set_trainer_target_reason(trainer_target_reason_);
   }
+  s.set_tasks_returned(tasks_returned_);
+  s.set_samples_retrained(samples_retrained_);
   return s;
 }
 
@@ -505,7 +509,12 @@ StatusOr<proto::TaskFailedResponse> Master::TaskFailedLocked(const proto::TaskFa
   Status st = queue_.TaskFailed(req.trainer_id(), req.task_id(), req.pass(), req.returned(), req.reason());
   PL_RETURN_IF_ERROR(st);
   if (req.returned()) {
-    Log(absl::StrCat("trainer ", req.trainer_id(), " returned task ", req.task_id()));
+    ++tasks_returned_;
+    samples_retrained_ += std::max<int64_t>(0, req.samples_pushed());
+    Log(absl::StrCat("trainer ", req.trainer_id(), " returned task ", req.task_id(),
+                     req.samples_pushed() > 0 ? absl::StrCat(" (", req.samples_pushed(), " of its samples pushed: "
+                                                             "trained again with it)")
+                                              : ""));
   } else {
     Log(absl::StrCat("trainer ", req.trainer_id(), " failed task ", req.task_id(), ": ", req.reason()));
   }
@@ -581,6 +590,8 @@ StatusOr<proto::JobStatusResponse> Master::JobStatusLocked() const {
     resp.set_trainer_target(trainer_target_);
     resp.set_trainer_target_reason(trainer_target_reason_);
   }
+  resp.set_tasks_returned(tasks_returned_);
+  resp.set_samples_retrained(samples_retrained_);
   return resp;
 }
 

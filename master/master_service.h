@@ -193,6 +193,8 @@ class Master {
   Membership membership_;      // guarded by mu_
   int32_t trainer_target_ = -1;  // guarded by mu_: ScaleTrainers' target (-1: never set)
   std::string trainer_target_reason_;  // guarded by mu_
+  int64_t tasks_returned_ = 0;     // guarded by mu_
+  int64_t samples_retrained_ = 0;  // guarded by mu_
   proto::MasterEvent* current_ = nullptr;  // guarded by mu_: the call in progress
   bool replaying_ = false;     // guarded by mu_
   bool expiry_changed_ = false;  // guarded by mu_: the last ExpireLocked changed the state

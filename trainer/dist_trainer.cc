@@ -143,6 +143,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
 
   // One leased task, step by step; RunTaskLoop reports it to the master.
   auto train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
+    const int64_t samples_before = result.samples;  // what a stop mid-task leaves pushed
     auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
     if (!data.ok()) return TaskOutcome::BadTask(std::string(data.status().message()));
     std::vector<int64_t> order(data->size());
@@ -232,7 +233,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     } else if (interrupted && step_error.ok()) {
       step_error = EndLocalStep(*local, *backend, 0, /*task_ends=*/true);
     }
-    if (interrupted) return TaskOutcome::Interrupted();
+    if (interrupted) return TaskOutcome::Interrupted(result.samples - samples_before);
     if (!step_error.ok()) return step_error;
     return TaskOutcome::Trained(static_cast<int64_t>(order.size()));
   };

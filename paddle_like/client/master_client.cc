@@ -112,7 +112,8 @@ Status MasterClient::TaskFinished(const proto::Task& task, int64_t num_samples) 
   return s;
 }
 
-Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned) {
+Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned,
+                                int64_t samples_pushed) {
   const Credential cred = credential();
   proto::TaskFailedRequest req;
   req.set_trainer_id(cred.trainer_id);
@@ -121,6 +122,7 @@ Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reas
   // The master refuses text over rpc::kMaxTextBytes; a long cause is cut, not lost whole.
   req.set_reason(reason.size() > rpc::kMaxTextBytes ? reason.substr(0, rpc::kMaxTextBytes - 3) + "..." : reason);
   req.set_returned(returned);
+  req.set_samples_pushed(samples_pushed);
   proto::TaskFailedResponse resp;
   return PL_TRAINER_RPC(TaskFailed, cred, req, &resp);
 }

@@ -61,7 +61,7 @@ class MasterClient {
   StatusOr<proto::GetTaskResponse> GetTask();
   Status TaskFinished(const proto::Task& task, int64_t num_samples);
   // returned=true: given back on purpose (stop signal), not a failure.
-  Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned);
+  Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned, int64_t samples_pushed = 0);
   // Renews the trainer's lease and that of `task_id` (0: none). Re-registers when
   // the master no longer knows this trainer.
   Status Heartbeat(int64_t task_id);

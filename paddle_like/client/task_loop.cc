@@ -35,9 +35,11 @@ StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& hear
     StatusOr<TaskOutcome> outcome = callbacks.train_task(task);
     const bool interrupted = outcome.ok() ? outcome->kind == TaskOutcome::Kind::kInterrupted : stop.load();
     if (interrupted) {
-      (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true);
+      const int64_t pushed = outcome.ok() ? outcome->samples : 0;
+      (void)master.TaskFailed(task, "trainer stopping", /*returned=*/true, pushed);
       heartbeat.set_task(0);
-      log(absl::StrCat("stop requested: returned task ", task.id(), " to the master"));
+      log(absl::StrCat("stop requested: returned task ", task.id(), " to the master",
+                       pushed > 0 ? absl::StrCat(" (", pushed, " of its samples were pushed)") : ""));
       break;
     }
     if (!outcome.ok()) {

@@ -37,11 +37,12 @@ namespace pl {
 struct TaskOutcome {
   enum class Kind { kTrained, kInterrupted, kBadTask };
   Kind kind = Kind::kTrained;
-  int64_t samples = 0;  // kTrained: the samples the task held (the master's count)
+  int64_t samples = 0;  // kTrained: the samples the task held (the master's count);
+                        // kInterrupted: those whose gradients were pushed before the stop
   std::string reason;   // kBadTask: why, for the master and the log
 
   static TaskOutcome Trained(int64_t samples) { return {Kind::kTrained, samples, ""}; }
-  static TaskOutcome Interrupted() { return {Kind::kInterrupted, 0, ""}; }
+  static TaskOutcome Interrupted(int64_t samples_pushed = 0) { return {Kind::kInterrupted, samples_pushed, ""}; }
   static TaskOutcome BadTask(std::string why) { return {Kind::kBadTask, 0, std::move(why)}; }
 };
 

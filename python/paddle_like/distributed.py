@@ -232,7 +232,7 @@ class DistributedTrainer:
                 if _C.stop_requested():
                     if local_optimizer is not None:
                         params.local_finish()  # nothing trained is lost
-                    return ("interrupted", None)
+                    return ("interrupted", int(min(b, len(order))))  # samples already pushed
                 idx = order[b:b + self.batch_size]
                 x, y = inputs[idx], labels[idx]
                 t0 = time.perf_counter()

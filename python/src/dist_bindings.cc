@@ -171,7 +171,9 @@ class PyMasterClient {
         py::tuple out = train_task(PyTask{task});
         const std::string kind = out[0].cast<std::string>();
         if (kind == "trained") return TaskOutcome::Trained(out[1].cast<int64_t>());
-        if (kind == "interrupted") return TaskOutcome::Interrupted();
+        if (kind == "interrupted") {  // ("interrupted", samples already pushed) or ("interrupted", None)
+          return TaskOutcome::Interrupted(out.size() > 1 && !out[1].is_none() ? out[1].cast<int64_t>() : 0);
+        }
         if (kind == "bad_task") return TaskOutcome::BadTask(py::str(out[1]).cast<std::string>());
         return absl::InvalidArgumentError(
             absl::StrCat("train_task returned '", kind, "': expected trained, interrupted or bad_task"));

@@ -112,7 +112,7 @@ TEST_F(AutoscaleE2ETest, AJobGrowsIntoFreedSlotsShrinksOnReclaimAndTrainsEverySa
   EXPECT_EQ(exit->code, 0) << Read("launch.log");
   // Every sample of every pass once: stopped trainers gave their tasks back, none lost.
   EXPECT_THAT(Read("launch.log"), HasSubstr(absl::StrCat("failed 0 (any pass 0) | trainers 0 | samples ",
-                                                         kRecords * kPasses, ";")));
+                                                         kRecords * kPasses)));
   ASSERT_TRUE(WaitFor("autoscale.log", "job 'ctr' is done", seconds(10))) << Read("autoscale.log");
   ASSERT_TRUE(testing::KillPid(autoscale_->pid(), SIGTERM).ok());
   auto as_exit = testing::WaitForExit(*autoscale_, seconds(10));

@@ -166,6 +166,39 @@ TEST(MasterJournalTest, ATrainerTargetIsStoredRefusedOutOfRangeAndSurvivesRestar
   EXPECT_EQ(snap.trainer_target(), 2);
 }
 
+TEST(MasterJournalTest, ReturnedTasksAndTheirPushedSamplesAreCountedAndSurviveARestart) {
+  ScratchDir dir;
+  FakeClock clock;
+  {
+    Job job(dir.path(), clock, 4);
+    ASSERT_TRUE(job.opened.ok()) << job.opened;
+    proto::RegisterTrainerRequest r;
+    r.set_name("a");
+    const int64_t id = job.master->RegisterTrainer(r)->trainer_id();
+    proto::GetTaskRequest get;
+    get.set_trainer_id(id);
+    auto task = job.master->GetTask(get);
+    ASSERT_TRUE(task.ok() && task->result() == proto::GetTaskResponse::TASK);
+    proto::TaskFailedRequest back;
+    back.set_trainer_id(id);
+    back.set_task_id(task->task().id());
+    back.set_pass(task->task().pass());
+    back.set_returned(true);
+    back.set_samples_pushed(7);
+    ASSERT_TRUE(job.master->TaskFailed(back).ok());
+    EXPECT_THAT(absl::StrJoin(job.lines, "\n"), HasSubstr("(7 of its samples pushed: trained again with it)"));
+    auto status = job.master->JobStatus({});
+    EXPECT_EQ(status->tasks_returned(), 1);
+    EXPECT_EQ(status->samples_retrained(), 7);
+    EXPECT_EQ(status->failed(), 0);  // a returned task is no failure
+  }
+  Job again(dir.path(), clock, 4);
+  ASSERT_TRUE(again.opened.ok()) << again.opened;
+  auto status = again.master->JobStatus({});
+  EXPECT_EQ(status->tasks_returned(), 1);
+  EXPECT_EQ(status->samples_retrained(), 7);
+}
+
 TEST(MasterJournalTest, SnapshotsInTheMiddleOfTheLogRestoreTheSame) {
   ScratchDir dir;
   FakeClock clock;

@@ -467,7 +467,10 @@ std::string Launcher::DescribeStatus(const proto::JobStatusResponse& s) const {
   return absl::StrCat("pass ", std::max(1, std::min(s.pass(), s.num_passes())), "/", s.num_passes(),
                       " | tasks todo ", s.todo(), " pending ", s.pending(), " done ", s.done(),
                       " failed ", s.failed(), " (any pass ", s.failed_task_ids_size(), ") | trainers ", s.live_trainers(),
-                      " | samples ", s.samples_done());
+                      " | samples ", s.samples_done(),
+                      s.tasks_returned() > 0 ? absl::StrCat(" | tasks returned ", s.tasks_returned(), " (",
+                                                            s.samples_retrained(), " samples trained twice)")
+                                             : "");
 }
 
 void Launcher::PollStatus() {
