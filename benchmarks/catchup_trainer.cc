@@ -42,7 +42,19 @@ int Fail(const std::string& why) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "usage: pl-bench-catchup-trainer   (no flags; started by pl-launch for bench_replication.py)\n"
+          "Holds one dense Linear(D, D) (D = $BENCH_CATCHUP_DIM, default 7168) on a replicated pserver and pulls\n"
+          "and pushes all of it until SIGTERM, so a restarted replica catches up under load. Reads\n"
+          "PL_MASTER_ADDR and PL_TLS_DIR like every trainer.\n");
+      return 0;
+    }
+    return Fail(absl::StrCat("unknown argument '", arg, "' (it takes none; --help)"));
+  }
   pl::SkipMutexDeadlockChecks();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

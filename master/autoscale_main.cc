@@ -74,12 +74,12 @@ int main(int argc, char** argv) {
       pl::metrics::WithTelemetryEnv(pl::rpc::WithTlsEnv({{"cluster", "PL_CLUSTER_FILE"}}))};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("autoscale");
-  pl::rpc::ConfigureTransportOrExit(program, "launch");
   pl::cli::CheckOrExit(program, {pl::cli::CheckAtLeast<int64_t>("period_ms", absl::GetFlag(FLAGS_period_ms), 10),
                                  pl::cli::CheckAtLeast<int64_t>("cooldown_ms", absl::GetFlag(FLAGS_cooldown_ms), 0),
                                  pl::cli::CheckAtLeast<int64_t>("settle_ms", absl::GetFlag(FLAGS_settle_ms), 0),
                                  pl::cli::CheckAtLeast<int64_t>("rpc_timeout_ms", absl::GetFlag(FLAGS_rpc_timeout_ms), 10),
                                  pl::cli::CheckRange("http_port", absl::GetFlag(FLAGS_http_port), -1, 65535)});
+  pl::rpc::ConfigureTransportOrExit(program, "launch");
   const std::string path = absl::GetFlag(FLAGS_cluster);
   if (path.empty()) pl::cli::ExitWithUsageError(program, "no cluster file: pass --cluster FILE");
   FileStamp stamp = Stamp(path);

@@ -1,6 +1,7 @@
 // pl-status: prints a job's status, as its master's status page shows it, in a terminal.
 //
 //   pl-status HOST:PORT       (the master's --http_port; pl-launch prints "status page: ...")
+//   pl-status http://HOST:PORT/   (the same, as a browser shows it)
 //
 // One line on stderr and exit 1 when the page cannot be read.
 #include <cstdio>
@@ -19,11 +20,14 @@ int main(int argc, char** argv) {
                                     {}, /*max_positional=*/1};
   const pl::cli::CommandLine line = pl::cli::ParseOrExit(program, argc, argv);
   if (line.positional.size() != 1) pl::cli::ExitWithUsageError(program, "give the status page's HOST:PORT");
-  const std::string& where = line.positional[0];
+  // HOST:PORT, or the page's URL as a browser shows it (http://HOST:PORT/).
+  std::string where = line.positional[0];
+  if (where.rfind("http://", 0) == 0) where = where.substr(7);
+  if (const size_t slash = where.find('/'); slash != std::string::npos) where = where.substr(0, slash);
   const size_t colon = where.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(where.substr(colon + 1), &port) || port <= 0 || port > 65535) {
-    pl::cli::ExitWithUsageError(program, "'" + where + "' is not HOST:PORT");
+    pl::cli::ExitWithUsageError(program, "'" + line.positional[0] + "' is not HOST:PORT (or http://HOST:PORT/)");
   }
   std::string host = where.substr(0, colon);
   if (host == "localhost") host = "127.0.0.1";

@@ -34,7 +34,9 @@ metrics::HttpResponse StatusPage::Handle(const std::string& path) const {
   if (path == "/" || path == "/index.html") return {200, "text/html; charset=utf-8", StatusPageHtml()};
   if (path == "/status.json") return {200, "application/json", Json()};
   if (path == "/status.txt") return {200, "text/plain; charset=utf-8", Text()};
-  return {404, "text/plain; charset=utf-8", "not found: try /, /status.json or /status.txt\n"};
+  // Liveness for probes and load balancers: the page answers, so the master serves.
+  if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
+  return {404, "text/plain; charset=utf-8", "not found: try /, /status.json, /status.txt or /healthz\n"};
 }
 
 std::string StatusPage::Json() const {

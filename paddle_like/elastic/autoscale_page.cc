@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "paddle_like/io/json_lite.h"
+#include "paddle_like/metrics/process_metrics.h"
 
 namespace pl::elastic {
 namespace {
@@ -107,7 +108,9 @@ std::string Page(const Autoscaler::View& v) {
 metrics::HttpResponse ServeAutoscalePage(const Autoscaler::View& view, const std::string& path) {
   if (path == "/" || path == "/index.html") return {200, "text/html; charset=utf-8", Page(view)};
   if (path == "/status.json") return {200, "application/json", Json(view)};
-  if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", Metrics(view)};
+  if (path == "/metrics") {
+    return {200, "text/plain; version=0.0.4; charset=utf-8", Metrics(view) + metrics::ProcessMetricsText()};
+  }
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
   return {404, "text/plain; charset=utf-8", "not found: try /, /status.json, /metrics, /healthz\n"};
 }

@@ -1,6 +1,7 @@
 #include "paddle_like/elastic/elastic_policy.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 
@@ -119,51 +120,64 @@ void ElasticPolicy::Admit(const std::vector<Job*>& order) {
   // priority and above (lower priorities' minimums are not protected against it: their
   // extras are reclaimable, and they are admitted after it). Within a priority the queue
   // is strict FIFO: once one job waits, later ones of the same priority wait too.
+  // One pass in service order; the sums are per priority, so this is O(jobs x priorities).
+  std::map<int, int64_t, std::greater<int>> admitted_minimums;  // priority -> sum
+  for (const Job* job : order) {
+    if (job->admitted) admitted_minimums[job->spec.priority] += job->spec.min_trainers;
+  }
+  bool tier_waits = false;
   for (size_t i = 0; i < order.size(); ++i) {
     Job* job = order[i];
+    if (i > 0 && order[i - 1]->spec.priority != job->spec.priority) tier_waits = false;
     if (job->admitted) continue;
-    int protected_minimums = 0;
-    bool earlier_waits = false;
-    for (const Job* other : order) {
-      if (other == job) continue;
-      if (other->admitted && other->spec.priority >= job->spec.priority) protected_minimums += other->spec.min_trainers;
-      if (!other->admitted && other->spec.priority == job->spec.priority && other->arrival < job->arrival) {
-        earlier_waits = true;
-      }
+    if (tier_waits) continue;
+    int64_t protected_minimums = 0;
+    for (const auto& [priority, sum] : admitted_minimums) {
+      if (priority < job->spec.priority) break;
+      protected_minimums += sum;
     }
-    if (!earlier_waits && protected_minimums + job->spec.min_trainers <= capacity_) job->admitted = true;
+    if (protected_minimums + job->spec.min_trainers <= capacity_) {
+      job->admitted = true;
+      admitted_minimums[job->spec.priority] += job->spec.min_trainers;
+    } else {
+      tier_waits = true;
+    }
   }
 }
 
-std::map<std::string, int> ElasticPolicy::FairShares(const std::vector<Job*>& order) const {
-  std::map<std::string, int> share;
-  int left = capacity_;
-  for (const Job* job : order) {
-    const int s = job->admitted ? job->spec.min_trainers : 0;
-    share[job->spec.name] = s;
-    left -= s;
+std::vector<int> ElasticPolicy::FairShares(const std::vector<Job*>& order) const {
+  std::vector<int> share(order.size(), 0);
+  int64_t left = capacity_;
+  for (size_t i = 0; i < order.size(); ++i) {
+    share[i] = order[i]->admitted ? order[i]->spec.min_trainers : 0;
+    left -= share[i];
   }
   // Priorities in turn, highest first; within one, water-filling on fulfillment
-  // (share / maximum), ties to the earlier arrival.
+  // (share / maximum), ties to the earlier arrival: a heap of the jobs below their maximum.
+  auto fuller = [&](size_t a, size_t b) {  // true when a should be served after b
+    const int64_t lhs = static_cast<int64_t>(share[a]) * order[b]->spec.max_trainers;
+    const int64_t rhs = static_cast<int64_t>(share[b]) * order[a]->spec.max_trainers;
+    return lhs != rhs ? lhs > rhs : a > b;
+  };
   size_t tier_begin = 0;
   while (left > 0 && tier_begin < order.size()) {
     size_t tier_end = tier_begin;
     while (tier_end < order.size() && order[tier_end]->spec.priority == order[tier_begin]->spec.priority) ++tier_end;
-    while (left > 0) {
-      const Job* best = nullptr;
-      for (size_t i = tier_begin; i < tier_end; ++i) {
-        const Job* job = order[i];
-        const int s = share[job->spec.name];
-        if (!job->admitted || s >= job->spec.max_trainers) continue;
-        if (best == nullptr ||
-            static_cast<int64_t>(s) * best->spec.max_trainers <
-                static_cast<int64_t>(share[best->spec.name]) * job->spec.max_trainers) {
-          best = job;
-        }
-      }
-      if (best == nullptr) break;
-      ++share[best->spec.name];
+    std::vector<size_t> heap;
+    for (size_t i = tier_begin; i < tier_end; ++i) {
+      if (order[i]->admitted && share[i] < order[i]->spec.max_trainers) heap.push_back(i);
+    }
+    std::make_heap(heap.begin(), heap.end(), fuller);
+    while (left > 0 && !heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), fuller);
+      const size_t best = heap.back();
+      heap.pop_back();
+      ++share[best];
       --left;
+      if (share[best] < order[best]->spec.max_trainers) {
+        heap.push_back(best);
+        std::push_heap(heap.begin(), heap.end(), fuller);
+      }
     }
     tier_begin = tier_end;
   }
@@ -182,18 +196,19 @@ Plan ElasticPolicy::Decide(int64_t now_ms) {
   plan.capacity = capacity_;
   std::vector<Job*> order = ServiceOrder();
   Admit(order);
-  const std::map<std::string, int> share = FairShares(order);
+  const std::vector<int> share = FairShares(order);
+  const size_t n = order.size();
 
-  std::map<const Job*, JobDecision> decision;
-  for (Job* job : order) {
-    JobDecision& d = decision[job];
+  std::vector<JobDecision> decision(n);
+  for (size_t i = 0; i < n; ++i) {
+    Job* job = order[i];
+    JobDecision& d = decision[i];
     d.name = job->spec.name;
     d.previous = job->target;
-    d.share = share.at(job->spec.name);
+    d.share = share[i];
     d.running = job->running;
     d.admitted = job->admitted;
     d.reason = job->admitted ? Reason::kUnchanged : Reason::kQueued;
-    if (job->spec.min_trainers > job->spec.max_trainers) continue;  // unreachable: Check()
     if (d.share == job->target) {
       job->off_share_since_ms = -1;
     } else if (job->off_share_since_ms < 0) {
@@ -204,56 +219,58 @@ Plan ElasticPolicy::Decide(int64_t now_ms) {
 
   // Minimums first: an admitted job below its minimum (just admitted, or its minimum
   // raised) is raised now. Nothing is ever lowered below a minimum.
-  for (Job* job : order) {
+  for (size_t i = 0; i < n; ++i) {
+    Job* job = order[i];
     if (job->admitted && job->target < job->spec.min_trainers) {
       job->target = job->spec.min_trainers;
-      decision[job].reason = Reason::kAdmitted;
+      decision[i].reason = Reason::kAdmitted;
     }
     if (job->target > job->spec.max_trainers) {  // its maximum lowered
       job->target = job->spec.max_trainers;
-      decision[job].reason = Reason::kRebalance;
+      decision[i].reason = Reason::kRebalance;
     }
   }
 
   // Reclaim: what the capacity no longer covers comes back now, from the lowest
   // priority's (then the latest arrival's) slots above their share.
-  int assigned = 0;
+  int64_t assigned = 0;
   for (const Job* job : order) assigned += job->target;
-  for (auto it = order.rbegin(); it != order.rend() && assigned > capacity_; ++it) {
-    Job* job = *it;
-    const int floor = std::max(share.at(job->spec.name), job->admitted ? job->spec.min_trainers : 0);
-    const int cut = std::min(job->target - floor, assigned - capacity_);
+  for (size_t k = n; k-- > 0 && assigned > capacity_;) {
+    Job* job = order[k];
+    const int floor = std::max(share[k], job->admitted ? job->spec.min_trainers : 0);
+    const int64_t cut = std::min<int64_t>(job->target - floor, assigned - capacity_);
     if (cut <= 0) continue;
-    job->target -= cut;
+    job->target -= static_cast<int>(cut);
     assigned -= cut;
-    decision[job].reason = Reason::kReclaim;
+    decision[k].reason = Reason::kReclaim;
   }
   plan.over_committed = plan.sum_minimums > capacity_;
 
   // Rebalance: a job above its share gives the difference back once settled.
-  for (Job* job : order) {
-    const int s = share.at(job->spec.name);
-    if (job->target > s && decision[job].reason == Reason::kUnchanged && Settled(*job, now_ms)) {
-      assigned -= job->target - s;
-      job->target = s;
-      decision[job].reason = Reason::kRebalance;
+  for (size_t i = 0; i < n; ++i) {
+    Job* job = order[i];
+    if (job->target > share[i] && decision[i].reason == Reason::kUnchanged && Settled(*job, now_ms)) {
+      assigned -= job->target - share[i];
+      job->target = share[i];
+      decision[i].reason = Reason::kRebalance;
     }
   }
 
   // Grow into the free slots, in service order, once settled.
-  int free_slots = capacity_ - assigned;
-  for (Job* job : order) {
-    if (free_slots <= 0) break;
-    const int s = share.at(job->spec.name);
-    if (job->target >= s || decision[job].reason != Reason::kUnchanged || !Settled(*job, now_ms)) continue;
-    const int add = std::min(s - job->target, free_slots);
+  int64_t free_slots = capacity_ - assigned;
+  for (size_t i = 0; i < n && free_slots > 0; ++i) {
+    Job* job = order[i];
+    if (job->target >= share[i] || decision[i].reason != Reason::kUnchanged || !Settled(*job, now_ms)) continue;
+    const int add = static_cast<int>(std::min<int64_t>(share[i] - job->target, free_slots));
     job->target += add;
     free_slots -= add;
-    decision[job].reason = Reason::kGrow;
+    decision[i].reason = Reason::kGrow;
   }
 
-  for (Job* job : order) {
-    JobDecision& d = decision[job];
+  plan.jobs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    Job* job = order[i];
+    JobDecision& d = decision[i];
     d.target = job->target;
     if (d.changed()) {
       job->last_change_ms = now_ms;
@@ -262,7 +279,7 @@ Plan ElasticPolicy::Decide(int64_t now_ms) {
       d.reason = Reason::kUnchanged;
     }
     plan.assigned += d.target;
-    plan.jobs.push_back(d);
+    plan.jobs.push_back(std::move(d));
   }
   return plan;
 }

@@ -133,7 +133,8 @@ class ElasticPolicy {
   // Jobs in service order: priority descending, then arrival.
   std::vector<Job*> ServiceOrder();
   void Admit(const std::vector<Job*>& order);
-  std::map<std::string, int> FairShares(const std::vector<Job*>& order) const;
+  // Each job's fair share, aligned with `order`.
+  std::vector<int> FairShares(const std::vector<Job*>& order) const;
   bool Settled(const Job& job, int64_t now_ms) const;
 
   PolicyOptions options_;

@@ -1,12 +1,13 @@
 #include "paddle_like/metrics/metrics_server.h"
 
+#include "paddle_like/metrics/process_metrics.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 
 namespace pl::metrics {
 
 std::string FormatMetrics(const prometheus::Registry& registry) {
-  return prometheus::TextSerializer().Serialize(registry.Collect());
+  return prometheus::TextSerializer().Serialize(registry.Collect()) + ProcessMetricsText();
 }
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const MetricsServerOptions& options,

@@ -130,6 +130,38 @@ TEST_F(LaunchE2ETest, KilledPserverIsRestartedAtItsIndex) {
   ExpectAllDead(pids);
 }
 
+// The control FIFO's `scale N` sets the job's trainer target on its master, and the
+// launcher follows it: --trainers 0 starts none, `scale 2` starts two, `scale 1` stops
+// the newest with SIGTERM (never SIGKILL).
+TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
+  ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
+  const std::string fifo = dir_.path() + "/control";
+  Launch({"--pservers", "1", "--trainers", "0", "--control", fifo}, {"/bin/sleep", "60"});
+  ASSERT_TRUE(WaitForOutput("waiting for a trainer target", seconds(30))) << Output();
+  auto send = [&](const std::string& line) {
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    ASSERT_GE(fd, 0) << fifo;
+    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    ::close(fd);
+  };
+  send("scale two\n");
+  ASSERT_TRUE(WaitForOutput("'two' is not a trainer count", seconds(10))) << Output();
+  send("scale 2\n");
+  ASSERT_TRUE(WaitForOutput("started trainer-1", seconds(30))) << Output();
+  EXPECT_THAT(Output(), HasSubstr("trainer target unset -> 2 (pl-launch control)"));
+  send("scale 1\n");
+  ASSERT_TRUE(WaitForOutput("SIGTERM trainer-1", seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("trainer-1 exited", seconds(30))) << Output();
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr("SIGTERM trainer-0")));
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr("SIGKILL")));
+  std::vector<pid_t> pids = ChildPids();
+  ASSERT_TRUE(testing::KillPid(launch_->pid(), SIGTERM).ok());
+  auto exit = testing::WaitForExit(*launch_, seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->code, 143);
+  ExpectAllDead(pids);
+}
+
 TEST_F(LaunchE2ETest, TrainsToCompletionWithAKilledAndAnAddedTrainer) {
   if (!testing::BinaryPath("pl-trainer").ok()) GTEST_SKIP() << testing::BinaryPath("pl-trainer").status();
   // Large enough (60000 samples over 2 passes, several seconds) that the kill at 0.5 s

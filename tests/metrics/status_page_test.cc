@@ -163,6 +163,8 @@ TEST_F(StatusPageTest, TextIsWhatPlStatusPrints) {
   EXPECT_THAT(text, HasSubstr("10.0.0.1:7000"));
   EXPECT_THAT(text, HasSubstr("trainer-0: test accuracy 0.8750"));
   EXPECT_THAT(text, HasSubstr("join          trainer 1 (trainer-0) registered"));
+  EXPECT_EQ(page.Handle("/healthz").body, "ok\n");
+  EXPECT_EQ(page.Handle("/nope").status, 404);
 }
 
 // Issue 40: each loss shows with its cause, in the text (pl-status) and the JSON.

@@ -119,8 +119,16 @@ TEST(TelemetryTest, MasterAndPserverSamplersExposeTheirCounters) {
   s.set_samples_done(640);
   s.set_replicas(2);
   s.set_shards_below_copies(1);
+  s.set_trainer_target(3);
   job.Record(s);
   const std::string text = Scrape(*master);
+  EXPECT_THAT(text, HasSubstr("pl_master_trainer_target{index=\"0\",role=\"master\"} 3"));
+  // Every /metrics carries the process metrics and the build (issue 37).
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nprocess_cpu_seconds_total [0-9.e+-]+\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nprocess_resident_memory_bytes [1-9][0-9.e+]*\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nprocess_open_fds [1-9][0-9]*\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\nprocess_start_time_seconds 1[0-9.e+]+\n"));
+  EXPECT_THAT(text, HasSubstr("pl_build_info{version=\""));
   EXPECT_THAT(text, HasSubstr("pl_master_tasks{index=\"0\",role=\"master\",state=\"todo\"} 5"));
   EXPECT_THAT(text, HasSubstr("pl_master_tasks{index=\"0\",role=\"master\",state=\"pending\"} 1"));
   EXPECT_THAT(text, HasSubstr("pl_master_pass{index=\"0\",role=\"master\"} 2"));

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -498,8 +499,22 @@ void Launcher::PollStatus() {
   if (progress_due) {
     const double dt = Seconds(now - last_progress_time_);
     const double rate = dt > 0 ? (status_.samples_done() - last_progress_samples_) / dt : 0;
-    supervisor_->Log(absl::StrCat(DescribeStatus(status_), " (", absl::StrFormat("%.0f", std::max(rate, 0.0)),
-                                  "/s)"));
+    // Done so far: whole passes, plus the current pass's finished tasks.
+    const int64_t tasks = status_.todo() + status_.pending() + status_.done();
+    const double passes = std::max(1, status_.num_passes());
+    const double fraction =
+        status_.job_done() ? 1.0
+                           : std::clamp((std::max(0, status_.pass() - 1) + (tasks > 0 ? double(status_.done()) / tasks : 0)) /
+                                            passes,
+                                        0.0, 1.0);
+    const double elapsed = Seconds(now - trainers_started_);
+    std::string eta = "ETA -";
+    if (fraction > 0.01 && fraction < 1.0) {
+      const int64_t left = static_cast<int64_t>(elapsed * (1 - fraction) / fraction);
+      eta = absl::StrFormat("ETA %d:%02d", left / 60, left % 60);
+    }
+    supervisor_->Log(absl::StrCat(DescribeStatus(status_), " (", absl::StrFormat("%.0f", std::max(rate, 0.0)), "/s, ",
+                                  absl::StrFormat("%.0f%%", 100 * fraction), ", ", eta, ")"));
     last_progress_samples_ = status_.samples_done();
     last_progress_time_ = now;
   }

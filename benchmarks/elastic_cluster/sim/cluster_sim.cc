@@ -142,6 +142,7 @@ StatusOr<Curves> ParseCurves(absl::string_view json) {
   if (!root.is_object()) return Bad("curves", "not a JSON object");
   Curves curves;
   for (const auto& [model, c] : root.object) {
+    if (!model.empty() && model[0] == '_') continue;  // "_measured": how the curves were taken
     const std::string where = absl::StrCat("curves: model '", model, "'");
     if (!c.is_object()) return Bad(where, "not an object");
     ModelCurve curve;

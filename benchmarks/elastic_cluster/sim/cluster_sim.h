@@ -13,7 +13,8 @@
 //     "jobs": [{"name": "j000", "arrival_s": 7.8, "model": "mlp", "work_samples": 322588,
 //               "min_trainers": 1, "max_trainers": 4, "static_trainers": 3,
 //               "priority": 0}, ...]}           // priority optional (0)
-//  Curves (JSON, benchmarks/elastic_cluster/curves.json, measured):
+//  Curves (JSON, benchmarks/elastic_cluster/curves.json, measured; keys starting with "_"
+//  are notes, skipped):
 //    {"mlp": {"samples_per_s": {"1": 3000, "2": 5600, "4": 9800}, "join_s": 0.8,
 //             "leave_s": 0.3, "exit_s": 0.0}, ...}          // exit_s optional (0)
 //    samples_per_s(n): linear between the measured points, from (0, 0) to the first one,
