@@ -201,7 +201,7 @@ TEST(LaunchBinaryTest, BadInputExitsTwoWithOneLine) {
       {{"--pservers", "1", "--trainers", "1", "--sync", "true", "--", "true"}, "--sync takes no separate value"},
       {{"--pservers", "1", "--trainers", "1"}, "no trainer command"},
       {{"--pservers", "0", "--trainers", "1", "--", "true"}, "--pservers"},
-      {{"--pservers", "1", "--trainers", "0", "--", "true"}, "--trainers"},
+      {{"--pservers", "1", "--trainers", "-1", "--", "true"}, "--trainers"},
   };
   int i = 0;
   for (const Case& c : cases) {
