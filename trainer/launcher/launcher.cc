@@ -521,37 +521,6 @@ void Launcher::PollStatus() {
   FollowTarget();
 }
 
-int Launcher::LocalTarget(int target) const {
-  const int nodes = std::max(1, options_.num_nodes);
-  return target / nodes + (options_.node_rank < target % nodes ? 1 : 0);
-}
-
-void Launcher::FollowTarget() {
-  if (!have_status_ || !status_.has_trainer_target() || status_.job_done()) return;
-  const int want = LocalTarget(status_.trainer_target());
-  std::vector<std::string> active;
-  for (const std::string& name : RunningTrainers()) {
-    if (!stopping_.count(name)) active.push_back(name);
-  }
-  const std::string why = absl::StrCat("(trainer target ", status_.trainer_target(),
-                                       status_.trainer_target_reason().empty() ? "" : ": ",
-                                       status_.trainer_target_reason(), ")");
-  for (int n = static_cast<int>(active.size()); n < want; ++n) {
-    if (!StartTrainer(why).ok()) break;
-  }
-  // The newest first: the oldest have warmed their caches and hold the longest leases.
-  for (int n = static_cast<int>(active.size()); n > want; --n) {
-    const std::string& name = active[n - 1];
-    pid_t pid = supervisor_->Pid(name);
-    if (Status s = supervisor_->Signal(name, SIGTERM); !s.ok()) {
-      supervisor_->Log(absl::StrCat("cannot stop ", name, ": ", s.message()));
-      continue;
-    }
-    stopping_.insert(name);
-    supervisor_->Log(absl::StrCat("SIGTERM ", name, " (pid ", pid, ") ", why));
-  }
-}
-
 void Launcher::CheckEnd() {
   const auto now = Clock::now();
   std::vector<std::string> running = RunningTrainers();
