@@ -45,7 +45,7 @@ ABSL_FLAG(bool, event_log, true,
           "store each change as one event appended to STATE_DIR/master-events.log, calls in flight sharing an fsync, "
           "and the whole state every 64 MB of log (--noevent_log: the whole state on every change, as before; "
           "for comparison)");
-ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to cut a new job's tasks from");
+ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to cut a new job's tasks from; or indices:N[:K] (sample indices 0..N-1 of a dataset the trainers hold, K per chunk)");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
 ABSL_FLAG(bool, overlap_passes, true,

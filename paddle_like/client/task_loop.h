@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "paddle_like/client/heartbeat.h"
@@ -65,6 +66,43 @@ struct TaskLoopResult {
 
 StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,
                                      const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks);
+
+// The same loop, one step at a time, for a caller whose loop is its own (a Python
+// generator over leased tasks, paddle_like.distributed.tasks()): Next() leases the next
+// task (waiting while the master says WAIT), Report() reports what became of it exactly
+// as RunTaskLoop does. RunTaskLoop is Next/train/Report until Next returns nothing.
+//
+// Thread-safety: one thread at a time; `stop` may be set from anywhere.
+class TaskLeaser {
+ public:
+  TaskLeaser(MasterClient& master, HeartbeatThread& heartbeat, const std::atomic<bool>& stop,
+             std::function<void(const std::string&)> log = nullptr)
+      : master_(master), heartbeat_(heartbeat), stop_(stop), log_(std::move(log)) {}
+
+  // The next task, or nullopt once the job is done, a stop was requested, or a task was
+  // given back (result() says which). An error getting a task is returned unless a stop
+  // came meanwhile. Report() must follow each task before the next Next().
+  StatusOr<std::optional<proto::Task>> Next();
+  // What became of the task Next() returned; an error outcome fails the task and is
+  // returned naming it (given back instead when a stop came meanwhile).
+  Status Report(const StatusOr<TaskOutcome>& outcome);
+
+  const TaskLoopResult& result() const { return result_; }
+  bool holds_task() const { return task_.has_value(); }
+
+ private:
+  void Log(const std::string& line) const {
+    if (log_) log_(line);
+  }
+
+  MasterClient& master_;
+  HeartbeatThread& heartbeat_;
+  const std::atomic<bool>& stop_;
+  std::function<void(const std::string&)> log_;
+  std::optional<proto::Task> task_;  // leased and not yet reported
+  bool ended_ = false;               // a task was given back: no more leases
+  TaskLoopResult result_;
+};
 
 }  // namespace pl
 

@@ -30,8 +30,19 @@ struct ChunkInfo {
 StatusOr<std::vector<ChunkInfo>> ReadChunkIndex(const std::string& record_path);
 
 // Every "*.plrec" file under `dir` (or `dir` itself if it is a record file), sorted
-// by name, with its chunks.
+// by name, with its chunks; or, for "indices:N" / "indices:N:K", index chunks.
 StatusOr<std::vector<ChunkInfo>> ListChunks(const std::string& dir_or_file);
+
+// Index chunks: a job over a dataset the trainers' script holds itself (a Python
+// Dataset of N samples) names no files; its chunks are ranges of sample indices,
+// [offset, offset + num_records), K samples each (the last may hold fewer; K defaults
+// to kDefaultIndexChunk). Their path is kIndexChunkPath, so a reader of record files
+// refuses them by name instead of opening a file.
+inline constexpr char kIndexChunkPath[] = "<indices>";
+inline constexpr int64_t kDefaultIndexChunk = 256;
+bool IsIndexSpec(const std::string& data);  // starts with "indices:"
+StatusOr<std::vector<ChunkInfo>> IndexChunks(const std::string& spec);
+inline bool IsIndexChunk(const ChunkInfo& c) { return c.path == kIndexChunkPath; }
 
 }  // namespace pl
 

@@ -10,7 +10,9 @@
 #include <filesystem>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "paddle_like/io/crc32c.h"
 
 namespace pl {
@@ -151,6 +153,12 @@ Status RecordReader::Open(const std::string& path) {
 }
 
 Status RecordReader::OpenChunk(const ChunkInfo& chunk) {
+  if (IsIndexChunk(chunk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", chunk.index, " holds sample indices [", chunk.offset, ", ", chunk.offset + chunk.num_records,
+        "), not records: the job was cut with --data indices:N, for a trainer script that reads its own dataset "
+        "(paddle_like.distributed.tasks())"));
+  }
   if (chunk.offset < 0 || chunk.length < 0 || chunk.num_records < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", chunk.index, " of '", chunk.path, "' has a negative offset (",
@@ -338,7 +346,31 @@ StatusOr<std::vector<ChunkInfo>> ReadChunkIndex(const std::string& record_path) 
   return chunks;
 }
 
+bool IsIndexSpec(const std::string& data) { return absl::StartsWith(data, "indices:"); }
+
+StatusOr<std::vector<ChunkInfo>> IndexChunks(const std::string& spec) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  int64_t n = 0, per_chunk = kDefaultIndexChunk;
+  const bool ok = parts.size() >= 2 && parts.size() <= 3 && parts[0] == "indices" && absl::SimpleAtoi(parts[1], &n) &&
+                  n >= 1 && (parts.size() == 2 || (absl::SimpleAtoi(parts[2], &per_chunk) && per_chunk >= 1));
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", spec, "' is not indices:N or indices:N:K (N samples >= 1, K samples per chunk >= 1)"));
+  }
+  std::vector<ChunkInfo> chunks;
+  for (int64_t first = 0; first < n; first += per_chunk) {
+    ChunkInfo c;
+    c.path = kIndexChunkPath;
+    c.index = static_cast<int32_t>(chunks.size());
+    c.offset = first;
+    c.num_records = std::min(per_chunk, n - first);
+    chunks.push_back(std::move(c));
+  }
+  return chunks;
+}
+
 StatusOr<std::vector<ChunkInfo>> ListChunks(const std::string& dir_or_file) {
+  if (IsIndexSpec(dir_or_file)) return IndexChunks(dir_or_file);
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::file_status st = fs::status(dir_or_file, ec);

@@ -96,6 +96,7 @@ class PyMasterClient {
   }
   ~PyMasterClient() {
     py::gil_scoped_release release;  // the heartbeat thread may be mid-call
+    leaser_.reset();
     heartbeat_.reset();
   }
 
@@ -157,6 +158,53 @@ class PyMasterClient {
   }
   std::string HeartbeatError() { return heartbeat_ ? heartbeat_->last_error() : ""; }
 
+  // The task loop one step at a time (TaskLeaser, paddle_like/client/task_loop.h), for
+  // a script's own loop: lease() -> Task | None (job done, stopped or a task given
+  // back), then report(kind, value) with kind "trained" (value: samples), "interrupted"
+  // (value: samples pushed), "bad_task" (value: why) or "error" (value: message).
+  py::object Lease(py::object log) {
+    if (!heartbeat_) throw py::value_error("register() first");
+    if (!leaser_) {
+      std::function<void(const std::string&)> log_fn;
+      if (!log.is_none()) {
+        log_fn = [log](const std::string& line) {
+          py::gil_scoped_acquire acquire;
+          log(line);
+        };
+      }
+      leaser_ = std::make_unique<TaskLeaser>(client_, *heartbeat_, g_stop, std::move(log_fn));
+    }
+    std::optional<proto::Task> task =
+        NoGil<std::optional<proto::Task>>([&] { return leaser_->Next(); });
+    if (!task.has_value()) return py::none();
+    return py::cast(PyTask{*std::move(task)});
+  }
+  void Report(const std::string& kind, py::object value) {
+    if (!leaser_) throw py::value_error("lease() first");
+    StatusOr<TaskOutcome> outcome = absl::UnknownError("");
+    if (kind == "trained") {
+      outcome = TaskOutcome::Trained(value.cast<int64_t>());
+    } else if (kind == "interrupted") {
+      outcome = TaskOutcome::Interrupted(value.is_none() ? 0 : value.cast<int64_t>());
+    } else if (kind == "bad_task") {
+      outcome = TaskOutcome::BadTask(py::str(value).cast<std::string>());
+    } else if (kind == "error") {
+      outcome = absl::InternalError(py::str(value).cast<std::string>());
+    } else {
+      throw py::value_error(absl::StrCat("report: '", kind, "' is not trained, interrupted, bad_task or error"));
+    }
+    NoGilStatus([&] { return leaser_->Report(outcome); });
+  }
+  py::dict LeaseResult() const {
+    py::dict d;
+    const TaskLoopResult r = leaser_ ? leaser_->result() : TaskLoopResult{};
+    d["tasks_done"] = r.tasks_done;
+    d["job_done"] = r.job_done;
+    d["stopped"] = r.stopped;
+    d["waited_s"] = r.waited_s;
+    return d;
+  }
+
   // RunTaskLoop (paddle_like/client/task_loop.h) with Python callbacks, run with the GIL:
   // train_task(Task) -> ("trained", samples) | ("interrupted", None) | ("bad_task", why);
   // before_lease() and log(line) may be None. An exception from train_task fails the
@@ -212,6 +260,7 @@ class PyMasterClient {
  private:
   MasterClient client_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
+  std::unique_ptr<TaskLeaser> leaser_;  // after heartbeat_, which it points at
 };
 
 class PyParameterClient {
@@ -352,6 +401,28 @@ void RegisterDistributed(py::module_& m) {
         for (const auto& c : t.task.chunks()) n += c.num_records();
         return n;
       })
+      .def_property_readonly("holds_indices", [](const PyTask& t) {
+        const std::vector<ChunkInfo> chunks = t.Chunks();
+        return !chunks.empty() && IsIndexChunk(chunks.front());
+      }, "True for a job cut with --data indices:N (the task names sample indices, not records)")
+      .def("indices", [](const PyTask& t) {
+        const std::vector<ChunkInfo> chunks = t.Chunks();
+        int64_t n = 0;
+        for (const ChunkInfo& c : chunks) {
+          if (!IsIndexChunk(c)) {
+            throw py::value_error(absl::StrCat("task ", t.task.id(), " holds records of '", c.path,
+                                               "', not sample indices: use task.load(kind), or cut the job "
+                                               "with --data indices:N"));
+          }
+          n += c.num_records;
+        }
+        py::array_t<int64_t> out(n);
+        int64_t* p = out.mutable_data();
+        for (const ChunkInfo& c : chunks) {
+          for (int64_t i = 0; i < c.num_records; ++i) *p++ = c.offset + i;
+        }
+        return out;
+      }, "The sample indices the task holds (int64, ascending), for a job cut with --data indices:N.")
       .def("load", [](const PyTask& t, const std::string& kind) {
         const SampleLayout layout = LayoutFromKind(kind);
         const std::vector<ChunkInfo> chunks = t.Chunks();
@@ -372,6 +443,11 @@ void RegisterDistributed(py::module_& m) {
       .def("leave", &PyMasterClient::Leave)
       .def("run_task_loop", &PyMasterClient::RunLoop, "train_task"_a, "before_lease"_a = py::none(),
            "log"_a = py::none(), "The trainer's task loop (paddle_like/client/task_loop.h); a dict of its result.")
+      .def("lease", &PyMasterClient::Lease, "log"_a = py::none(),
+           "The next task (Task), or None once the job is done, a stop was requested or a task given back.")
+      .def("report", &PyMasterClient::Report, "kind"_a, "value"_a,
+           "What became of the leased task: trained/interrupted/bad_task/error with samples, samples pushed or why.")
+      .def("lease_result", &PyMasterClient::LeaseResult, "{tasks_done, job_done, stopped, waited_s} of lease()")
       .def("job_status", &PyMasterClient::JobStatus)
       .def_property_readonly("trainer_id", [](PyMasterClient& c) { return c.client().trainer_id(); })
       .def_property_readonly("heartbeat_error", &PyMasterClient::HeartbeatError);

@@ -163,5 +163,41 @@ TEST_F(TaskLoopTest, AnErrorDuringAStopGivesTheTaskBackInstead) {
   EXPECT_EQ(s.failed(), 0) << s.ShortDebugString();
 }
 
+// TaskLeaser: the same loop one step at a time (a Python generator drives it).
+TEST_F(TaskLoopTest, TheLeaserStepsThroughTheJobAndRefusesOutOfOrderCalls) {
+  TaskLeaser leaser(*client_, *heartbeat_, stop_);
+  EXPECT_EQ(leaser.Report(TaskOutcome::Trained(10)).code(), absl::StatusCode::kFailedPrecondition);
+  std::set<int64_t> seen;
+  for (int i = 0;; ++i) {
+    ASSERT_LT(i, kChunks + 1);
+    auto task = leaser.Next();
+    ASSERT_TRUE(task.ok()) << task.status();
+    if (!task->has_value()) break;
+    EXPECT_TRUE(leaser.holds_task());
+    EXPECT_EQ(leaser.Next().status().code(), absl::StatusCode::kFailedPrecondition);  // report first
+    seen.insert((*task)->id());
+    ASSERT_TRUE(leaser.Report(TaskOutcome::Trained(10)).ok());
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kChunks));
+  EXPECT_TRUE(leaser.result().job_done);
+  EXPECT_EQ(leaser.result().tasks_done, kChunks);
+  EXPECT_EQ(JobStatus().samples_done(), 10 * kChunks);
+}
+
+TEST_F(TaskLoopTest, TheLeaserLeasesNothingAfterATaskIsGivenBack) {
+  TaskLeaser leaser(*client_, *heartbeat_, stop_);
+  auto task = leaser.Next();
+  ASSERT_TRUE(task.ok() && task->has_value());
+  ASSERT_TRUE(leaser.Report(TaskOutcome::Interrupted(4)).ok());
+  auto next = leaser.Next();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->has_value());
+  EXPECT_FALSE(leaser.result().job_done);
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.todo(), kChunks);  // back in the queue at once, not failed
+  EXPECT_EQ(s.failed(), 0);
+  EXPECT_EQ(s.samples_retrained(), 4);
+}
+
 }  // namespace
 }  // namespace pl

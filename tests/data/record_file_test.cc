@@ -207,6 +207,31 @@ TEST(RecordFileTest, ListChunksCoversADirectoryInNameOrder) {
   EXPECT_EQ(ListChunks(dir.File("nope")).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(RecordFileTest, IndexChunksCoverTheRangeOnceAndNoReaderOpensThem) {
+  auto chunks = ListChunks("indices:1000:256");
+  ASSERT_TRUE(chunks.ok()) << chunks.status();
+  ASSERT_EQ(chunks->size(), 4u);
+  int64_t next = 0;
+  for (const ChunkInfo& c : *chunks) {
+    EXPECT_TRUE(IsIndexChunk(c));
+    EXPECT_EQ(c.offset, next);  // contiguous, no gap, no overlap
+    next += c.num_records;
+  }
+  EXPECT_EQ(next, 1000);
+  EXPECT_EQ(chunks->back().num_records, 1000 - 3 * 256);
+  EXPECT_EQ(ListChunks("indices:10")->size(), 1u);  // kDefaultIndexChunk per chunk
+  EXPECT_EQ(ListChunks("indices:600")->size(), 3u);
+  for (const char* bad : {"indices:", "indices:0", "indices:-5", "indices:12:0", "indices:x", "indices:1:2:3"}) {
+    Status s = ListChunks(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(bad), std::string::npos) << s;
+  }
+  RecordReader r;
+  Status s = r.OpenChunk((*chunks)[1]);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[256, 512)"), std::string::npos) << s;
+}
+
 TEST(RecordFileTest, WriterErrors) {
   ScratchDir dir;
   RecordWriter w;

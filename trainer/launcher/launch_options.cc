@@ -17,7 +17,7 @@ ABSL_FLAG(int, trainers, 0,
 ABSL_FLAG(bool, sync, false, "synchronous updates: the trainers get PL_SYNC=1");
 ABSL_FLAG(std::string, workdir, "",
           "directory for state, checkpoints and port files (empty: a fresh /tmp/pl-launch-XXXXXX)");
-ABSL_FLAG(std::string, data, "", "record file or directory the master cuts the job from (empty: not passed)");
+ABSL_FLAG(std::string, data, "", "record file or directory the master cuts the job from, or indices:N[:K] for a script's own dataset (empty: not passed)");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
 ABSL_FLAG(int64_t, lease_ms, 3000, "task and trainer lease in ms (>= 100)");

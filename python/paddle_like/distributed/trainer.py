@@ -1,5 +1,6 @@
-"""Training as one trainer of a distributed job (master + parameter servers), from a
-script that runs unchanged under ``pl-launch`` / ``python -m paddle_like.launch``
+"""pl.distributed.train(): the built-in loop of one trainer of a distributed job (master +
+parameter servers), for a model and loss and records of an image or click layout (a
+loop of your own: paddle_like.distributed.job and .ps_model). From a script that runs unchanged under ``pl-launch`` / ``python -m paddle_like.launch``
 (locally) or on Kubernetes: it reads the launcher's environment contract
 
     PL_MASTER_ADDR   host:port of the master (required)
@@ -34,31 +35,15 @@ from typing import Optional
 
 import numpy as np
 
-from . import _C, log
-from .data import load_records
-from .optim import Optimizer, spec as make_spec
-from .tensorboard import SummaryWriter
-from .utils import ProgressBar
+from .. import _C, log
+from ..data import load_records
+from ..optim import Optimizer
+from ..tensorboard import SummaryWriter
+from ..utils import ProgressBar
+from .environment import (configure_transport, as_optimizer_spec as _as_spec, master_address, sync_updates,
+                          trainer_name)
 
-__all__ = ["is_available", "DistResult", "DistributedTrainer", "train", "MasterClient", "configure_transport"]
-
-
-def configure_transport(tls_dir=None):
-    """Mutual TLS for this process's channels to the job (pl-launch gives each trainer
-    its certificate directory in PL_TLS_DIR: tls.crt, tls.key, ca.crt); None reads
-    PL_TLS_DIR, "" is insecure. Returns "mutual TLS (DIR)" or "insecure"."""
-    if tls_dir is None:
-        tls_dir = os.environ.get("PL_TLS_DIR", "")
-    return _C.configure_transport(os.fspath(tls_dir))
-
-# The master's client for scripts with a task loop of their own (python/examples/
-# kv_softmax.py): register(), run_task_loop(train_task), leave().
-MasterClient = _C.MasterClient
-
-
-def is_available():
-    """True when this process was started as a trainer of a job (PL_MASTER_ADDR set)."""
-    return bool(os.environ.get("PL_MASTER_ADDR"))
+__all__ = ["DistResult", "DistributedTrainer", "train"]
 
 
 @dataclass
@@ -72,20 +57,7 @@ class DistResult:
     seconds: float = 0.0
 
 
-def _as_spec(optimizer, lr):
-    if optimizer is None:
-        optimizer = "adam"
-    if isinstance(optimizer, Optimizer):
-        return optimizer.spec
-    if isinstance(optimizer, _C.OptimizerSpec):
-        return optimizer
-    if isinstance(optimizer, str):
-        return make_spec(optimizer, 1e-3 if lr is None else lr)
-    raise TypeError(f"optimizer must be a name, paddle_like.optim.spec(...) or an Optimizer, "
-                    f"got {type(optimizer).__name__}")
-
-
-def _default_sparse_inputs(model):
+def default_sparse_inputs(model):
     tables = [name for name, p in model.named_parameters() if isinstance(p, _C.SparseParameter)]
 
     def sparse_inputs(inputs):
@@ -141,14 +113,11 @@ class DistributedTrainer:
         if kind not in ("image", "clicks"):
             raise ValueError(f"kind must be 'image' or 'clicks', got {kind!r}")
         self.batch_size, self.kind = int(batch_size), kind
-        self.sparse_inputs = sparse_inputs or _default_sparse_inputs(model)
+        self.sparse_inputs = sparse_inputs or default_sparse_inputs(model)
         self.test, self.test_limit = test, test_limit
         self.metric = metric or ("accuracy" if kind == "image" else "auc")
-        self.master = master or os.environ.get("PL_MASTER_ADDR", "")
-        if not self.master:
-            raise RuntimeError("no master address: pass master='host:port' or run under pl-launch "
-                               "(which sets PL_MASTER_ADDR)")
-        self.sync = (os.environ.get("PL_SYNC") == "1") if sync is None else bool(sync)
+        self.master = master_address(master)
+        self.sync = sync_updates(sync)
         self.seed, self.give_up_after_s = int(seed), float(give_up_after_s)
         if wire_dtype not in ("float32", "bfloat16", "fp32", "bf16"):
             raise ValueError(f"wire_dtype: {wire_dtype!r} is not float32 or bfloat16")
@@ -166,8 +135,7 @@ class DistributedTrainer:
             parent = os.path.dirname(os.path.abspath(self.save))
             if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
                 raise ValueError(f"save: cannot write in {parent} (not a writable directory)")
-        rank = os.environ.get("PL_TRAINER_RANK")
-        self.name = name or (f"trainer-{rank}" if rank is not None else "trainer")
+        self.name = trainer_name(name)
         logdir = logdir if logdir is not None else os.environ.get("PL_LOGDIR") or None
         # Opened now, so a directory that cannot be written fails before the job.
         self.summary = SummaryWriter(os.path.join(os.fspath(logdir), self.name)) if logdir else None
@@ -297,7 +265,7 @@ class DistributedTrainer:
             params.pull({})
         if result.job_done and self.save is not None:
             # The job's final parameters, as pulled from the pservers (safetensors).
-            from .serialization import save as save_file
+            from ..serialization import save as save_file
             save_file(self.model, self.save)
             self._log(f"saved the job's final parameters to {self.save}")
         reporter.close()
@@ -311,7 +279,7 @@ class DistributedTrainer:
 
     def _evaluate(self, params):
         test = load_records(self.test, kind=self.kind, limit=self.test_limit)
-        from .training import predict
+        from ..training import predict
         params.pull(self.sparse_inputs(test.inputs))
         logits = predict(self.model, test.inputs)
         if self.metric == "accuracy":
