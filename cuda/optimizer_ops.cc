@@ -132,7 +132,9 @@ Status ApplyUpdateOnDevice(const OptimizerSpec& s, const Tensor& param, const Te
   }
   if (step < 1) return absl::InvalidArgumentError(absl::StrCat(op, ": step must be >= 1, got ", step));
   const UpdateBlock block{param.f32(), grad.f32(), slots > 0 ? state.f32() : nullptr, n, step, n};
-  return (**apply)(rule.params(), block, stream);
+  OptimizerParams params = rule.params();
+  params.learning_rate = rule.RateAt(step);  // the learning-rate schedule's, as on the CPU
+  return (**apply)(params, block, stream);
 }
 
 }  // namespace pl::cuda

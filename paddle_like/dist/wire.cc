@@ -64,6 +64,10 @@ proto::OptimizerConfig OptimizerToProto(const OptimizerSpec& s) {
     for (size_t i = 0; i < d.hyper_params.size(); ++i) {
       (*c.mutable_hyper_params())[d.hyper_params[i].name] = rule->params().hyper[i];
     }
+    // The learning-rate schedule's keys (lr_schedule.h), as they are.
+    for (const auto& [name, value] : s.hyper) {
+      if (IsLrScheduleKey(name)) (*c.mutable_hyper_params())[name] = value;
+    }
   } else {  // the reader reports what is wrong
     for (const auto& [name, value] : s.hyper) (*c.mutable_hyper_params())[name] = value;
   }

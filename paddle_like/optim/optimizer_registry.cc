@@ -1,5 +1,7 @@
 #include "paddle_like/optim/optimizer_registry.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -107,6 +109,7 @@ StatusOr<UpdateRule> ResolveOptimizer(const OptimizerSpec& spec, bool check_rang
   p.weight_decay = spec.weight_decay;
   for (size_t i = 0; i < d.hyper_params.size(); ++i) p.hyper[i] = d.hyper_params[i].default_value;
   for (const auto& [name, value] : spec.hyper) {
+    if (IsLrScheduleKey(name)) continue;  // the schedule's, below
     const int index = d.HyperIndex(name);
     if (index < 0) {
       std::vector<std::string> has;
@@ -127,7 +130,14 @@ StatusOr<UpdateRule> ResolveOptimizer(const OptimizerSpec& spec, bool check_rang
     }
     if (!(p.weight_decay >= 0)) return OutOfRange("weight_decay", p.weight_decay, ">= 0");
   }
-  return UpdateRule(&d, p);
+  UpdateRule rule(&d, p);
+  StatusOr<LrSchedule> schedule = DecodeLrSchedule(spec);
+  if (!schedule.ok()) {
+    if (check_ranges) return schedule.status();
+  } else if (!schedule->is_constant()) {
+    rule.schedule_ = std::make_shared<const LrSchedule>(*std::move(schedule));
+  }
+  return rule;
 }
 
 StatusOr<UpdateRule> UpdateRule::Create(const OptimizerSpec& spec) {

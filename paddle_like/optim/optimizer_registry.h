@@ -21,11 +21,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/core/status.h"
+#include "paddle_like/optim/lr_schedule.h"
 #include "paddle_like/optim/optimizer_spec.h"
 
 namespace pl {
@@ -88,7 +90,8 @@ std::vector<std::string> OptimizerNames();
 std::string OptimizerHelp();
 
 // A validated spec bound to its definition; cheap to copy. Optimizer resolves once
-// and applies many times. Thread-safety: const methods may run concurrently (Apply on
+// and applies many times. A spec with a learning-rate schedule (lr_schedule.h) applies
+// learning_rate * Factor(step - 1) to an update with 1-based `step`. Thread-safety: const methods may run concurrently (Apply on
 // disjoint data).
 class UpdateRule {
  public:
@@ -108,14 +111,27 @@ class UpdateRule {
   void Apply(float* param, const float* grad, float* state, int64_t n, int64_t step,
              int64_t state_stride) const {
     ScopedFlushDenormals flush;
-    def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride});
+    if (schedule_ == nullptr) {
+      def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride});
+      return;
+    }
+    OptimizerParams scheduled = params_;
+    scheduled.learning_rate = RateAt(step);
+    def_->apply(scheduled, UpdateBlock{param, grad, state, n, step, state_stride});
   }
+  // The rate of an update with 1-based `step` (the base rate without a schedule).
+  float RateAt(int64_t step) const {
+    if (schedule_ == nullptr) return params_.learning_rate;
+    return static_cast<float>(static_cast<double>(params_.learning_rate) * schedule_->Factor(step - 1));
+  }
+  const LrSchedule* schedule() const { return schedule_.get(); }
 
  private:
   UpdateRule(const OptimizerDef* def, const OptimizerParams& params) : def_(def), params_(params) {}
   friend StatusOr<UpdateRule> ResolveOptimizer(const OptimizerSpec& spec, bool check_ranges);
   const OptimizerDef* def_;
   OptimizerParams params_;
+  std::shared_ptr<const LrSchedule> schedule_;  // null: the base rate throughout
 };
 
 // UpdateRule::Create, with the range checks optional (names are always checked).

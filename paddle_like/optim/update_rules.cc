@@ -40,6 +40,7 @@ std::string OptimizerSpec::ToString() const {
     for (const auto& [name, value] : hyper) parts.push_back(absl::StrFormat("%s=%g", name, value));
   }
   parts.push_back(absl::StrFormat("wd=%g", weight_decay));
+  if (rule.ok() && rule->schedule() != nullptr) parts.push_back("schedule=" + rule->schedule()->ToString());
   return absl::StrCat(kind.name(), "(", absl::StrJoin(parts, ", "), ")");
 }
 

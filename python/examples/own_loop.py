@@ -6,10 +6,10 @@
 The master cuts the job into tasks of sample indices (--data indices:N, N = the
 dataset's size); every trainer runs this script: it joins the job
 (pl.distributed.init()), wraps its model (ParameterServerModel: the parameters live on
-the pservers, which run Adam), and trains with a loop of its own — here a residual MLP
-defined below, a Dataset that reads Fashion-MNIST's IDX files with NumPy (not the
-framework's records), a loss with a logit penalty, gradient clipping and a warm-up of
-the gradients' scale. SIGTERM gives the current task back and exits 0.
+the pservers, which run Adam on a warmed-up cosine schedule), and trains with a loop of
+its own — here a residual MLP defined below, a Dataset that reads Fashion-MNIST's IDX
+files with NumPy (not the framework's records), a loss with a logit penalty and
+gradient clipping. SIGTERM gives the current task back and exits 0.
 """
 
 import argparse
@@ -80,13 +80,18 @@ def main(argv=None, on_step=None):
     p.add_argument("--batch_size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--clip", type=float, default=5.0, help="clip the gradients' total norm to this")
-    p.add_argument("--warmup_steps", type=int, default=20, help="scale the first steps' gradients up from 0")
+    p.add_argument("--warmup_steps", type=int, default=10, help="the learning rate's linear warm-up, in updates")
     args = p.parse_args(argv)
 
     train = FashionMNIST(args.idx_dir, train=True, limit=args.train_limit)
     job = pl.distributed.init()
     net = ResidualMLP()
-    model = pl.distributed.ParameterServerModel(net, optimizer="adam", lr=args.lr)
+    # The pservers anneal the rate over the job's updates (one per batch of any trainer).
+    updates = -(-len(train) // args.batch_size) * job.client.job_status()["num_passes"]
+    schedule = pl.optim.lr_scheduler.CosineAnnealingLR(pl.optim.spec("adam", lr=args.lr), T_max=updates,
+                                                       eta_min=args.lr / 20, warmup_steps=args.warmup_steps,
+                                                       warmup_factor=0.1)
+    model = pl.distributed.ParameterServerModel(net, optimizer=schedule)
     steps = 0
     with job:
         for task in job.tasks():
@@ -94,9 +99,6 @@ def main(argv=None, on_step=None):
                 loss = penalized_cross_entropy(model(x), y)
                 loss.backward()
                 pl.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-                if steps < args.warmup_steps:
-                    for param in model.parameters():
-                        np.asarray(param.grad)[...] *= (steps + 1) / args.warmup_steps
                 model.step()
                 steps += 1
                 if on_step is not None:

@@ -1,6 +1,7 @@
 // Optimizers (paddle_like/optim) and safetensors files (paddle_like/io) for Python.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/io/safetensors.h"
 #include "paddle_like/nn/module_file.h"
+#include "paddle_like/optim/lr_schedule.h"
 #include "paddle_like/optim/optimizer.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"
@@ -110,7 +112,47 @@ void RegisterOptim(py::module_& m) {
              if (const HyperParam* h = DefaultOfAny(name)) return h->default_value;
              throw py::attribute_error(absl::StrCat("OptimizerSpec has no attribute '", attr, "'"));
            })
+      .def("with_schedule", [](const OptimizerSpec& s, const LrSchedule& schedule) {
+             OptimizerSpec out = s;
+             ThrowIfError(EncodeLrSchedule(schedule, &out));
+             return out;
+           }, "schedule"_a, "A copy of this spec with the learning-rate schedule (replacing any).")
+      .def_property_readonly("schedule", [](const OptimizerSpec& s) { return ValueOrThrow(DecodeLrSchedule(s)); },
+                             "The learning-rate schedule (a constant one when there is none).")
       .def("__repr__", &OptimizerSpec::ToString);
+
+  // The schedule as the C++ update rules evaluate it (paddle_like/optim/lr_schedule.h);
+  // paddle_like.optim.lr_scheduler builds these.
+  py::class_<LrSchedule>(m, "LrSchedule")
+      .def(py::init([](const std::string& kind, int64_t step_size, double gamma, int64_t t_max, double eta_min_factor,
+                       std::vector<std::pair<int64_t, double>> points, int64_t warmup_steps, double warmup_factor) {
+             static const std::map<std::string, LrSchedule::Kind> kinds = {
+                 {"constant", LrSchedule::Kind::kConstant}, {"step", LrSchedule::Kind::kStep},
+                 {"exponential", LrSchedule::Kind::kExponential}, {"cosine", LrSchedule::Kind::kCosine},
+                 {"piecewise", LrSchedule::Kind::kPiecewise}};
+             auto it = kinds.find(kind);
+             if (it == kinds.end()) {
+               throw py::value_error(absl::StrCat("schedule kind '", kind,
+                                                  "' is not constant, step, exponential, cosine or piecewise"));
+             }
+             LrSchedule s;
+             s.kind = it->second;
+             s.step_size = step_size;
+             s.gamma = gamma;
+             s.t_max = t_max;
+             s.eta_min_factor = eta_min_factor;
+             s.points = std::move(points);
+             s.warmup_steps = warmup_steps;
+             s.warmup_factor = warmup_factor;
+             OptimizerSpec probe;
+             ThrowIfError(EncodeLrSchedule(s, &probe));  // validates, naming the field
+             return s;
+           }),
+           "kind"_a = "constant", "step_size"_a = 1, "gamma"_a = 1.0, "t_max"_a = 1, "eta_min_factor"_a = 0.0,
+           "points"_a = std::vector<std::pair<int64_t, double>>{}, "warmup_steps"_a = 0, "warmup_factor"_a = 0.0)
+      .def("factor", &LrSchedule::Factor, "k"_a, "The rate's factor after k earlier updates.")
+      .def_property_readonly("is_constant", &LrSchedule::is_constant)
+      .def("__repr__", &LrSchedule::ToString);
 
   m.def("optimizer_names", &OptimizerNames, "The registered optimizers, sorted.");
   m.def("optimizer_slots", [](const std::string& kind) {
@@ -136,7 +178,10 @@ void RegisterOptim(py::module_& m) {
       .def("zero_grad", [](BoundOptimizer& b) { b.optimizer->ZeroGrad(); })
       .def_property("lr", [](const BoundOptimizer& b) { return b.optimizer->spec().learning_rate; },
                     [](BoundOptimizer& b, float lr) {
-                      if (!(lr > 0)) throw py::value_error(absl::StrCat("lr must be > 0, got ", lr));
+                      // 0 is allowed: a schedule may anneal to it (cosine with eta_min 0).
+                      if (!(lr >= 0) || !std::isfinite(lr)) {
+                        throw py::value_error(absl::StrCat("lr must be a finite number >= 0, got ", lr));
+                      }
                       b.optimizer->set_learning_rate(lr);
                     })
       .def_property_readonly("steps", [](const BoundOptimizer& b) { return b.optimizer->steps(); })

@@ -12,6 +12,7 @@ import os
 
 from .. import _C
 from ..optim import Optimizer, spec as make_spec
+from ..optim.lr_scheduler import LRScheduler
 
 # The master's client, for scripts that speak to the master directly
 # (python/examples/kv_softmax.py): register(), run_task_loop(train_task) or
@@ -54,14 +55,17 @@ def sync_updates(sync=None):
 
 def as_optimizer_spec(optimizer, lr=None):
     """The optimizer the pservers run: a name ("adam", "sgd", "momentum", "adagrad")
-    with lr, a paddle_like.optim.spec(...) or an Optimizer (its spec)."""
+    with lr, a paddle_like.optim.spec(...), an Optimizer (its spec) or a
+    paddle_like.optim.lr_scheduler scheduler (its optimizer's spec with the schedule)."""
     if optimizer is None:
         optimizer = "adam"
+    if isinstance(optimizer, LRScheduler):
+        return optimizer.spec
     if isinstance(optimizer, Optimizer):
         return optimizer.spec
     if isinstance(optimizer, _C.OptimizerSpec):
         return optimizer
     if isinstance(optimizer, str):
         return make_spec(optimizer, 1e-3 if lr is None else lr)
-    raise TypeError(f"optimizer must be a name, paddle_like.optim.spec(...) or an Optimizer, "
+    raise TypeError(f"optimizer must be a name, paddle_like.optim.spec(...), an Optimizer or an lr_scheduler, "
                     f"got {type(optimizer).__name__}")

@@ -10,7 +10,9 @@ parameter-server model allows:
     model.step()            # pushes the gradients (then zeroes them); the pservers apply
 
 The optimizer runs on the pservers (their shard of its state is checkpointed with the
-shard), so `optimizer` names it instead of wrapping a local one.
+shard), so `optimizer` names it instead of wrapping a local one; a learning-rate
+schedule goes with it (optimizer=pl.optim.lr_scheduler.CosineAnnealingLR(spec, ...)),
+and the pservers set each update's rate from the shard's step.
 Synchronous jobs (pl-launch --sync) average each step's pushes across trainers.
 
 Everything else — parameters(), state_dict(), train(), eval(), attributes of the net —
@@ -45,7 +47,8 @@ class ParameterServerModel:
 
     module: an nn.Module with parameters.
     optimizer, lr: what the pservers run: "adam"/"sgd"/"momentum"/"adagrad" with lr,
-      a paddle_like.optim.spec(...) or an Optimizer (its spec).
+      a paddle_like.optim.spec(...), an Optimizer (its spec) or an lr_scheduler over
+      either (the spec with its schedule).
     job: the Job (default: the one init() made).
     sparse_inputs(*inputs) -> {table: int64 ids}: the embedding rows a batch needs
       (default: every table gets the distinct ids of the first input when it is int64).

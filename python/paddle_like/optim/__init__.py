@@ -16,10 +16,10 @@ Differences from torch.optim:
 
 import operator
 
-from . import _C
-from .nn.module import Module, ParameterList, _owner_of_param
+from .. import _C
+from ..nn.module import Module, ParameterList, _owner_of_param
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adagrad", "Adam", "spec"]
+__all__ = ["Optimizer", "SGD", "Momentum", "Adagrad", "Adam", "spec", "lr_scheduler"]
 
 
 def spec(kind, lr, **kwargs):
@@ -234,3 +234,6 @@ class Adam(Optimizer):
         b1, b2 = betas
         super().__init__(params, spec("adam", lr, beta1=float(b1), beta2=float(b2), eps=float(eps),
                                       weight_decay=float(weight_decay)))
+
+
+from . import lr_scheduler  # noqa: E402  (it uses the classes above)
