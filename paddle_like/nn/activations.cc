@@ -51,4 +51,28 @@ StatusOr<Variable> ApplyTanh(const Variable& x) {
       [](const ArrayMap& y, const ArrayMap& gy, ArrayMap& dx) { dx += gy * (1.0f - y.square()); });
 }
 
+StatusOr<Variable> ApplyGelu(const Variable& x) {
+  PL_RETURN_IF_ERROR(internal::CheckFloatCpu(x.value(), "GELU"));
+  const Tensor& xv = x.value();
+  const int64_t n = xv.numel();
+  Tensor y(xv.shape(), DType::kFloat32);
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = xv.f32()[i];
+    y.f32()[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+  }
+  return Variable::FromOp(y, {x}, [x, n](const Tensor& gy) {
+    if (!x.requires_grad()) return;
+    // dy/dx = Phi(x) + x phi(x), Phi the normal CDF and phi its density.
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+    const float* in = x.value().f32();
+    float* dx = x.MutableGrad().f32();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = in[i];
+      const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+      dx[i] += gy.f32()[i] * (cdf + v * kInvSqrt2Pi * std::exp(-0.5f * v * v));
+    }
+  });
+}
+
 }  // namespace pl

@@ -1,6 +1,7 @@
-// Element-wise activation layers (any shape, float32): ReLU, Sigmoid and Tanh, plus
-// the same ops as free functions for models that write their own forward.
-// Each backward uses the saved output, so the input tensor is not kept alive.
+// Element-wise activation layers (any shape, float32): ReLU, Sigmoid, Tanh and GELU,
+// plus the same ops as free functions for models that write their own forward.
+// Each backward uses the saved output, so the input tensor is not kept alive, except
+// GELU's, which needs the input.
 //
 // Thread-safety: see Module. Runs on the calling thread (memory-bound).
 #ifndef PADDLE_LIKE_NN_ACTIVATIONS_H_
@@ -16,6 +17,8 @@ StatusOr<Variable> ApplyRelu(const Variable& x);
 StatusOr<Variable> ApplySigmoid(const Variable& x);
 // y = tanh(x).
 StatusOr<Variable> ApplyTanh(const Variable& x);
+// y = 0.5 x (1 + erf(x / sqrt(2))), the exact form (torch's default, approximate="none").
+StatusOr<Variable> ApplyGelu(const Variable& x);
 
 class ReLU : public Layer {
  public:
@@ -33,6 +36,12 @@ class Tanh : public Layer {
  public:
   Tanh() : Layer("Tanh") {}
   StatusOr<Variable> Forward(const Variable& x) override { return ApplyTanh(x); }
+};
+
+class GELU : public Layer {
+ public:
+  GELU() : Layer("GELU") {}
+  StatusOr<Variable> Forward(const Variable& x) override { return ApplyGelu(x); }
 };
 
 }  // namespace pl

@@ -103,32 +103,27 @@ std::string Conv2D::Describe() const {
                       ", stride=", stride_, ", padding=", pad_, ")");
 }
 
-StatusOr<Variable> Conv2D::Forward(const Variable& x) {
-  if (!config_ok_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Describe(), ": channels, kernel and stride must be positive and padding non-negative"));
-  }
+namespace {
+
+// The convolution of checked operands: x (N, C, H, W), w (O, C, kh, kw), b (O) or
+// undefined; `who` names the op or layer in errors.
+StatusOr<Variable> Convolve(const Variable& x, const Variable& w, const Variable& b, int64_t conv_stride,
+                            int64_t pad, const std::string& who) {
   const Tensor& xv = x.value();
-  if (!xv.defined() || xv.dtype() != DType::kFloat32 || xv.device() != Device::kCPU ||
-      xv.rank() != 4 || xv.dim(1) != in_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Describe(), ": expects a float32 CPU input of shape [N, ", in_, ", H, W], got ",
-        xv.defined() ? DTypeName(xv.dtype()) : "undefined", " ", xv.ShapeString()));
-  }
-  Geometry g{in_, xv.dim(2), xv.dim(3), kh_, kw_, stride_, pad_, 0, 0};
-  const int64_t eh = g.H + 2 * pad_ - kh_, ew = g.W + 2 * pad_ - kw_;
+  const int64_t O = w.value().dim(0), kh = w.value().dim(2), kw = w.value().dim(3);
+  Geometry g{xv.dim(1), xv.dim(2), xv.dim(3), kh, kw, conv_stride, pad, 0, 0};
+  const int64_t eh = g.H + 2 * pad - kh, ew = g.W + 2 * pad - kw;
   if (eh < 0 || ew < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(Describe(), ": input ", xv.ShapeString(),
+    return absl::InvalidArgumentError(absl::StrCat(who, ": input ", xv.ShapeString(),
                                                    " is smaller than the kernel after padding"));
   }
-  g.Ho = eh / stride_ + 1;
-  g.Wo = ew / stride_ + 1;
-  const int64_t N = xv.dim(0), O = out_, CK = g.rows(), P = g.cols();
+  g.Ho = eh / conv_stride + 1;
+  g.Wo = ew / conv_stride + 1;
+  const int64_t N = xv.dim(0), CK = g.rows(), P = g.cols();
   const int64_t in_stride = g.C * g.H * g.W;
-
   Tensor y({N, O, g.Ho, g.Wo}, DType::kFloat32);
-  const ConstMatrixMap wm(w_.value().f32(), O, CK);
-  const bool has_bias = b_.defined();
+  const ConstMatrixMap wm(w.value().f32(), O, CK);
+  const bool has_bias = b.defined();
   // One example per iteration; with a single example the region stays inactive so
   // Eigen may use the threads inside its GEMM instead. Tiny convolutions stay serial:
   // starting a thread team costs more than they do.
@@ -142,13 +137,12 @@ StatusOr<Variable> Conv2D::Forward(const Variable& x) {
       Im2Col(g, xv.f32() + n * in_stride, col.data());
       MatrixMap ym(y.f32() + n * O * P, O, P);
       ym.noalias() = wm * colm;
-      if (has_bias) ym.colwise() += b_.value().flat();
+      if (has_bias) ym.colwise() += b.value().flat();
     }
   }
 
-  Variable w = w_, b = b_;
-  std::vector<Variable> inputs{x, w_};
-  if (has_bias) inputs.push_back(b_);
+  std::vector<Variable> inputs{x, w};
+  if (has_bias) inputs.push_back(b);
   return Variable::FromOp(y, std::move(inputs), [x, w, b, g, N, O](const Tensor& gy) {
     const int64_t CK = g.rows(), P = g.cols(), in_stride = g.C * g.H * g.W;
     const bool want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
@@ -188,6 +182,49 @@ StatusOr<Variable> Conv2D::Forward(const Variable& x) {
       if (want_b) b.MutableGrad().flat() += ConstVectorMap(base + O * CK, O);
     }
   });
+}
+
+}  // namespace
+
+StatusOr<Variable> Conv2D::Forward(const Variable& x) {
+  if (!config_ok_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(), ": channels, kernel and stride must be positive and padding non-negative"));
+  }
+  const Tensor& xv = x.value();
+  if (!xv.defined() || xv.dtype() != DType::kFloat32 || xv.device() != Device::kCPU ||
+      xv.rank() != 4 || xv.dim(1) != in_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(), ": expects a float32 CPU input of shape [N, ", in_, ", H, W], got ",
+        xv.defined() ? DTypeName(xv.dtype()) : "undefined", " ", xv.ShapeString()));
+  }
+  return Convolve(x, w_, b_, stride_, pad_, Describe());
+}
+
+StatusOr<Variable> Conv2dOp(const Variable& x, const Variable& weight, const Variable& bias,
+                            int64_t stride, int64_t padding) {
+  const std::string op = absl::StrCat("conv2d(stride=", stride, ", padding=", padding, ")");
+  auto describe = [](const Variable& v) {
+    return v.defined() ? absl::StrCat(DTypeName(v.value().dtype()), " ", v.value().ShapeString())
+                       : std::string("undefined");
+  };
+  auto is_f32 = [](const Variable& v) {
+    return v.defined() && v.value().dtype() == DType::kFloat32 && v.value().device() == Device::kCPU;
+  };
+  if (stride <= 0 || padding < 0) {
+    return absl::InvalidArgumentError(op + ": stride must be positive and padding non-negative");
+  }
+  const bool ok = is_f32(x) && is_f32(weight) && x.value().rank() == 4 && weight.value().rank() == 4 &&
+                  weight.value().dim(1) == x.value().dim(1) && weight.value().dim(0) > 0 &&
+                  weight.value().dim(2) > 0 && weight.value().dim(3) > 0 &&
+                  (!bias.defined() || (is_f32(bias) && bias.value().rank() == 1 &&
+                                       bias.value().dim(0) == weight.value().dim(0)));
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": expects float32 CPU x (N, C, H, W), weight (O, C, kh, kw) and bias (O), got x ",
+        describe(x), ", weight ", describe(weight), ", bias ", bias.defined() ? describe(bias) : "None"));
+  }
+  return Convolve(x, weight, bias, stride, padding, op);
 }
 
 }  // namespace pl

@@ -44,6 +44,12 @@ class Conv2D : public Layer {
   Variable w_, b_;
 };
 
+// torch.nn.functional.conv2d over given tensors (the same computation as the layer):
+//   x (N, C, H, W), weight (O, C, kh, kw), bias (O) or undefined; square stride and
+//   symmetric padding. Gradients go to all three.
+StatusOr<Variable> Conv2dOp(const Variable& x, const Variable& weight, const Variable& bias,
+                            int64_t stride = 1, int64_t padding = 0);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_NN_CONV2D_H_

@@ -35,6 +35,12 @@ class Dropout : public Layer {
   uint64_t calls_ = 0;
 };
 
+// torch.nn.functional.dropout: with `training` false, or p == 0, returns x itself;
+// otherwise zeroes each element with probability p (p == 1: all) and scales the rest by
+// 1 / (1 - p). The mask is element i's hash of (seed, i) alone: the same seed gives
+// the same mask, so pass a fresh seed per call. p must be in [0, 1].
+StatusOr<Variable> DropoutOp(const Variable& x, float p, bool training, uint64_t seed);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_NN_DROPOUT_H_

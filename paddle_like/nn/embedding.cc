@@ -57,4 +57,40 @@ StatusOr<Variable> Embedding::Forward(const Variable& ids) {
   return out;
 }
 
+StatusOr<Variable> EmbeddingOp(const Tensor& ids, const Variable& weight) {
+  const Tensor& wv = weight.value();
+  if (!weight.defined() || wv.dtype() != DType::kFloat32 || wv.device() != Device::kCPU || wv.rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding: expects a float32 CPU weight (num, dim), got ",
+        weight.defined() ? absl::StrCat(DTypeName(wv.dtype()), " ", wv.ShapeString()) : "undefined"));
+  }
+  if (!ids.defined() || ids.dtype() != DType::kInt64 || ids.device() != Device::kCPU) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding: expects int64 CPU ids, got ",
+        ids.defined() ? absl::StrCat(DTypeName(ids.dtype()), " ", ids.ShapeString()) : "undefined"));
+  }
+  const int64_t num = wv.dim(0), dim = wv.dim(1), n = ids.numel();
+  const Tensor id = ids.Clone();  // the caller may reuse its id buffer before backward
+  for (int64_t i = 0; i < n; ++i) {
+    if (id.i64()[i] < 0 || id.i64()[i] >= num) {
+      return absl::InvalidArgumentError(absl::StrCat("embedding: id ", id.i64()[i], " at index ", i,
+                                                     " is outside [0, ", num, ") for weight ",
+                                                     wv.ShapeString()));
+    }
+  }
+  Shape out_shape = ids.shape();
+  out_shape.push_back(dim);
+  Tensor y(out_shape, DType::kFloat32);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(y.f32() + i * dim, wv.f32() + id.i64()[i] * dim, dim * sizeof(float));
+  }
+  return Variable::FromOp(y, {weight}, [weight, id, n, dim](const Tensor& gy) {
+    if (!weight.requires_grad()) return;
+    float* dw = weight.MutableGrad().f32();
+    for (int64_t i = 0; i < n; ++i) {
+      VectorMap(dw + id.i64()[i] * dim, dim) += ConstVectorMap(gy.f32() + i * dim, dim);
+    }
+  });
+}
+
 }  // namespace pl

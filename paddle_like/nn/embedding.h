@@ -35,6 +35,12 @@ class Embedding : public Layer {
   std::shared_ptr<SparseTable> table_;
 };
 
+// torch.nn.functional.embedding over a dense weight:
+//   ids: int64, any shape, each in [0, num)   weight: float32 (num, dim)
+//   y: ids.shape + (dim)
+// Backward adds each output row's gradient into a dense (num, dim) weight gradient.
+StatusOr<Variable> EmbeddingOp(const Tensor& ids, const Variable& weight);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_NN_EMBEDDING_H_

@@ -21,6 +21,11 @@ class Linear : public Layer {
   Variable w_, b_;
 };
 
+// torch.nn.functional.linear: y = x W^T + b over given tensors, with torch's layout.
+//   x: (..., in)   weight: (out, in)   bias: (out) or undefined   y: (..., out)
+// Gradients go to all three. (The Linear layer above stores W as (in, out).)
+StatusOr<Variable> LinearOp(const Variable& x, const Variable& weight, const Variable& bias);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_NN_LINEAR_H_

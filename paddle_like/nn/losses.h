@@ -13,6 +13,7 @@
 #define PADDLE_LIKE_NN_LOSSES_H_
 
 #include <cstdint>
+#include <string>
 
 #include "paddle_like/core/variable.h"
 
@@ -25,6 +26,25 @@ StatusOr<Variable> SoftmaxCrossEntropy(const Variable& logits, const Tensor& lab
 // mean_b( max(z, 0) - z*t + log(1 + exp(-|z|)) ), z = logits[b], t = labels[b].
 //   logits: float32 (B) or (B, 1)   labels: float32 (B), each in [0, 1]
 StatusOr<Variable> SigmoidBinaryCrossEntropy(const Variable& logits, const Tensor& labels);
+
+// torch's `reduction`: the mean or the sum over every element (or row), or none (the
+// per-element or per-row losses, same shape as the input / (B)).
+enum class Reduction : uint8_t { kMean = 0, kSum = 1, kNone = 2 };
+// "mean" | "sum" | "none"; INVALID_ARGUMENT naming the three otherwise.
+StatusOr<Reduction> ParseReduction(const std::string& name);
+
+// (pred - target)^2, reduced. pred, target: float32, same shape (any); both may
+// require a gradient.
+StatusOr<Variable> MSELoss(const Variable& pred, const Variable& target,
+                           Reduction reduction = Reduction::kMean);
+// |pred - target|, reduced; the gradient at pred == target is 0 (as torch).
+StatusOr<Variable> L1Loss(const Variable& pred, const Variable& target,
+                          Reduction reduction = Reduction::kMean);
+// -log_probs[b, target[b]], reduced over the rows whose target is not ignore_index
+// (the mean divides by their count; torch's default ignore_index is -100).
+//   log_probs: float32 (B, C)   target: int64 (B), each in [0, C) or ignore_index
+StatusOr<Variable> NLLLoss(const Variable& log_probs, const Tensor& target,
+                           Reduction reduction = Reduction::kMean, int64_t ignore_index = -100);
 
 // Row-wise softmax of float32 (B, K) (a rank-1 tensor is one row); same shape.
 Tensor Softmax(const Tensor& logits);

@@ -41,6 +41,23 @@ std::vector<NamedParameter> Module::NamedParameters() {
   return out;
 }
 
+Tensor& Module::RegisterBuffer(const std::string& name, Tensor initial) {
+  buffers_.emplace_back(name, std::make_unique<Tensor>(std::move(initial)));
+  return *buffers_.back().second;
+}
+
+void Module::CollectBuffers(const std::string& prefix,
+                            std::vector<std::pair<std::string, Tensor>>* out) {
+  for (auto& [name, t] : buffers_) out->emplace_back(prefix + name, *t);
+  for (auto& [name, child] : children_) child->CollectBuffers(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::NamedBuffers() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  CollectBuffers("", &out);
+  return out;
+}
+
 StatusOr<Parameter*> Module::FindParameter(const std::string& name) {
   std::vector<std::string> known;
   for (auto& np : NamedParameters()) {

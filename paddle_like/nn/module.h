@@ -1,6 +1,9 @@
 // Module: the unit models are built from. A module owns parameters and named child
 // modules; NamedParameters() lists every parameter under a stable dotted name
-// ("conv1.w") which parameter servers shard by, marked dense or sparse.
+// ("conv1.w") which parameter servers shard by, marked dense or sparse. Buffers are
+// the rest of a module's state, tensors that are not trained (BatchNorm's running
+// statistics): saved and loaded with the parameters (module_file.h), but never given
+// to an optimizer or a parameter server.
 // Layer is a module with one input and one output, which is what Sequential chains;
 // a custom model derives from Module, registers its sub-layers by name and writes
 // its own forward over them (see trainer/models.cc for examples).
@@ -60,6 +63,14 @@ class Module {
   void Train(bool on);
   bool training() const { return training_; }
 
+  // Registers a buffer holding `initial` (its storage is shared, not copied) and
+  // returns the module's Tensor for it, whose address stays valid for the module's
+  // life. Loading a module file copies into that storage, so views of it stay current.
+  Tensor& RegisterBuffer(const std::string& name, Tensor initial);
+  // Every buffer of this module and its descendants under dotted names ("bn1.running_mean"),
+  // in registration order; each Tensor shares the buffer's storage.
+  std::vector<std::pair<std::string, Tensor>> NamedBuffers();
+
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
   }
@@ -79,10 +90,12 @@ class Module {
 
  private:
   void CollectParameters(const std::string& prefix, std::vector<NamedParameter>* out);
+  void CollectBuffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>* out);
 
   std::string type_name_;
   bool training_ = true;
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

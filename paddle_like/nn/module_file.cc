@@ -49,6 +49,7 @@ Status SaveModule(const std::string& path, Module& module) {
     tensors.emplace_back(np.name, values);
     tensors.emplace_back(IdsName(np.name), ids);
   }
+  for (const auto& [name, buffer] : module.NamedBuffers()) tensors.emplace_back(name, buffer);
   return Annotate(SaveTensors(path, tensors, {{"pl.kind", "module"}}),
                   absl::StrCat("SaveModule (", module.type_name(), ")"));
 }
@@ -66,10 +67,10 @@ Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& m
     if (code == absl::StatusCode::kOk) code = c;
     problems.push_back(std::move(what));
   };
-  auto find = [&](const std::string& name) -> const Tensor* {
+  auto find = [&](const std::string& name, const char* what = "parameter") -> const Tensor* {
     auto it = tensors.find(name);
     if (it == tensors.end()) {
-      problem(absl::StatusCode::kNotFound, absl::StrCat("parameter '", name, "' is missing"));
+      problem(absl::StatusCode::kNotFound, absl::StrCat(what, " '", name, "' is missing"));
       return nullptr;
     }
     return &it->second;
@@ -128,6 +129,20 @@ Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& m
     }
     pending.push_back({&p, *values, *ids});
   }
+  std::vector<std::pair<Tensor, Tensor>> pending_buffers;  // (module's buffer, new values)
+  for (const auto& [name, buffer] : module.NamedBuffers()) {
+    if (skip(name, /*sparse=*/false)) continue;
+    const Tensor* t = find(name, "buffer");
+    if (t == nullptr) continue;
+    if (t->shape() != buffer.shape() || t->dtype() != buffer.dtype()) {
+      problem(absl::StatusCode::kInvalidArgument,
+              absl::StrCat("buffer '", name, "': the module has ", buffer.ShapeString(), " ",
+                           DTypeName(buffer.dtype()), ", given ", t->ShapeString(), " ",
+                           DTypeName(t->dtype())));
+      continue;
+    }
+    pending_buffers.emplace_back(buffer, *t);
+  }
   if (!problems.empty()) {
     return Status(code, absl::StrCat(source, " into ", module.type_name(), ": ",
                                      absl::StrJoin(problems, "; ")));
@@ -145,6 +160,7 @@ Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& m
       table.SetRow(u.ids.i64()[i], u.values.f32() + i * table.dim());
     }
   }
+  for (auto& [buffer, values] : pending_buffers) PL_RETURN_IF_ERROR(buffer.CopyFrom(values));
   return absl::OkStatus();
 }
 

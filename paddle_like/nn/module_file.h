@@ -2,9 +2,11 @@
 //
 // Module files: SaveModule writes every dense parameter under its NamedParameters()
 // name, F32 with its shape, and every sparse table's held rows as "<name>" F32
-// (rows, dim) plus "<name>.ids" I64 (rows), rows sorted by id. LoadModule checks the
-// whole file against the module before changing anything; tensors in the file that
-// the module lacks are ignored.
+// (rows, dim) plus "<name>.ids" I64 (rows), rows sorted by id, then every buffer
+// (Module::NamedBuffers) under its name with its dtype and shape. LoadModule checks the
+// whole file against the module before changing anything (a buffer missing from the
+// file is NOT_FOUND like a parameter; a module without buffers loads files written
+// before buffers existed); tensors in the file that the module lacks are ignored.
 //
 // Thread-safety: the functions are thread-safe for distinct paths and modules.
 #ifndef PADDLE_LIKE_NN_MODULE_FILE_H_
@@ -29,8 +31,8 @@ Status LoadModule(const std::string& path, Module& module);
 enum class MissingParameters { kError, kKeep };
 // LoadModule's checks and installation over tensors already in memory, named and laid
 // out as SaveModule writes them (Python's load_state_dict). `source` starts the error
-// message ("LoadModule '<path>'", "load_state_dict"). Under kKeep a parameter absent
-// from `tensors` keeps its values, but an embedding table given without its ".ids"
+// message ("LoadModule '<path>'", "load_state_dict"). Under kKeep a parameter or buffer
+// absent from `tensors` keeps its values, but an embedding table given without its ".ids"
 // (or the reverse) is still NOT_FOUND.
 Status LoadModuleTensors(const std::map<std::string, Tensor>& tensors, Module& module,
                          const std::string& source,

@@ -72,4 +72,9 @@ StatusOr<Variable> MaxPool2D::Forward(const Variable& x) {
   });
 }
 
+StatusOr<Variable> MaxPool2dOp(const Variable& x, int64_t kernel, int64_t stride) {
+  if (!x.defined()) return absl::InvalidArgumentError("max_pool2d: input is undefined");
+  return MaxPool2D(kernel, stride).Forward(x);
+}
+
 }  // namespace pl

@@ -29,6 +29,10 @@ class MaxPool2D : public Layer {
   int64_t kernel_, stride_;
 };
 
+// torch.nn.functional.max_pool2d (square kernel, no padding): the layer's computation.
+// `stride` 0 means stride = kernel.
+StatusOr<Variable> MaxPool2dOp(const Variable& x, int64_t kernel, int64_t stride = 0);
+
 }  // namespace pl
 
 #endif  // PADDLE_LIKE_NN_POOL2D_H_

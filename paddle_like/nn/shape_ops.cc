@@ -15,7 +15,62 @@ Variable ViewAs(const Variable& x, const Tensor& view) {
   });
 }
 
+// Copies src (A, D0, B, D1, C) to dst (A, D1, B, D0, C), or adds it in when `add`.
+template <typename T>
+void SwapCopy(const T* src, T* dst, const int64_t (&dims)[5], bool add) {
+  const auto [A, D0, B, D1, C] = dims;
+  for (int64_t a = 0; a < A; ++a) {
+    for (int64_t j = 0; j < D1; ++j) {
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t i = 0; i < D0; ++i) {
+          const T* from = src + (((a * D0 + i) * B + b) * D1 + j) * C;
+          T* to = dst + (((a * D1 + j) * B + b) * D0 + i) * C;
+          if (add) {
+            for (int64_t c = 0; c < C; ++c) to[c] += from[c];
+          } else {
+            std::memcpy(to, from, C * sizeof(T));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+StatusOr<Variable> Transpose(const Variable& x, int dim0, int dim1) {
+  const std::string op = absl::StrCat("transpose(", dim0, ", ", dim1, ")");
+  if (!x.defined() || !x.value().defined() || x.value().device() != Device::kCPU) {
+    return absl::InvalidArgumentError(op + ": expects a CPU tensor");
+  }
+  const Tensor& xv = x.value();
+  PL_ASSIGN_OR_RETURN(int d0, internal::NormalizeDim(dim0, xv, op));
+  PL_ASSIGN_OR_RETURN(int d1, internal::NormalizeDim(dim1, xv, op));
+  if (d0 == d1 || xv.rank() < 2) return x;  // nothing moves: the same Variable, as a view
+  if (d0 > d1) std::swap(d0, d1);
+  const Shape& s = xv.shape();
+  int64_t dims[5] = {1, s[d0], 1, s[d1], 1};
+  for (int i = 0; i < xv.rank(); ++i) {
+    if (i < d0) dims[0] *= s[i];
+    if (i > d0 && i < d1) dims[2] *= s[i];
+    if (i > d1) dims[4] *= s[i];
+  }
+  Shape out_shape = s;
+  std::swap(out_shape[d0], out_shape[d1]);
+  Tensor y(out_shape, xv.dtype());
+  if (xv.dtype() == DType::kFloat32) {
+    SwapCopy(xv.f32(), y.f32(), dims, false);
+  } else {
+    SwapCopy(xv.i64(), y.i64(), dims, false);
+  }
+  if (xv.dtype() != DType::kFloat32) return Variable(y, false);
+  return Variable::FromOp(y, {x}, [x, dims](const Tensor& gy) {
+    if (!x.requires_grad()) return;
+    // gy is (A, D1, B, D0, C): swapping back is the same copy with D0 and D1 exchanged.
+    const int64_t back[5] = {dims[0], dims[3], dims[2], dims[1], dims[4]};
+    SwapCopy(gy.f32(), x.MutableGrad().f32(), back, true);
+  });
+}
 
 StatusOr<Variable> Flatten::Forward(const Variable& x) {
   PL_RETURN_IF_ERROR(internal::CheckFloatCpu(x.value(), "Flatten"));

@@ -1,6 +1,6 @@
-// Shape layers and ops: Flatten, Reshape and Concat. Flatten and Reshape return a
-// view sharing the input's storage (no copy); their backward adds the gradient back
-// in the input's shape. Concat copies.
+// Shape layers and ops: Flatten, Reshape, Concat and Transpose. Flatten and Reshape
+// return a view sharing the input's storage (no copy); their backward adds the
+// gradient back in the input's shape. Concat and Transpose copy.
 //
 // Thread-safety: see Module.
 #ifndef PADDLE_LIKE_NN_SHAPE_OPS_H_
@@ -35,6 +35,11 @@ class Reshape : public Layer {
 // Joins float32 tensors along `axis` (negative counts from the end). Every input has
 // the same rank and the same size in every other dimension.
 StatusOr<Variable> Concat(const std::vector<Variable>& xs, int axis);
+
+// Swaps dimensions dim0 and dim1 (negative counts from the end) of a tensor of any
+// rank into a new contiguous tensor (torch.transpose, materialised); backward
+// transposes the gradient back. Takes float32 or int64 (no gradient) tensors.
+StatusOr<Variable> Transpose(const Variable& x, int dim0, int dim1);
 
 }  // namespace pl
 

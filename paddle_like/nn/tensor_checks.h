@@ -9,6 +9,7 @@
 #ifndef PADDLE_LIKE_NN_TENSOR_CHECKS_H_
 #define PADDLE_LIKE_NN_TENSOR_CHECKS_H_
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "paddle_like/core/tensor.h"
 
@@ -23,6 +24,32 @@ inline Status CheckFloatCpu(const Tensor& t, absl::string_view op) {
                                                    t.ShapeString()));
   }
   return absl::OkStatus();
+}
+
+// `dim` counted from the end when negative, checked against `rank`; a rank-0 tensor
+// takes dim 0 or -1, as in torch. Errors name the op and the shape.
+inline StatusOr<int> NormalizeDim(int dim, const Tensor& t, absl::string_view op) {
+  const int rank = t.rank() == 0 ? 1 : t.rank();
+  if (dim < -rank || dim >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": dim ", dim, " is out of range for shape ",
+                                                   t.ShapeString(), " (rank ", t.rank(), ")"));
+  }
+  return dim < 0 ? dim + rank : dim;
+}
+
+// A tensor seen around dimension `dim` as (outer, n, inner): outer is the product of
+// the dims before it, n its size, inner the product of the dims after it.
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline DimSplit SplitAt(const Shape& shape, int dim) {
+  DimSplit s;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
+    if (i < dim) s.outer *= shape[i];
+    if (i == dim) s.n = shape[i];
+    if (i > dim) s.inner *= shape[i];
+  }
+  return s;
 }
 
 }  // namespace pl::internal

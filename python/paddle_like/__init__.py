@@ -34,6 +34,9 @@ from . import distributed
 from . import kv
 from . import tensorboard
 from .serialization import save, load, save_tensors, load_tensors
+# Not `log`: paddle_like.log is the logging module (Tensor.log() is the logarithm).
+from .tensor_api import (zeros, ones, full, arange, randn, rand, zeros_like, ones_like, argmax, exp, sqrt,
+                         abs, clamp, transpose)
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "matmul", "cat", "manual_seed", "initial_seed",
@@ -41,6 +44,8 @@ __all__ = [
     "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
     "nn", "optim", "data", "metrics", "utils", "training", "distributed",
     "save", "load", "save_tensors", "load_tensors",
+    "zeros", "ones", "full", "arange", "randn", "rand", "zeros_like", "ones_like", "argmax", "exp", "sqrt",
+    "abs", "clamp", "transpose",
 ]
 
 __version__ = "0.1.0"

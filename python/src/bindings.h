@@ -11,6 +11,7 @@
 #include <string>
 
 namespace pl {
+class Variable;
 struct TrafficCounters;
 struct ParameterClientOptions;
 struct OptimizerSpec;
@@ -20,12 +21,17 @@ namespace pl::python {
 
 void RegisterTensor(pybind11::module_& m);
 void RegisterNN(pybind11::module_& m);
+void RegisterOps(pybind11::module_& m);
 void RegisterOptim(pybind11::module_& m);
 void RegisterData(pybind11::module_& m);
 void RegisterDistributed(pybind11::module_& m);
 void RegisterTelemetry(pybind11::module_& m);
 void RegisterKVWorker(pybind11::module_& m);
 void RegisterElastic(pybind11::module_& m);
+
+// x summed (or averaged) over `dim`: None (all, a scalar unless keepdim), an int or a
+// sequence of ints, negative counting from the end (ops_bindings.cc; Tensor.sum/mean).
+Variable ReduceOverDims(const Variable& x, const pybind11::object& dim, bool keepdim, bool mean);
 
 // The flag SIGTERM/SIGINT set once install_stop_handlers() ran (dist_bindings.cc);
 // the clients' retry loops watch it.

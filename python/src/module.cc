@@ -15,6 +15,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "paddle_like's C++ core (tensors, layers, optimizers, data, distributed clients)";
   pl::python::RegisterTensor(m);
   pl::python::RegisterNN(m);
+  pl::python::RegisterOps(m);
   pl::python::RegisterOptim(m);
   pl::python::RegisterData(m);
   pl::python::RegisterDistributed(m);

@@ -61,14 +61,11 @@ py::tuple RowsToArrays(const SparseRows& rows) {
   return py::make_tuple(ids, values);
 }
 
-template <typename Fn>
-Variable RunOp(Fn fn) {
-  StatusOr<Variable> out = absl::UnknownError("not run");
-  {
-    py::gil_scoped_release release;
-    out = fn();
-  }
-  return ValueOrThrow(std::move(out));
+
+py::list NamedBuffers(Module& module) {
+  py::list out;
+  for (const auto& [name, t] : module.NamedBuffers()) out.append(py::make_tuple(name, Variable(t, false)));
+  return out;
 }
 
 py::list NamedParameters(Module& module) {
@@ -108,6 +105,24 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
   py::class_<Module, std::shared_ptr<Module>>(m, "_Module")
       .def_property_readonly("type_name", &Module::type_name)
       .def("named_parameters", &NamedParameters)
+      .def("named_buffers", &NamedBuffers,
+           "[(dotted name, Tensor)] of every buffer (state that is saved but not trained, e.g. "
+           "BatchNorm's running statistics); each Tensor shares the buffer's memory.")
+      .def("register_buffer", [](Module& module, const std::string& name, py::object value) {
+        if (name.empty() || name.find('.') != std::string::npos) {
+          throw py::value_error("register_buffer: name '" + name + "' must be non-empty and contain no '.'");
+        }
+        for (const auto& [existing, t] : module.NamedBuffers()) {
+          if (existing == name) throw py::key_error("register_buffer: '" + name + "' is already registered");
+        }
+        for (const NamedParameter& np : module.NamedParameters()) {
+          if (np.name == name) throw py::key_error("register_buffer: '" + name + "' is a parameter");
+        }
+        // A float32/int64 C-contiguous array or a Tensor is shared, not copied.
+        return Variable(module.RegisterBuffer(name, TensorFromPython(value, "buffer '" + name + "'")), false);
+      }, "name"_a, "tensor"_a,
+         "Adds a buffer of this module (saved and loaded with the parameters); returns it as a Tensor "
+         "sharing its memory.")
       .def("find_parameter", [](Module& module, const std::string& name) -> py::object {
         Parameter* p = ValueOrThrow(module.FindParameter(name), NotFoundAs::kKey);
         if (p->kind == ParamKind::kDense) return py::cast(p->var);
@@ -148,6 +163,25 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
       .def(py::init<int64_t, int64_t>(), "kernel"_a, "stride"_a = 0)
       .def("describe", &MaxPool2D::Describe);
   py::class_<ReLU, Layer, std::shared_ptr<ReLU>>(m, "ReLU").def(py::init<>());
+  py::class_<GELU, Layer, std::shared_ptr<GELU>>(m, "GELU").def(py::init<>());
+  py::class_<LayerNorm, Layer, std::shared_ptr<LayerNorm>>(m, "LayerNorm")
+      .def(py::init<Shape, float, bool>(), "normalized_shape"_a, "eps"_a = 1e-5f, "elementwise_affine"_a = true)
+      .def_property_readonly("normalized_shape", &LayerNorm::normalized_shape)
+      .def_property_readonly("eps", &LayerNorm::eps)
+      .def("describe", &LayerNorm::Describe);
+  auto optional_tensor = [](const Tensor& t) -> py::object {
+    return t.defined() ? py::cast(Variable(t, false)) : py::none();
+  };
+  py::class_<BatchNorm, Layer, std::shared_ptr<BatchNorm>>(m, "BatchNorm")
+      .def(py::init<int64_t, float, float, bool, bool>(), "num_features"_a, "eps"_a = 1e-5f, "momentum"_a = 0.1f,
+           "affine"_a = true, "track_running_stats"_a = true)
+      .def_property_readonly("num_features", &BatchNorm::num_features)
+      .def_property_readonly("eps", &BatchNorm::eps)
+      .def_property_readonly("momentum", &BatchNorm::momentum)
+      .def_property_readonly("running_mean", [optional_tensor](const BatchNorm& b) { return optional_tensor(b.running_mean()); },
+                             "The buffer (a Tensor sharing its memory), or None without running stats.")
+      .def_property_readonly("running_var", [optional_tensor](const BatchNorm& b) { return optional_tensor(b.running_var()); })
+      .def("describe", &BatchNorm::Describe);
   py::class_<Sigmoid, Layer, std::shared_ptr<Sigmoid>>(m, "Sigmoid").def(py::init<>());
   py::class_<Tanh, Layer, std::shared_ptr<Tanh>>(m, "Tanh").def(py::init<>());
   py::class_<Flatten, Layer, std::shared_ptr<Flatten>>(m, "Flatten").def(py::init<>());
@@ -206,15 +240,6 @@ return copies: (ids int64 (R,), values float32 (R, dim)).
     Tensor y = TensorFromPython(labels, "binary_cross_entropy_with_logits labels", DType::kFloat32);
     return RunOp([&] { return SigmoidBinaryCrossEntropy(l, y); });
   }, "logits"_a, "labels"_a);
-  m.def("softmax", [](py::object logits) {
-    Tensor t = TensorFromPython(logits, "softmax input", DType::kFloat32);
-    Tensor out;
-    {
-      py::gil_scoped_release release;
-      out = Softmax(t);
-    }
-    return Variable(out, false);
-  });
   m.def("sigmoid_of", [](py::object logits) {
     Tensor t = TensorFromPython(logits, "sigmoid input", DType::kFloat32);
     return Variable(SigmoidOf(t), false);

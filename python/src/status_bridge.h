@@ -40,6 +40,18 @@ T ValueOrThrow(StatusOr<T> value, NotFoundAs not_found = NotFoundAs::kFile) {
   return std::move(value).value();
 }
 
+// Runs `fn` (returning StatusOr<T>, e.g. a Variable op) without the GIL, then returns
+// its value or raises its error. Call with the GIL held.
+template <typename Fn>
+auto RunOp(Fn fn) -> typename decltype(fn())::value_type {
+  decltype(fn()) out = absl::UnknownError("not run");
+  {
+    py::gil_scoped_release release;
+    out = fn();
+  }
+  return ValueOrThrow(std::move(out));
+}
+
 }  // namespace pl::python
 
 #endif  // PADDLE_LIKE_PYTHON_SRC_STATUS_BRIDGE_H_

@@ -8,6 +8,7 @@
 #include "paddle_like/core/grad_mode.h"
 #include "python/src/bindings.h"
 #include "python/src/numpy_bridge.h"
+#include "paddle_like/nn/elementwise_ops.h"
 #include "paddle_like/nn/functional.h"
 #include "python/src/status_bridge.h"
 
@@ -16,16 +17,6 @@ namespace {
 
 using namespace pybind11::literals;
 
-// Runs a Variable op without the GIL, then raises its error if any.
-template <typename Fn>
-Variable RunOp(Fn fn) {
-  StatusOr<Variable> out = absl::UnknownError("not run");
-  {
-    py::gil_scoped_release release;
-    out = fn();
-  }
-  return ValueOrThrow(std::move(out));
-}
 
 // A scalar operand becomes an Affine; a tensor operand must match the shape.
 Variable Arith(const Variable& a, py::handle other, char op, bool reflected) {
@@ -39,7 +30,11 @@ Variable Arith(const Variable& a, py::handle other, char op, bool reflected) {
       case '-': return RunOp([&] { return reflected ? functional::Affine(a, -1.0f, s) : functional::Affine(a, 1.0f, -s); });
       case '*': return RunOp([&] { return functional::Affine(a, s, 0.0f); });
       case '/':
-        if (reflected) throw py::type_error("dividing a number by a Tensor is not supported");
+        if (reflected) {
+          // s / a = s * a^-1
+          Variable inv = RunOp([&] { return functional::Pow(a, -1.0f); });
+          return RunOp([&] { return functional::Affine(inv, s, 0.0f); });
+        }
         if (s == 0.0f) throw py::value_error("Tensor division by zero");
         return RunOp([&] { return functional::Affine(a, 1.0f / s, 0.0f); });
     }
@@ -51,6 +46,7 @@ Variable Arith(const Variable& a, py::handle other, char op, bool reflected) {
     case '+': return RunOp([&] { return functional::Add(left, right, 1.0f); });
     case '-': return RunOp([&] { return functional::Add(left, right, -1.0f); });
     case '*': return RunOp([&] { return functional::Mul(left, right); });
+    case '/': return RunOp([&] { return functional::Div(left, right); });
   }
   throw py::type_error(absl::StrCat("unsupported Tensor operation '", std::string(1, op), "'"));
 }
@@ -169,8 +165,12 @@ steps. Use t.numpy().copy() for a snapshot.
              for (auto a : args) shape.push_back(a.cast<int64_t>());
              return RunOp([&] { return functional::Reshape(v, shape); });
            })
-      .def("sum", [](const Variable& v) { return RunOp([&] { return functional::Sum(v); }); })
-      .def("mean", [](const Variable& v) { return RunOp([&] { return functional::Mean(v); }); })
+      .def("sum", [](const Variable& v, py::object dim, bool keepdim) { return ReduceOverDims(v, dim, keepdim, false); },
+           "dim"_a = py::none(), "keepdim"_a = false,
+           "The sum over `dim` (an int or a sequence of ints); over everything (a scalar) when dim is None.")
+      .def("mean", [](const Variable& v, py::object dim, bool keepdim) { return ReduceOverDims(v, dim, keepdim, true); },
+           "dim"_a = py::none(), "keepdim"_a = false,
+           "The mean over `dim` (an int or a sequence of ints); over everything (a scalar) when dim is None.")
       .def("__add__", [](const Variable& a, py::object b) { return Arith(a, b, '+', false); })
       .def("__radd__", [](const Variable& a, py::object b) { return Arith(a, b, '+', true); })
       .def("__sub__", [](const Variable& a, py::object b) { return Arith(a, b, '-', false); })
@@ -178,6 +178,7 @@ steps. Use t.numpy().copy() for a snapshot.
       .def("__mul__", [](const Variable& a, py::object b) { return Arith(a, b, '*', false); })
       .def("__rmul__", [](const Variable& a, py::object b) { return Arith(a, b, '*', true); })
       .def("__truediv__", [](const Variable& a, py::object b) { return Arith(a, b, '/', false); })
+      .def("__rtruediv__", [](const Variable& a, py::object b) { return Arith(a, b, '/', true); })
       .def("__neg__", [](const Variable& a) { return RunOp([&] { return functional::Affine(a, -1.0f, 0.0f); }); })
       .def("__matmul__", [](const Variable& a, py::object b) {
              Variable bv = VariableFromPython(b, "matmul operand");

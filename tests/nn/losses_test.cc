@@ -112,5 +112,73 @@ TEST(PredictionHelpersTest, SoftmaxSigmoidAndCountCorrect) {
   EXPECT_EQ(CountCorrect(z, Tensor::FromIds({3}, {0, 0, 0})), -1);
 }
 
+TEST(RegressionLossesTest, MseAndL1MatchHandComputedValues) {
+  // diff = pred - target = [1, -2, 0.5, 0]: squares 1, 4, 0.25, 0; abs 1, 2, 0.5, 0.
+  Variable pred(Tensor::FromVector({2, 2}, {1, 0, 2.5f, 3}), true);
+  Variable target(Tensor::FromVector({2, 2}, {0, 2, 2, 3}), true);
+  auto mse = MSELoss(pred, target);
+  ASSERT_TRUE(mse.ok()) << mse.status();
+  EXPECT_EQ(mse->value().rank(), 0);
+  EXPECT_FLOAT_EQ(mse->value().f32()[0], 5.25f / 4);
+  ASSERT_TRUE(mse->Backward().ok());
+  // d/dpred = 2 diff / 4; d/dtarget is its negative.
+  EXPECT_FLOAT_EQ(pred.grad().f32()[1], -1.0f);
+  EXPECT_FLOAT_EQ(target.grad().f32()[1], 1.0f);
+  auto sum = MSELoss(pred, target, Reduction::kSum);
+  ASSERT_TRUE(sum.ok());
+  EXPECT_FLOAT_EQ(sum->value().f32()[0], 5.25f);
+  auto none = L1Loss(pred, target, Reduction::kNone);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->shape(), Shape({2, 2}));
+  EXPECT_FLOAT_EQ(none->value().f32()[1], 2.0f);
+  auto l1 = L1Loss(pred, target);
+  ASSERT_TRUE(l1.ok());
+  EXPECT_FLOAT_EQ(l1->value().f32()[0], 3.5f / 4);
+  EXPECT_STATUS(MSELoss(pred, Variable(Tensor::Zeros({4}))).status(), absl::StatusCode::kInvalidArgument,
+                "mse_loss", "[2, 2]", "[4]");
+  EXPECT_EQ(ParseReduction("sum").value(), Reduction::kSum);
+  EXPECT_STATUS(ParseReduction("avg").status(), absl::StatusCode::kInvalidArgument, "'avg'");
+}
+
+TEST(RegressionLossesTest, GradientsMatchFiniteDifferences) {
+  Variable pred(RandomTensor({3, 4}, 1), true);
+  Variable target(testing::AwayFromZero({3, 4}, 2), true);  // diff: keep away from L1's kink
+  for (int64_t i = 0; i < 12; ++i) target.value().f32()[i] += pred.value().f32()[i];
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    ExpectGradientsMatch([r](const std::vector<Variable>& v) { return MSELoss(v[0], v[1], r); }, {pred, target});
+    ExpectGradientsMatch([r](const std::vector<Variable>& v) { return L1Loss(v[0], v[1], r); }, {pred, target});
+  }
+}
+
+TEST(NLLLossTest, PicksTheTargetLogProbabilities) {
+  // -(lp[0, 2] + lp[1, 0]) / 2 with lp row 0 = [-3, -2, -1], row 1 = [-0.5, -1, -2].
+  Variable lp(Tensor::FromVector({2, 3}, {-3, -2, -1, -0.5f, -1, -2}), true);
+  const Tensor t = Tensor::FromIds({2}, {2, 0});
+  auto loss = NLLLoss(lp, t);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_FLOAT_EQ(loss->value().f32()[0], 0.75f);
+  ASSERT_TRUE(loss->Backward().ok());
+  EXPECT_FLOAT_EQ(lp.grad().f32()[2], -0.5f);
+  EXPECT_FLOAT_EQ(lp.grad().f32()[3], -0.5f);
+  EXPECT_FLOAT_EQ(lp.grad().f32()[0], 0.0f);
+  auto none = NLLLoss(lp, t, Reduction::kNone);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->shape(), Shape({2}));
+  EXPECT_FLOAT_EQ(none->value().f32()[1], 0.5f);
+  // ignore_index rows count neither in the sum nor in the mean's divisor.
+  auto ignored = NLLLoss(lp, Tensor::FromIds({2}, {-100, 1}));
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_FLOAT_EQ(ignored->value().f32()[0], 1.0f);
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    Variable x(RandomTensor({4, 5}, 3), true);
+    const Tensor ids = Tensor::FromIds({4}, {1, -100, 4, 0});
+    ExpectGradientsMatch([&](const std::vector<Variable>& v) { return NLLLoss(v[0], ids, r); }, {x});
+  }
+  EXPECT_STATUS(NLLLoss(lp, Tensor::FromIds({2}, {0, 3})).status(), absl::StatusCode::kInvalidArgument,
+                "nll_loss: target 3 at index 1 is outside [0, 3)");
+  EXPECT_STATUS(NLLLoss(lp, Tensor::FromIds({3}, {0, 1, 2})).status(), absl::StatusCode::kInvalidArgument,
+                "nll_loss", "[2]", "[3]");
+}
+
 }  // namespace
 }  // namespace pl

@@ -1,5 +1,5 @@
 // A module's parameters through a safetensors file: dense and sparse round trips, and a
-// mismatched file that changes nothing.
+// mismatched file that changes nothing; buffers saved and loaded with them.
 #include "paddle_like/nn/module_file.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include "paddle_like/io/safetensors.h"
 #include "paddle_like/nn/embedding.h"
 #include "paddle_like/nn/linear.h"
+#include "paddle_like/nn/normalization.h"
 #include "tests/testing/scratch_dir.h"
 
 namespace pl {
@@ -103,6 +104,46 @@ TEST(ModuleFileTest, SparseTableRowsRoundTrip) {
   Status s = LoadModule(path, small);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(small.table()->rows().Contains(1));
+}
+
+TEST(ModuleFileTest, BuffersRoundTripAndAMissingBufferIsNamed) {
+  ScratchDir dir;
+  const std::string path = dir.File("bn.safetensors");
+  auto net = [] {
+    auto m = std::make_shared<Sequential>();
+    m->Add("fc", std::make_shared<Linear>(2, 2)).Add("bn", std::make_shared<BatchNorm>(2));
+    return m;
+  };
+  auto a = net();
+  a->NamedBuffers()[0].second.f32()[1] = 5.0f;  // bn.running_mean
+  a->NamedBuffers()[1].second.f32()[0] = 3.0f;  // bn.running_var
+  ASSERT_TRUE(SaveModule(path, *a).ok());
+  auto f = LoadTensors(path);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->order, std::vector<std::string>({"fc.w", "fc.b", "bn.weight", "bn.bias",
+                                                "bn.running_mean", "bn.running_var"}));
+  auto b = net();
+  const Tensor view = b->NamedBuffers()[0].second;  // a view taken before loading
+  ASSERT_TRUE(LoadModule(path, *b).ok());
+  EXPECT_EQ(view.f32()[1], 5.0f);
+  EXPECT_EQ(b->NamedBuffers()[1].second.f32()[0], 3.0f);
+
+  // A file of the parameters only: the buffers are NOT_FOUND, and nothing changes.
+  std::vector<std::pair<std::string, Tensor>> params_only;
+  for (const auto& name : {"fc.w", "fc.b", "bn.weight", "bn.bias"}) params_only.emplace_back(name, f->tensors.at(name));
+  ASSERT_TRUE(SaveTensors(path, params_only).ok());
+  auto c = net();
+  Status s = LoadModule(path, *c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("buffer 'bn.running_mean' is missing"), std::string::npos) << s;
+  // Under kKeep (load_state_dict(strict=False)) they keep their values.
+  EXPECT_TRUE(LoadModuleTensors(LoadTensors(path)->tensors, *c, "test", MissingParameters::kKeep).ok());
+  EXPECT_EQ(c->NamedBuffers()[1].second.f32()[0], 1.0f);
+  // A wrong buffer shape names both shapes.
+  f->tensors["bn.running_var"] = Tensor::Zeros({3});
+  Status bad = LoadModuleTensors(f->tensors, *c, "test");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("buffer 'bn.running_var': the module has [2]"), std::string::npos) << bad;
 }
 
 }  // namespace

@@ -84,3 +84,57 @@ def test_backward_accumulates_until_the_optimizer_clears():
     opt = pl.optim.SGD(model.parameters(), lr=0.1)
     opt.step()
     np.testing.assert_array_equal(model.weight.grad.numpy(), 0)
+
+
+def test_a_model_of_the_new_layers_and_functional_ops_matches_finite_differences(rng):
+    """LayerNorm, BatchNorm (training), GELU, log_softmax + nll_loss, F.linear (torch's
+    (out, in) weight), avg_pool2d and reductions along a dimension, composed in Python."""
+    pl.manual_seed(11)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 3, padding=1)
+            self.bn = nn.BatchNorm2d(2)
+            self.norm = nn.LayerNorm(8)
+            self.act = nn.GELU()
+
+        def forward(self, x, head_w):
+            h = F.avg_pool2d(self.bn(self.conv(x)), 2)            # (N, 2, 2, 2)
+            h = self.act(self.norm(h.reshape(x.shape[0], 8)))
+            return F.log_softmax(F.linear(h, head_w), dim=1)
+
+    net = Net()
+    for _, p in net.named_parameters():
+        p.numpy()[...] += rng.normal(scale=0.2, size=p.shape).astype(np.float32)
+    head_w = pl.tensor(rng.normal(size=(3, 8)).astype(np.float32), requires_grad=True)
+    x = rng.normal(size=(4, 1, 4, 4)).astype(np.float32)
+    y = np.array([0, 2, 1, 2], np.int64)
+
+    def loss():
+        logp = net(pl.tensor(x), head_w)
+        return F.nll_loss(logp, y) + logp.exp().sum(dim=1).mean() * 0.1 + logp.max(dim=0)[0].mean() * 0.01
+    _finite_difference_check(loss, net.named_parameters() + [("head_w", head_w)], rng, samples=5, eps=1e-3)
+
+
+def test_batch_norm_running_statistics_are_buffers_saved_with_the_model(tmp_path, rng):
+    bn = nn.BatchNorm1d(3, momentum=0.5)
+    x = rng.normal(loc=2.0, size=(16, 3)).astype(np.float32)
+    bn(pl.tensor(x))
+    expected_mean = 0.5 * x.mean(0)
+    expected_var = 0.5 * 1.0 + 0.5 * x.var(0, ddof=1)   # unbiased, as torch
+    assert np.allclose(bn.running_mean.numpy(), expected_mean, atol=1e-5)
+    assert np.allclose(bn.running_var.numpy(), expected_var, atol=1e-5)
+    assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]   # the pservers' part
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var"]
+    pl.save(bn, tmp_path / "bn.safetensors")
+    fresh = nn.BatchNorm1d(3)
+    pl.load(fresh, tmp_path / "bn.safetensors")
+    fresh.eval()
+    bn.eval()
+    assert np.allclose(fresh(pl.tensor(x)).numpy(), bn(pl.tensor(x)).numpy())
+    other = nn.BatchNorm1d(3)
+    other.load_state_dict(bn.state_dict())
+    assert np.allclose(other.running_var.numpy(), expected_var, atol=1e-5)
+    with pytest.raises(ValueError, match="BatchNorm1d: expected a 2-D or 3-D input"):
+        bn(pl.tensor(np.zeros((1, 3, 2, 2), np.float32)))

@@ -8,6 +8,7 @@ table is "table".
 
 from .. import _C
 from .._random import next_seed
+from . import init
 from .module import Module
 
 
@@ -46,6 +47,7 @@ class Linear(_Layer):
         if self.in_features <= 0 or self.out_features <= 0:
             raise ValueError(f"Linear({in_features}, {out_features}): sizes must be positive")
         super().__init__(_C.Linear(self.in_features, self.out_features, bool(bias)))
+        init._register_in_out(self._param("w"), self)  # (in, out): nn.init's fans follow
 
     @property
     def weight(self):

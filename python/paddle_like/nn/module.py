@@ -128,6 +128,14 @@ class Module:
         return [m for _, m in self.named_modules()]
 
     # --- forward -------------------------------------------------------------------
+    def apply(self, fn):
+        """Calls fn on every sub-module (children first) and then on this one, as
+        torch does (e.g. model.apply(init_weights)); returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
@@ -171,9 +179,19 @@ class Module:
         if self._cpp is not None:
             self._cpp.zero_grad()
 
+    def named_buffers(self):
+        """[(dotted name, Tensor)]: state that is not a parameter (BatchNorm's running
+        statistics): saved with the model, never trained, never sent to the pservers.
+        The Tensors share the module's memory."""
+        return [] if self._cpp is None else self._cpp.named_buffers()
+
+    def buffers(self):
+        return [b for _, b in self.named_buffers()]
+
     def state_dict(self):
         """OrderedDict name -> NumPy copy, as in the safetensors files: dense parameters
-        under their names; an embedding table as "<name>" (rows, dim) and "<name>.ids"."""
+        under their names; an embedding table as "<name>" (rows, dim) and "<name>.ids";
+        then the buffers."""
         out = OrderedDict()
         for name, p in self.named_parameters():
             if isinstance(p, _C.SparseParameter):
@@ -183,16 +201,19 @@ class Module:
                 out[name + ".ids"] = ids[order]
             else:
                 out[name] = p.numpy().copy()
+        for name, b in self.named_buffers():
+            out[name] = b.numpy().copy()
         return out
 
     def _state_dict_keys(self):
         """The names state_dict() uses: a dense parameter's name; for an embedding
-        table its name (rows) and "<name>.ids"."""
+        table its name (rows) and "<name>.ids"; each buffer's name."""
         keys = []
         for name, p in self.named_parameters():
             keys.append(name)
             if isinstance(p, _C.SparseParameter):
                 keys.append(name + ".ids")
+        keys.extend(name for name, _ in self.named_buffers())
         return keys
 
     def load_state_dict(self, state_dict, strict=True):

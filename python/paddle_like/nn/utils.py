@@ -1,6 +1,7 @@
-"""Gradient clipping, as torch.nn.utils: in place on the parameters' .grad, so it works
-on a local model before opt.step() and on a ParameterServerModel before step() (which
-pushes the clipped gradients)."""
+"""torch.nn.utils's everyday helpers: gradient clipping (in place on the parameters'
+.grad, so it works on a local model before opt.step() and on a ParameterServerModel
+before step(), which pushes the clipped gradients), and loading a torch state_dict
+into the same model written with paddle_like (names and layouts mapped)."""
 
 import math
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from .. import _C
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "load_torch_state_dict"]
 
 
 def _grads(parameters):
@@ -60,3 +61,63 @@ def clip_grad_value_(parameters, clip_value):
         raise ValueError(f"clip_value must be >= 0, got {clip_value}")
     for g in _grads(parameters):
         np.clip(g, -clip_value, clip_value, out=g)
+
+
+# Keys torch keeps that have no counterpart here (BatchNorm's batch counter).
+_TORCH_ONLY_SUFFIXES = (".num_batches_tracked",)
+
+
+def _as_numpy(value):
+    if hasattr(value, "detach"):  # a torch.Tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def load_torch_state_dict(model, state_dict, strict=True):
+    """Loads a torch model's state_dict (torch.Tensors or arrays) into `model`, the same
+    architecture written with paddle_like (same attribute names): "fc.weight"/"fc.bias"
+    go to "fc.w"/"fc.b", a Linear's (out, in) weight is transposed to this Linear's
+    (in, out), Conv2d weights keep their layout, an Embedding's dense "weight" fills
+    the table's rows 0..N-1, LayerNorm/BatchNorm keep their names (num_batches_tracked
+    is ignored). Returns (missing_keys, unexpected_keys) as load_state_dict does;
+    strict=True raises KeyError listing them. Values are converted to float32."""
+    from .layers import Embedding, Linear
+
+    kinds = {}  # our key -> (torch key, transform)
+    for prefix, module in model.named_modules():
+        dot = f"{prefix}." if prefix else ""
+        if isinstance(module, Linear):
+            kinds[f"{dot}w"] = (f"{dot}weight", lambda a: a.T)
+            kinds[f"{dot}b"] = (f"{dot}bias", None)
+        elif isinstance(module, Embedding):
+            kinds[f"{dot}table"] = (f"{dot}weight", "rows")
+    ours = model.state_dict()
+    mapped, used = {}, set()
+    for key in ours:
+        if key.endswith(".ids") and key[:-4] in kinds and kinds[key[:-4]][1] == "rows":
+            continue
+        torch_key, transform = kinds.get(key, (key, None))
+        if key.endswith(".w") and key not in kinds:
+            torch_key = key[:-2] + ".weight"
+        elif key.endswith(".b") and key not in kinds:
+            torch_key = key[:-2] + ".bias"
+        if torch_key not in state_dict:
+            continue
+        used.add(torch_key)
+        value = _as_numpy(state_dict[torch_key]).astype(np.float32)
+        if transform == "rows":
+            mapped[key] = value
+            mapped[key + ".ids"] = np.arange(len(value), dtype=np.int64)
+        else:
+            mapped[key] = np.ascontiguousarray(transform(value) if transform else value)
+    unexpected = [k for k in state_dict if k not in used and not k.endswith(_TORCH_ONLY_SUFFIXES)]
+    missing = [k for k in ours if k not in mapped]
+    if strict and (missing or unexpected):
+        raise KeyError(f"load_torch_state_dict into {type(model).__name__}: "
+                       + "; ".join(p for p in (
+                           "missing keys " + ", ".join(map(repr, missing)) if missing else "",
+                           "unexpected torch keys " + ", ".join(map(repr, unexpected)) if unexpected else "")
+                           if p))
+    model.load_state_dict(mapped, strict=False)
+    from .module import IncompatibleKeys
+    return IncompatibleKeys(missing, unexpected)
