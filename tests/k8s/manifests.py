@@ -20,8 +20,16 @@ K8S = REPO / "k8s"
 # k8s/autoscaler is not a job but the cluster's elastic-trainer autoscaler: its checks
 # are in test_autoscaler_manifests.py (offline) and test_kube_driver.py (with the driver).
 AUTOSCALER = "autoscaler"
+# k8s/cluster prepares a cluster (the PaddleLikeJob CRD, the PriorityClass, the operator)
+# and k8s/jobs/* are PaddleLikeJobs the operator turns into Pods: their checks are in
+# test_job_resources.py (offline) and test_operator*.py (with the operator).
+CLUSTER = "cluster"
+JOBS = "jobs"
+# The jobs written out as built-in objects (k8s/base and its overlays): the checks of
+# test_manifests.py and its siblings run on each.
 TARGETS = sorted(str(p.parent.relative_to(K8S)) for p in K8S.rglob("kustomization.yaml")
-                 if p.parent.relative_to(K8S).parts[0] != AUTOSCALER)
+                 if p.parent.relative_to(K8S).parts[0] not in (AUTOSCALER, CLUSTER, JOBS))
+JOB_RESOURCES = sorted(str(p.parent.relative_to(K8S)) for p in (K8S / JOBS).rglob("kustomization.yaml"))
 OVERLAYS = [t for t in TARGETS if t != "base"]
 BIN_PREFIX = "/usr/local/bin/"  # where docker/Dockerfile installs build/bin/*
 PART_OF = "app.kubernetes.io/part-of"

@@ -42,7 +42,7 @@ except ImportError as e:  # pragma: no cover
 
 import kustomize_lite
 from manifests import (
-    REPO, K8S, TARGETS, OVERLAYS, BIN_PREFIX, PART_OF,
+    REPO, K8S, TARGETS, OVERLAYS, BIN_PREFIX, PART_OF, CLUSTER,
     objects, by_kind, one, workloads, where,
     invocation, binary_name, env_value, script_exports, resolved_args,
     flag_values, containers_of, containers_running, container_named)
@@ -374,7 +374,9 @@ def test_trainers_are_elastic_and_preemptible(target):
     dep, c = container_named(objs, "pl-trainer")
     assert dep["kind"] == "Deployment"
     spec = dep["spec"]["template"]["spec"]
-    pc = one(objs, "PriorityClass", spec["priorityClassName"])
+    # The PriorityClass is the cluster's (k8s/cluster), shared by every job, never a job's.
+    assert not by_kind(objs, "PriorityClass"), f"k8s/{target} ships a PriorityClass: it belongs in k8s/cluster"
+    pc = one(objects(CLUSTER), "PriorityClass", spec["priorityClassName"])
     assert pc["value"] < 0 and pc.get("preemptionPolicy") == "Never" and not pc.get("globalDefault", False)
     assert spec.get("terminationGracePeriodSeconds", 30) >= 30, "too short to return the task on SIGTERM"
     cmd = list(c.get("command", [])) + list(c.get("args", []))
