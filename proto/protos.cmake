@@ -4,7 +4,7 @@
 file(GLOB PL_PROTOS ${CMAKE_SOURCE_DIR}/proto/*.proto)
 add_library(pl_proto ${PL_PROTOS})
 target_link_libraries(pl_proto PUBLIC protobuf::libprotobuf gRPC::grpc++)
-target_include_directories(pl_proto PUBLIC ${CMAKE_BINARY_DIR})
+target_include_directories(pl_proto PUBLIC $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}>)
 protobuf_generate(TARGET pl_proto LANGUAGE cpp IMPORT_DIRS ${CMAKE_SOURCE_DIR}
                   PROTOC_OUT_DIR ${CMAKE_BINARY_DIR})
 # Only files that declare a service get gRPC stubs.
