@@ -87,7 +87,7 @@ def build_wheel(build, out):
         for src, arcname in _files(build):
             with open(src, "rb") as f:
                 add(arcname, f.read(), executable=arcname.startswith("paddle_like/bin/"))
-        metadata = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}",
+        metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}",
                     f"Requires-Python: {requires_python}", "License: Apache-2.0"]
         metadata += [f"Requires-Dist: {d}" for d in deps]
         add(f"{dist_info}/METADATA", ("\n".join(metadata) + "\n").encode())
