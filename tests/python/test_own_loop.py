@@ -86,6 +86,56 @@ def test_every_sample_index_is_leased_once_per_pass(launcher, tmp_path):
     assert "indices: 1000 1000 0 999" in out, out[-4000:]
 
 
+_SPARSE = """
+import numpy as np
+import paddle_like as pl
+from paddle_like import nn
+
+# Clicks from a known model: id i of field f has weight w[f, i]; P(click) = sigmoid(sum).
+rng = np.random.default_rng(7)
+w = rng.normal(scale=2.0, size=(3, 50))
+ids = np.stack([rng.integers(0, 50, 3000) + 50 * f for f in range(3)], axis=1).astype(np.int64)
+p = 1 / (1 + np.exp(-w[np.arange(3), ids - 50 * np.arange(3)].sum(axis=1)))
+clicks = (rng.random(3000) < p).astype(np.float32)
+
+class Clicks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(0, 4)           # rows live on the pservers
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.emb(x).sum(dim=1)).reshape(-1)
+
+job = pl.distributed.init()
+model = pl.distributed.ParameterServerModel(Clicks(), optimizer="adagrad", lr=0.3)
+with job:
+    for task in job.tasks():
+        for x, y in task.batches(50, dataset=(ids[:2500], clicks[:2500])):
+            nn.BCEWithLogitsLoss()(model(x), y).backward()
+            model.step()
+if job.result["job_done"]:
+    test = ids[2500:]
+    model.pull(test)                            # the rows the test set touches
+    logits = model.module(pl.tensor(test)).numpy()
+    best = float(((p[2500:] > 0.5) == clicks[2500:]).mean())
+    print(f"click accuracy {float(((logits > 0) == clicks[2500:]).mean()):.3f} (the true model: {best:.3f})",
+          flush=True)
+"""
+
+
+def test_a_model_with_an_embedding_table_trains_its_rows_on_the_pservers(launcher, tmp_path):
+    script = tmp_path / "clicks.py"
+    script.write_text(_SPARSE)
+    rc, out = _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2500:250", "--passes", "3",
+                    str(script)], tmp_path)
+    assert rc == 0, out[-4000:]
+    found = re.findall(r"click accuracy ([0-9.]+) \(the true model: ([0-9.]+)\)", out)
+    assert len(found) == 2, out[-4000:]
+    for got, best in found:
+        assert float(got) > float(best) - 0.08, out[-4000:]   # within reach of the generating model
+
+
 _PREEMPTED = """
 import os, signal, sys, time
 sys.path.insert(0, {examples!r})
