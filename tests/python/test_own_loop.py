@@ -136,6 +136,26 @@ def test_a_model_with_an_embedding_table_trains_its_rows_on_the_pservers(launche
         assert float(got) > float(best) - 0.08, out[-4000:]   # within reach of the generating model
 
 
+_BROKEN = """
+import paddle_like as pl
+with pl.distributed.init() as job:
+    for task in job.tasks():
+        for idx in task.batches(10):
+            raise RuntimeError(f"boom in task {task.id}")
+"""
+
+
+def test_an_error_in_the_loop_fails_the_task_at_the_master_and_the_trainer(launcher, tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text(_BROKEN)
+    rc, out = _run(["--pservers", "1", "--trainers", "1", "--data", "indices:100:50", str(script)], tmp_path)
+    assert rc != 0, out[-4000:]
+    # The master hears why (a failure of the task, not a give-back), and the script's own
+    # traceback ends the trainer with status 1.
+    assert re.search(r"\[master\] .*trainer \d+ failed task (\d+): RuntimeError: boom in task \1", out), out[-4000:]
+    assert re.search(r"INFO launch: trainer-0 exited \(status 1\)", out), out[-4000:]
+
+
 _PREEMPTED = """
 import os, signal, sys, time
 sys.path.insert(0, {examples!r})
