@@ -110,7 +110,10 @@ def test_local_steps_from_python(launcher, subset, tmp_path, sync):
     assert out.count("local steps: 4 optimizer steps on this trainer between exchanges") == 2, out[-4000:]
     assert "failed 0 (any pass 0)" in out, out[-4000:]
     accuracies = [float(a) for a in re.findall(r"final test accuracy: ([0-9.]+)", out)]
-    assert len(accuracies) == 2 and min(accuracies) > 0.6, out[-4000:]
+    # 125 steps of 4,000 images: async rounds overlap, so how stale each change is depends
+    # on the scheduling (0.57-0.73 under two busy loops, measured); a job whose pushed
+    # changes were lost stays near chance (0.1).
+    assert len(accuracies) == 2 and min(accuracies) > 0.5, out[-4000:]
 
 
 @pytest.mark.parametrize("bad", [0, -2, 2.5])
