@@ -26,9 +26,9 @@ import copy
 import json
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+
+from json_http import serve_json
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "operator"
 KINDS = {"services": "Service", "pods": "Pod", "statefulsets": "StatefulSet", "deployments": "Deployment",
@@ -110,33 +110,8 @@ class FakeApiServer:
         self._answers = {}     # (method, path, query) -> recorded response
         self._version = 1000
         self.lock = threading.RLock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _handle(self):
-                url = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                request = {"method": self.command, "path": url.path,
-                           "query": dict(parse_qsl(url.query, keep_blank_values=True)),
-                           "content_type": self.headers.get("Content-Type", ""),
-                           "body": json.loads(raw) if raw else None}
-                code, body = fake._answer(request)
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_PATCH = do_POST = do_DELETE = do_PUT = _handle
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve_json(self._answer)
+        self.url = self._server.url
 
     def close(self):
         self._server.shutdown()
@@ -269,26 +244,13 @@ class FakeMasters:
     def __init__(self):
         self.pages = {}
         self.lock = threading.Lock()
-        masters = self
+        self._server = serve_json(self._page)
+        self.base = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
-                with masters.lock:
-                    page = masters.pages.get(urlsplit(self.path).path)
-                code, body = (200, page) if page is not None else (503, {"error": "not serving"})
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    def _page(self, request):
+        with self.lock:
+            page = self.pages.get(request["path"]) if request["method"] == "GET" else None
+        return (200, page) if page is not None else (503, {"error": "not serving"})
 
     def url(self, namespace, name):
         return f"{self.base}/{namespace}/{name}/status.json"

@@ -35,9 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -56,6 +54,7 @@ from paddle_like.elastic import kube_driver
 from paddle_like.tensorboard import SummaryWriter
 
 import kustomize_lite
+from json_http import serve_json
 from manifests import TARGETS
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
@@ -80,34 +79,9 @@ class ReplayApiServer:
         self._routes = {}
         self.requests = []
         self._lock = threading.Lock()
-        replay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _handle(self):
-                url = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                request = {"method": self.command, "path": url.path,
-                           "query": dict(parse_qsl(url.query, keep_blank_values=True)),
-                           "headers": {k.lower(): v for k, v in self.headers.items()},
-                           "body": json.loads(raw) if raw else None}
-                status, body = replay._answer(request)
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _handle
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = serve_json(self._answer)
         self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = self._server.url
 
     @staticmethod
     def _key(method, path, query):

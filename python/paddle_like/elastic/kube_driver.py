@@ -73,7 +73,6 @@ import dataclasses
 import html
 import json
 import math
-import signal
 import sys
 import threading
 import time
@@ -85,6 +84,7 @@ from kubernetes.client.rest import ApiException
 import urllib3
 
 from paddle_like import log
+from paddle_like._periodic import run_ticks
 from paddle_like.elastic.kube_capacity import (ELASTIC_LABEL, MAX_ANNOTATION, MIN_ANNOTATION,
                                                 PRIORITY_ANNOTATION, Capacity, Job, measure_capacity,
                                                 pod_request, read_job)
@@ -533,16 +533,7 @@ def main(argv=None):
              f"every {args.period_s:g} s (cooldown {args.cooldown_s:g} s, settle {args.settle_s:g} s"
              f"{', dry run' if args.dry_run else ''})")
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    rc = 0
-    while not stop.is_set():
-        plan = driver.tick()
-        if args.once:
-            rc = 0 if plan is not None else 1
-            break
-        stop.wait(args.period_s)
+    rc = run_ticks(driver.tick, args.period_s, once=args.once)
     if server is not None:
         server.shutdown()
     if writer is not None:

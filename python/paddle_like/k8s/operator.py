@@ -36,7 +36,6 @@ import argparse
 import collections
 import concurrent.futures
 import json
-import signal
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ import urllib3
 
 # The log module's functions by name: the package's `log` attribute may be a tensor op.
 from paddle_like.log import error as log_error, info as log_info, set_process_name
+from paddle_like._periodic import run_ticks
 from paddle_like.k8s import job_objects, job_status
 from paddle_like.k8s.job_spec import (GROUP, JOB_LABEL, KIND, MANAGED_BY, OPERATOR_NAME, PLURAL, VERSION, SpecError,
                                       parse)
@@ -461,16 +461,7 @@ def main(argv=None):
         log_info(f"/metrics and /healthz on http://{args.http_host}:{server.server_address[1]}/")
     log_info(f"running the {PLURAL} of {'every namespace' if args.all_namespaces else args.namespace} "
              f"every {args.period_s:g} s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    rc = 0
-    while not stop.is_set():
-        phases = operator.tick()
-        if args.once:
-            rc = 0 if phases is not None else 1
-            break
-        stop.wait(args.period_s)
+    rc = run_ticks(operator.tick, args.period_s, once=args.once)
     if server is not None:
         server.shutdown()
     return rc
