@@ -50,7 +50,11 @@ class HelperPool {
       ++generation_;
       published_.store(generation_, std::memory_order_release);
     }
-    wake_.notify_all();
+    // Wake only the helpers the job seats, less those spinning after the last job
+    // (they see it themselves): waking all of a 16-core pool for a 4-thread job made
+    // the other 12 fight for mu_ and then spin, and a push took 3x as long.
+    const int sleepers = helpers - spinning_.load(std::memory_order_acquire);
+    for (int k = 0; k < sleepers; ++k) wake_.notify_one();
     Drain(fn, n);
     std::unique_lock<std::mutex> l(mu_);
     seats_ = 0;  // helpers that wake up late must not start on a finished job
@@ -65,20 +69,26 @@ class HelperPool {
   }
   void Work() {
     uint64_t seen = 0;
+    bool worked = false;  // on the last job it saw
     std::unique_lock<std::mutex> l(mu_);
     while (true) {
-      // A push brings jobs in quick succession (validate, then apply): stay awake a
-      // moment after one, since waking a sleeping thread takes longer than the work.
-      if (generation_ == seen && linger_) {
+      // A push brings jobs in quick succession (validate, then apply): a helper that
+      // worked on one stays awake a moment after it, since waking a sleeping thread
+      // takes longer than the work. One that found no seat sleeps at once.
+      if (generation_ == seen && linger_ && worked) {
+        spinning_.fetch_add(1, std::memory_order_acq_rel);
         l.unlock();
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
         while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
         }
         l.lock();
+        spinning_.fetch_sub(1, std::memory_order_acq_rel);
       }
       wake_.wait(l, [&] { return generation_ != seen; });
       seen = generation_;
+      worked = false;
       if (seats_ <= 0 || fn_ == nullptr) continue;
+      worked = true;
       --seats_;
       ++busy_;
       const std::function<void(int64_t)>* fn = fn_;
@@ -103,6 +113,7 @@ class HelperPool {
   bool linger_ = false;  // another job follows this one at once
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};  // generation_, for helpers that spin
+  std::atomic<int> spinning_{0};         // helpers spinning for the next job
 };
 
 HelperPool& Pool() {

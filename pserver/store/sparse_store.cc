@@ -11,6 +11,7 @@
 #include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/dist/sharding.h"
 #include "paddle_like/core/parallel_for.h"
+#include "paddle_like/dist/wire.h"
 
 namespace pl::pserver {
 
@@ -172,17 +173,15 @@ Status SparseStore::Resolve(const proto::PushRequest& request, bool check_finite
       return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg.ids_size(), " ids of dim ", t->dim, " need ",
                                                      msg.ids_size() * t->dim, " gradient values, got ", grad.size()));
     }
-    const int64_t bad_at = check_finite ? FirstNonFinite(grad.data(), grad.size()) : -1;
+    // One pass for the norm and the check: the sum is finite exactly when every value is.
+    const double sum = check_finite ? SumOfSquares(grad.data(), grad.size()) : 0.0;
+    const int64_t bad_at = std::isfinite(sum) ? -1 : FirstNonFinite(grad.data(), grad.size());
     if (bad_at >= 0) {
       return absl::InvalidArgumentError(absl::StrCat("gradient of ", what, " has a non-finite value (",
                                                      grad.data()[bad_at], ") at row id ", msg.ids(bad_at / t->dim),
                                                      " element ", bad_at % t->dim, " (index ", bad_at, ")"));
     }
-    if (check_finite) {
-      double sum = 0;
-      for (int64_t j = 0; j < grad.size(); ++j) sum += static_cast<double>(grad.data()[j]) * grad.data()[j];
-      out->norms.push_back({msg.table(), std::sqrt(sum)});
-    }
+    if (check_finite) out->norms.push_back({msg.table(), std::sqrt(sum)});
     out->rows += msg.ids_size();
     out->sparse.push_back({t, &msg, std::move(grad)});
   }

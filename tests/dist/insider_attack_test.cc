@@ -151,7 +151,9 @@ TEST_P(InsiderAttackTest, HugePushesHugeInitsAndForgedReportsChangeNothingAndThe
               << LastNumberAfter(output(), "final test accuracy: ").value_or(0) << std::endl;
     return;
   }
-  if (!insecure()) ASSERT_TRUE(rpc::ConfigureTransportSecurity(dir.path() + "/work/tls/trainer").ok());
+  if (!insecure()) {
+    ASSERT_TRUE(rpc::ConfigureTransportSecurity(dir.path() + "/work/tls/trainer").ok());
+  }
 
   Insider insider;
   Status joined = insider.Join(master_address);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "paddle_like/dist/wire.h"
 
 namespace pl {
 namespace {
@@ -167,6 +168,26 @@ TEST(DenseFrameTest, ScatteredPayloadsAreScannedAndChunkedExactly) {
   whole.Append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   EXPECT_EQ(whole.contiguous(), v.data());
   EXPECT_EQ(whole.FirstNonFinite(), -1);
+}
+
+TEST(DenseFrameTest, SumOfSquaresIsTheNormSquaredAndNotFiniteExactlyWhenAValueIsNot) {
+  // Lengths around the lane count, with a tail; against a plain double loop.
+  for (int64_t n : std::vector<int64_t>{0, 1, 15, 16, 17, 1000, 3 * FloatPieces::kChunk + 5}) {
+    std::vector<float> v = Ramp(n, 1e-3f);
+    for (int64_t i = 0; i < n; i += 7) v[i] = -v[i];
+    double want = 0;
+    for (float x : v) want += static_cast<double>(x) * x;
+    EXPECT_NEAR(SumOfSquares(v.data(), n), want, 1e-12 * std::max(1.0, want)) << n;
+  }
+  // The largest finite floats: squares near 2^256, and their sum stays finite.
+  std::vector<float> big(1 << 16, std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isfinite(SumOfSquares(big.data(), static_cast<int64_t>(big.size()))));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> v = Ramp(100, 1.0f);
+    v[37] = bad;
+    EXPECT_FALSE(std::isfinite(SumOfSquares(v.data(), 100))) << bad;
+  }
 }
 
 TEST(DenseFrameTest, ASentPayloadKeepsItsOwnerAliveUntilGrpcLetsGo) {
