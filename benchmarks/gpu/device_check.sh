@@ -9,7 +9,7 @@
 #   benchmarks/gpu/device_check.sh .bundle OUT_DIR
 #
 # The GPU tests; one Adam push applied on 1 thread and on all cores (pl-bench-ps --only
-# apply); one process against the job, cnn on the GPU and mlp on the CPU, 5 passes
+# apply); one mlp step's exchange per transport (--only exchange); one process against the job, cnn on the GPU and mlp on the CPU, 5 passes
 # (pl-bench-dist --only job); the bfloat16 point across hosts at 10 Gbit/s
 # (pl-bench-scaling); a replica's catch-up (bench_replication.py --parts catchup).
 # Every log goes to OUT_DIR; the figures go to stdout.
@@ -28,6 +28,9 @@ grep -E '^\[  (PASSED|FAILED) +\] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|FAILED
 step "one Adam push applied (pl-bench-ps --only apply)"
 timeout 90 "$run" pl-bench-ps --only apply > "$out/apply.log" 2>&1
 grep -E 'Adam push|apply_threads|memcpy' "$out/apply.log"
+step "one mlp step's exchange through each transport (pl-bench-ps --quick --only exchange)"
+timeout 90 "$run" pl-bench-ps --quick --only exchange > "$out/exchange.log" 2>&1
+grep -E 'Adam step|PushAndPull' "$out/exchange.log"
 step "one process and the job (pl-bench-dist --only job --passes 5)"
 timeout 480 "$run" pl-bench-dist --data "$data" --only job --passes 5 > "$out/job.log" 2>&1
 grep -vE '^$|load average' "$out/job.log"
