@@ -27,8 +27,10 @@ namespace pl {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_leave{false};  // SIGUSR1: leave after the task in hand
 
 void OnStopSignal(int) { g_stop.store(true); }
+void OnLeaveSignal(int) { g_leave.store(true); }
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -55,6 +57,10 @@ void InstallStopSignalHandlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  struct sigaction leave {};
+  leave.sa_handler = OnLeaveSignal;
+  sigemptyset(&leave.sa_mask);
+  sigaction(SIGUSR1, &leave, nullptr);
 }
 
 bool StopRequested() { return g_stop.load(); }
@@ -241,14 +247,14 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   callbacks.train_task = train_task;
   callbacks.before_lease = [&] { params.set_trainer_id(master.trainer_id()); };
   callbacks.log = [&log](const std::string& line) { log << line << std::endl; };
-  PL_ASSIGN_OR_RETURN(TaskLoopResult loop, RunTaskLoop(master, heartbeat, g_stop, callbacks));
+  PL_ASSIGN_OR_RETURN(TaskLoopResult loop, RunTaskLoop(master, heartbeat, g_stop, callbacks, &g_leave));
   result.tasks_done = loop.tasks_done;
   const bool job_done = loop.job_done;
-  result.stopped = g_stop.load();
+  result.stopped = g_stop.load() || loop.left;
   const double elapsed = Now() - start;
   log << absl::StrFormat("%s after %d tasks, %d steps, %d samples (%.0f samples/s); %lld retries; waited %.1f s "
                          "of %.1f for work",
-                         result.stopped ? "stopping" : "job done", result.tasks_done, result.steps, result.samples,
+                         loop.left ? "leaving" : result.stopped ? "stopping" : "job done", result.tasks_done, result.steps, result.samples,
                          result.samples / std::max(elapsed, 1e-9), static_cast<long long>(params.counters().retries),
                          loop.waited_s, elapsed)
       << std::endl;

@@ -2,7 +2,9 @@
 // repeatedly lease a task (a group of record chunks), train on it step by step
 // (pull parameters, forward/backward, push gradients) and report it done. A stop
 // signal (SIGTERM/SIGINT) gives the current task back at once and leaves cleanly;
-// JOB_DONE ends the loop with an evaluation of the final parameters.
+// SIGUSR1 (what pl-launch sends first when it shrinks a job) finishes the current task,
+// reports it and leaves before the next, so nothing is trained twice; JOB_DONE ends the
+// loop with an evaluation of the final parameters.
 //
 // Thread-safety: one call at a time; it runs a heartbeat thread of its own.
 #ifndef PADDLE_LIKE_TRAINER_DIST_TRAINER_H_
@@ -55,7 +57,8 @@ struct DistResult {
   bool stopped = false;              // left because of a stop signal
 };
 
-// SIGTERM and SIGINT set a flag the loop checks between steps.
+// SIGTERM and SIGINT set a flag the loop checks between steps; SIGUSR1 one it checks
+// before each lease.
 void InstallStopSignalHandlers();
 bool StopRequested();
 

@@ -173,7 +173,10 @@ def job_result(job):
     r["expected_samples"] = job.passes * RECORDS[job.model]
     m = re.search(r"tasks returned (\d+) \((\d+) samples trained twice\)", done[-1]) if done else None
     r["tasks_returned"], r["samples_retrained"] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-    r["shrinks"] = len(re.findall(r"launch: SIGTERM trainer-\d+ \(pid \d+\) \(trainer target", text))
+    # A shrink asks a trainer to leave after its task (SIGUSR1), or stops it at once
+    # with --leave_grace_ms 0 (SIGTERM).
+    r["shrinks"] = len(re.findall(r"launch: (?:SIGUSR1 trainer-\d+ \(pid \d+\): leave after its task|"
+                                  r"SIGTERM trainer-\d+ \(pid \d+\)) \(trainer target", text))
     metric = re.findall(r"final test (accuracy|auc): ([0-9.]+)", text)
     r["metric"] = (metric[-1][0], float(metric[-1][1])) if metric else None
     # Reclaims: master's "trainer target a -> b (pl-autoscale: reclaim" to each stopped
@@ -187,7 +190,7 @@ def job_result(job):
         t0 = stamp(l)
         stopped = []
         for l2 in lines[i + 1:]:
-            m2 = re.search(r"launch: SIGTERM (trainer-\d+) ", l2)
+            m2 = re.search(r"launch: (?:SIGUSR1|SIGTERM) (trainer-\d+) \(pid \d+\)(?::? leave after| \(trainer)", l2)
             if m2:
                 stopped.append(m2.group(1))
             elif "trainer target" in l2:

@@ -10,6 +10,12 @@ namespace pl {
 StatusOr<std::optional<proto::Task>> TaskLeaser::Next() {
   if (task_.has_value()) return absl::FailedPreconditionError("the task leased before was not reported");
   while (!ended_ && !stop_.load()) {
+    if (leave_ != nullptr && leave_->load()) {
+      Log(absl::StrCat("leaving as asked, after ", result_.tasks_done, " task(s): no task is held, none given back"));
+      ended_ = true;
+      result_.left = true;
+      break;
+    }
     auto got = master_.GetTask();
     if (!got.ok()) {
       if (stop_.load()) break;
@@ -30,7 +36,7 @@ StatusOr<std::optional<proto::Task>> TaskLeaser::Next() {
     heartbeat_.set_task(task_->id());
     return task_;
   }
-  result_.stopped = stop_.load();
+  result_.stopped = stop_.load() || result_.left;
   return std::optional<proto::Task>();
 }
 
@@ -75,8 +81,9 @@ Status TaskLeaser::Report(const StatusOr<TaskOutcome>& outcome) {
 }
 
 StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,
-                                     const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks) {
-  TaskLeaser leaser(master, heartbeat, stop, callbacks.log);
+                                     const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks,
+                                     const std::atomic<bool>* leave) {
+  TaskLeaser leaser(master, heartbeat, stop, callbacks.log, leave);
   while (true) {
     if (callbacks.before_lease) callbacks.before_lease();
     PL_ASSIGN_OR_RETURN(std::optional<proto::Task> task, leaser.Next());

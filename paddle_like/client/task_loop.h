@@ -9,11 +9,17 @@
 //                again);
 //   interrupted  the trainer is stopping: TaskFailed(returned) gives the task back at
 //                once (no lease timeout) and the loop ends (`stopped` when `stop` is set);
+//                what it had pushed of the task is trained again with it.
 //   bad task     its data cannot be used: TaskFailed (counts as a failure of the task),
 //                the loop goes on with the next;
 //   an error     TaskFailed, and the loop returns the error naming the task, unless a
 //                stop was requested meanwhile: then the task is given back and the loop
 //                ends with `stopped` (a stop interrupts calls to dead peers).
+//
+// `leave`, when given and set (pl-trainer: SIGUSR1, which a launcher that shrinks a job
+// sends first), ends the loop before the next lease instead: the task in hand is
+// trained to its end and reported, so a shrink trains nothing twice (`left` and
+// `stopped`). A stop that follows still gives that task back at once.
 //
 // The heartbeat renews the lease of the task being trained. WAIT answers are polled
 // every 200 ms.
@@ -60,12 +66,14 @@ struct TaskLoopCallbacks {
 struct TaskLoopResult {
   int64_t tasks_done = 0;  // trained and counted by the master
   bool job_done = false;   // the master said JOB_DONE
-  bool stopped = false;    // ended by `stop`
+  bool stopped = false;    // ended by `stop` or `leave`
+  bool left = false;       // ended by `leave`, before a lease: nothing given back
   double waited_s = 0;     // told to wait for work (every task of the pass out)
 };
 
 StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,
-                                     const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks);
+                                     const std::atomic<bool>& stop, const TaskLoopCallbacks& callbacks,
+                                     const std::atomic<bool>* leave = nullptr);
 
 // The same loop, one step at a time, for a caller whose loop is its own (a Python
 // generator over leased tasks, paddle_like.distributed.tasks()): Next() leases the next
@@ -76,11 +84,11 @@ StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& hear
 class TaskLeaser {
  public:
   TaskLeaser(MasterClient& master, HeartbeatThread& heartbeat, const std::atomic<bool>& stop,
-             std::function<void(const std::string&)> log = nullptr)
-      : master_(master), heartbeat_(heartbeat), stop_(stop), log_(std::move(log)) {}
+             std::function<void(const std::string&)> log = nullptr, const std::atomic<bool>* leave = nullptr)
+      : master_(master), heartbeat_(heartbeat), stop_(stop), leave_(leave), log_(std::move(log)) {}
 
-  // The next task, or nullopt once the job is done, a stop was requested, or a task was
-  // given back (result() says which). An error getting a task is returned unless a stop
+  // The next task, or nullopt once the job is done, a stop or a leave was requested, or
+  // a task was given back (result() says which). An error getting a task is returned unless a stop
   // came meanwhile. Report() must follow each task before the next Next().
   StatusOr<std::optional<proto::Task>> Next();
   // What became of the task Next() returned; an error outcome fails the task and is
@@ -98,6 +106,7 @@ class TaskLeaser {
   MasterClient& master_;
   HeartbeatThread& heartbeat_;
   const std::atomic<bool>& stop_;
+  const std::atomic<bool>* leave_;  // may be null
   std::function<void(const std::string&)> log_;
   std::optional<proto::Task> task_;  // leased and not yet reported
   bool ended_ = false;               // a task was given back: no more leases

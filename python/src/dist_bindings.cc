@@ -4,7 +4,9 @@
 //
 // Stop signals: install_stop_handlers() puts C handlers on SIGTERM and SIGINT that set
 // one flag, which the clients' retry loops watch (so a stop interrupts a wait on a dead
-// peer) and the Python loop polls between steps; restore_stop_handlers() puts the
+// peer) and the Python loop polls between steps, and on SIGUSR1 one that ends the task
+// loop before its next lease (a launcher shrinking the job: the task in hand is
+// finished, nothing is trained twice; task_loop.h); restore_stop_handlers() puts the
 // previous handlers (Python's) back. A Python-level handler would not do: it runs only
 // when the main thread returns to the interpreter, not during a blocking C++ call.
 //
@@ -41,10 +43,12 @@ namespace {
 using namespace pybind11::literals;
 
 std::atomic<bool> g_stop{false};
-struct sigaction g_old_term, g_old_int;
+std::atomic<bool> g_leave{false};
+struct sigaction g_old_term, g_old_int, g_old_usr1;
 bool g_handlers_installed = false;
 
 void OnStopSignal(int) { g_stop.store(true); }
+void OnLeaveSignal(int) { g_leave.store(true); }
 
 void InstallStopHandlers() {
   if (g_handlers_installed) return;
@@ -53,6 +57,10 @@ void InstallStopHandlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, &g_old_term);
   sigaction(SIGINT, &sa, &g_old_int);
+  struct sigaction leave {};
+  leave.sa_handler = OnLeaveSignal;
+  sigemptyset(&leave.sa_mask);
+  sigaction(SIGUSR1, &leave, &g_old_usr1);
   g_handlers_installed = true;
 }
 
@@ -60,6 +68,7 @@ void RestoreStopHandlers() {
   if (!g_handlers_installed) return;
   sigaction(SIGTERM, &g_old_term, nullptr);
   sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGUSR1, &g_old_usr1, nullptr);
   g_handlers_installed = false;
 }
 
@@ -172,7 +181,7 @@ class PyMasterClient {
           log(line);
         };
       }
-      leaser_ = std::make_unique<TaskLeaser>(client_, *heartbeat_, g_stop, std::move(log_fn));
+      leaser_ = std::make_unique<TaskLeaser>(client_, *heartbeat_, g_stop, std::move(log_fn), &g_leave);
     }
     std::optional<proto::Task> task =
         NoGil<std::optional<proto::Task>>([&] { return leaser_->Next(); });
@@ -201,6 +210,7 @@ class PyMasterClient {
     d["tasks_done"] = r.tasks_done;
     d["job_done"] = r.job_done;
     d["stopped"] = r.stopped;
+    d["left"] = r.left;
     d["waited_s"] = r.waited_s;
     return d;
   }
@@ -246,7 +256,7 @@ class PyMasterClient {
     StatusOr<TaskLoopResult> result = absl::UnknownError("not run");
     {
       py::gil_scoped_release release;
-      result = RunTaskLoop(client_, *heartbeat_, g_stop, callbacks);
+      result = RunTaskLoop(client_, *heartbeat_, g_stop, callbacks, &g_leave);
     }
     if (!result.ok() && raised) throw std::move(*raised);
     const TaskLoopResult r = ValueOrThrow(std::move(result));
@@ -254,6 +264,7 @@ class PyMasterClient {
     d["tasks_done"] = r.tasks_done;
     d["job_done"] = r.job_done;
     d["stopped"] = r.stopped;
+    d["left"] = r.left;
     return d;
   }
 
@@ -386,11 +397,16 @@ void RegisterDistributed(py::module_& m) {
       "Mutual TLS for every channel this process makes from now on, with DIR/{tls.crt, tls.key, ca.crt} "
       "(empty: insecure); returns 'mutual TLS (DIR)' or 'insecure'.");
   m.def("install_stop_handlers", &InstallStopHandlers,
-        "SIGTERM/SIGINT set the stop flag (instead of Python's handlers) until restore_stop_handlers().");
+        "SIGTERM/SIGINT set the stop flag, SIGUSR1 the leave flag (instead of Python's handlers) until restore_stop_handlers().");
   m.def("restore_stop_handlers", &RestoreStopHandlers);
   m.def("stop_requested", [] { return g_stop.load(); });
   m.def("request_stop", [] { g_stop.store(true); });
-  m.def("clear_stop", [] { g_stop.store(false); });
+  m.def("clear_stop", [] {
+    g_stop.store(false);
+    g_leave.store(false);
+  });
+  m.def("leave_requested", [] { return g_leave.load(); });
+  m.def("request_leave", [] { g_leave.store(true); }, "Ends the task loop before its next lease (SIGUSR1).");
 
   py::class_<PyTask>(m, "Task")
       .def_property_readonly("id", [](const PyTask& t) { return t.task.id(); })

@@ -135,6 +135,50 @@ TEST_F(TaskLoopTest, AnInterruptedTaskGoesBackAtOnceAndTheLoopEnds) {
   EXPECT_EQ(s.failed(), 0) << s.ShortDebugString();
 }
 
+// A leave (SIGUSR1: the launcher shrinking the job) during a task lets the task finish
+// and be counted; the loop ends before the next lease, so nothing is trained twice.
+TEST_F(TaskLoopTest, ALeaveDuringATaskFinishesItAndLeasesNoMore) {
+  std::atomic<bool> leave{false};
+  int trained = 0;
+  callbacks_.train_task = [&](const proto::Task&) -> StatusOr<TaskOutcome> {
+    ++trained;
+    if (trained == 2) leave.store(true);  // mid-task: the second one still ends trained
+    return TaskOutcome::Trained(10);
+  };
+  auto result = RunTaskLoop(*client_, *heartbeat_, stop_, callbacks_, &leave);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(trained, 2);
+  EXPECT_EQ(result->tasks_done, 2);
+  EXPECT_TRUE(result->left);
+  EXPECT_TRUE(result->stopped);
+  EXPECT_FALSE(result->job_done);
+  EXPECT_THAT(lines_, ::testing::Contains(HasSubstr("leaving as asked, after 2 task(s)")));
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.done(), 2) << s.ShortDebugString();
+  EXPECT_EQ(s.todo(), kChunks - 2) << s.ShortDebugString();
+  EXPECT_EQ(s.pending(), 0) << s.ShortDebugString();
+  EXPECT_EQ(s.tasks_returned(), 0) << s.ShortDebugString();
+  EXPECT_EQ(s.samples_retrained(), 0) << s.ShortDebugString();
+}
+
+// A stop after a leave still gives the task in hand back at once (the launcher's
+// SIGTERM when the task did not end within its grace).
+TEST_F(TaskLoopTest, AStopAfterALeaveStillGivesTheTaskBack) {
+  std::atomic<bool> leave{false};
+  callbacks_.train_task = [&](const proto::Task&) -> StatusOr<TaskOutcome> {
+    leave.store(true);
+    stop_.store(true);
+    return TaskOutcome::Interrupted(3);
+  };
+  auto result = RunTaskLoop(*client_, *heartbeat_, stop_, callbacks_, &leave);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->stopped);
+  EXPECT_FALSE(result->left);
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.todo(), kChunks) << s.ShortDebugString();
+  EXPECT_EQ(s.samples_retrained(), 3) << s.ShortDebugString();
+}
+
 TEST_F(TaskLoopTest, AnErrorFailsTheTaskAndIsReturnedNamingIt) {
   int64_t held = 0;
   callbacks_.train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {

@@ -100,9 +100,10 @@ TEST_F(AutoscaleE2ETest, AJobGrowsIntoFreedSlotsShrinksOnReclaimAndTrainsEverySa
   EXPECT_THAT(Read("autoscale.log"), HasSubstr("ctr 1->3 (grow"));
   ASSERT_FALSE(Read("launch.log").find("job done") != std::string::npos) << "the job ended before it shrank";
 
-  // They take them again: reclaimed at once, the newest trainers stopped with SIGTERM.
+  // They take them again: reclaimed at once, the newest trainers asked to leave after
+  // their tasks (SIGUSR1; SIGTERM after --leave_grace_ms if one is still there).
   WriteCluster(2);
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("launch.log", "SIGTERM trainer-") >= 2; }, seconds(30)))
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("launch.log", "SIGUSR1 trainer-") >= 2; }, seconds(30)))
       << Read("autoscale.log") << Read("launch.log");
   EXPECT_THAT(Read("autoscale.log"), HasSubstr("ctr 3->1 (reclaim"));
   EXPECT_EQ(Count("launch.log", "SIGKILL"), 0);

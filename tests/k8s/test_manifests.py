@@ -381,6 +381,9 @@ def test_trainers_are_elastic_and_preemptible(target):
     assert spec.get("terminationGracePeriodSeconds", 30) >= 30, "too short to return the task on SIGTERM"
     cmd = list(c.get("command", [])) + list(c.get("args", []))
     assert cmd[0] != "/bin/sh", "the trainer must be PID 1 to receive SIGTERM itself"
+    # A scale-down first asks the trainer to leave after its task (SIGUSR1 to PID 1).
+    hook = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    assert hook[:2] == ["/bin/sh", "-c"] and "kill -USR1 1" in hook[2], f"k8s/{target}: no leave hook: {hook}"
     flags = flag_values(resolved_args(dep, c, objs))
     assert flags["device"] in ("cpu", "gpu", "auto")
     assert int(flags["threads"]) >= 1

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <regex>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -131,12 +132,14 @@ TEST_F(LaunchE2ETest, KilledPserverIsRestartedAtItsIndex) {
 }
 
 // The control FIFO's `scale N` sets the job's trainer target on its master, and the
-// launcher follows it: --trainers 0 starts none, `scale 2` starts two, `scale 1` stops
-// the newest with SIGTERM (never SIGKILL).
+// launcher follows it: --trainers 0 starts none, `scale 2` starts two, `scale 1` asks
+// the newest to leave after its task (SIGUSR1) and, as this trainer ignores that, stops
+// it with SIGTERM after --leave_grace_ms (never SIGKILL).
 TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
   ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
   const std::string fifo = dir_.path() + "/control";
-  Launch({"--pservers", "1", "--trainers", "0", "--control", fifo}, {"/bin/sleep", "60"});
+  Launch({"--pservers", "1", "--trainers", "0", "--control", fifo, "--leave_grace_ms", "300"},
+         {"/bin/sh", "-c", "trap '' USR1; exec sleep 60"});
   ASSERT_TRUE(WaitForOutput("waiting for a trainer target", seconds(30))) << Output();
   auto send = [&](const std::string& line) {
     int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
@@ -150,8 +153,11 @@ TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
   ASSERT_TRUE(WaitForOutput("started trainer-1", seconds(30))) << Output();
   EXPECT_THAT(Output(), HasSubstr("trainer target unset -> 2 (pl-launch control)"));
   send("scale 1\n");
-  ASSERT_TRUE(WaitForOutput("SIGTERM trainer-1", seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("SIGUSR1 trainer-1", seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("its task did not end within --leave_grace_ms 300", seconds(30))) << Output();
   ASSERT_TRUE(WaitForOutput("trainer-1 exited", seconds(30))) << Output();
+  EXPECT_THAT(Output(), HasSubstr("SIGTERM trainer-1"));
+  EXPECT_THAT(Output(), ::testing::Not(HasSubstr("SIGUSR1 trainer-0")));
   EXPECT_THAT(Output(), ::testing::Not(HasSubstr("SIGTERM trainer-0")));
   EXPECT_THAT(Output(), ::testing::Not(HasSubstr("SIGKILL")));
   std::vector<pid_t> pids = ChildPids();
@@ -160,6 +166,42 @@ TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_EQ(exit->code, 143);
   ExpectAllDead(pids);
+}
+
+// Issue 38: a shrink trains nothing twice. `scale 1` in the middle of a real job sends
+// the newest pl-trainer SIGUSR1; it finishes the task in hand, reports it and leaves
+// (the grace is long so that no SIGTERM can follow, however loaded the machine); the
+// job ends with no task returned and so no sample trained twice.
+TEST_F(LaunchE2ETest, AShrinkLetsTheTrainerFinishItsTaskAndTrainsNothingTwice) {
+  if (!testing::BinaryPath("pl-trainer").ok()) GTEST_SKIP() << testing::BinaryPath("pl-trainer").status();
+  // 10 passes of 15,000 records: several seconds, so the shrink comes mid-job.
+  ASSERT_NO_FATAL_FAILURE(MakeData(15000, 250));
+  const std::string fifo = dir_.path() + "/control";
+  Launch({"--pservers", "1", "--trainers", "0", "--control", fifo, "--passes", "10", "--leave_grace_ms", "60000"},
+         {"pl-trainer", "--model", "ctr", "--threads", "1", "--batch_size", "32"});
+  ASSERT_TRUE(WaitForOutput("waiting for a trainer target", seconds(30))) << Output();
+  int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0) << fifo;
+  ASSERT_EQ(::write(fd, "scale 2\n", 8), 8);
+  // trainer-1 trains from its connection on (a task of 250 records is 8 steps; a task
+  // is in hand nearly all the time); the job is still far from done.
+  ASSERT_TRUE(WaitForOutput("trainer-1: connected to", seconds(60))) << Output();
+  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_EQ(Output().find("reports the job done"), std::string::npos) << "the job ended too soon:\n" << Output();
+  ASSERT_EQ(::write(fd, "scale 1\n", 8), 8);
+  ::close(fd);
+  ASSERT_TRUE(WaitForOutput("SIGUSR1 trainer-1", seconds(30))) << Output();
+  ASSERT_TRUE(WaitForOutput("trainer-1 exited", seconds(60))) << Output();
+  auto exit = testing::WaitForExit(*launch_, seconds(180));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+  EXPECT_EQ(exit->code, 0) << Output();
+  const std::string out = Output();
+  EXPECT_THAT(out, HasSubstr("leaving as asked"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("SIGTERM trainer-1")));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("samples trained twice")));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("returned task")));
+  EXPECT_THAT(out, HasSubstr("INFO launch: job done"));
+  ExpectAllDead(ChildPids());
 }
 
 TEST_F(LaunchE2ETest, TrainsToCompletionWithAKilledAndAnAddedTrainer) {

@@ -167,7 +167,7 @@ MARK = {mark!r}
 def on_step(step):
     if rank == "0" and step == 5:                    # mid-way through its second task
         open(MARK, "w").close()
-        os.kill(os.getpid(), signal.SIGTERM)         # as a preempting cluster would
+        os.kill(os.getpid(), signal.{signal})         # as a preempting cluster would
     if rank != "0" and step == 1:                    # keep the job going until then
         deadline = time.monotonic() + 60
         while not os.path.exists(MARK):
@@ -181,7 +181,7 @@ sys.exit(own_loop.main(sys.argv[1:], on_step=on_step))
 
 def test_a_preempted_trainer_gives_its_task_back_and_no_sample_is_lost(launcher, tmp_path):
     script = tmp_path / "preempted.py"
-    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping")))
+    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping"), signal="SIGTERM"))
     # Tasks of 256 samples (4 steps of 64): step 5 is the first of trainer-0's second task.
     rc, out = _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2048:256",
                     str(script), "--train_limit", "2048", "--test_limit", "500"], tmp_path)
@@ -195,6 +195,24 @@ def test_a_preempted_trainer_gives_its_task_back_and_no_sample_is_lost(launcher,
     # trained twice are counted as such.
     assert "master: job done: 1 passes, 8 chunks trained, 2048 samples" in out, out[-4000:]
     assert re.search(r"job done in .* failed 0 .*tasks returned 1 \(64 samples trained twice\)", out), out[-4000:]
+
+
+def test_a_trainer_asked_to_leave_finishes_its_task_and_nothing_is_trained_twice(launcher, tmp_path):
+    # SIGUSR1 (pl-launch's first word when it shrinks a job) at the first step of
+    # trainer-0's second task: that task runs to its end and is reported; no task goes
+    # back, so no sample is trained twice.
+    script = tmp_path / "leaving.py"
+    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping"), signal="SIGUSR1"))
+    rc, out = _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2048:256",
+                    str(script), "--train_limit", "2048", "--test_limit", "500"], tmp_path)
+    assert rc == 0, out[-4000:]
+    assert "[trainer-0] " in out and "leaving as asked, after 2 task(s)" in out, out[-4000:]
+    assert "[trainer-0] result: stopped after 2 tasks, 8 steps" in out, out[-4000:]
+    assert re.search(r"INFO launch: trainer-0 exited \(status 0\)", out), out[-4000:]
+    assert "returned task" not in out, out[-4000:]
+    assert "master: job done: 1 passes, 8 chunks trained, 2048 samples" in out, out[-4000:]
+    assert re.search(r"job done in .* failed 0 ", out), out[-4000:]
+    assert "samples trained twice" not in out, out[-4000:]
 
 
 class _Indexed:

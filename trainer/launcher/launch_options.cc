@@ -34,6 +34,9 @@ ABSL_FLAG(double, kill_trainer_after_s, -1,
 ABSL_FLAG(double, add_trainer_after_s, -1,
           "start one more trainer this many seconds after the trainers start (< 0: never; given: >= 0)");
 ABSL_FLAG(std::string, control, "", "create this FIFO and obey its lines (see the description above)");
+ABSL_FLAG(int64_t, leave_grace_ms, 600,
+          "a lower trainer target stops trainers with SIGUSR1 (finish the task in hand, then leave), then "
+          "SIGTERM (give it back) after this many ms (>= 0; 0: SIGTERM at once)");
 ABSL_FLAG(double, progress_every_s, 5, "seconds between the master's progress lines (> 0)");
 ABSL_FLAG(bool, overlap_passes, true,
           "trainers with nothing left in a pass start on the next while its last tasks are out (pl-master "
@@ -160,6 +163,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.kill_trainer_after_s = absl::GetFlag(FLAGS_kill_trainer_after_s);
   o.add_trainer_after_s = absl::GetFlag(FLAGS_add_trainer_after_s);
   o.control_fifo = absl::GetFlag(FLAGS_control);
+  o.leave_grace_ms = absl::GetFlag(FLAGS_leave_grace_ms);
   o.progress_every_s = absl::GetFlag(FLAGS_progress_every_s);
   o.allow_losses = absl::GetFlag(FLAGS_allow_losses);
   o.overlap_passes = absl::GetFlag(FLAGS_overlap_passes);
@@ -185,6 +189,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("chunks_per_task", o.chunks_per_task, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("lease_ms", o.lease_ms, 100));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("checkpoint_every_s", o.checkpoint_every_s, 0));
+  PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("leave_grace_ms", o.leave_grace_ms, 0));
   PL_RETURN_IF_ERROR(cli::CheckRange<int64_t>("sparse_memory_mb", o.sparse_memory_mb, 0, int64_t{1} << 30));
   if (o.sparse_disk && o.sparse_memory_mb == 0) {
     return absl::InvalidArgumentError("--sparse_disk needs --sparse_memory_mb (the cap decides what goes to disk)");

@@ -55,6 +55,11 @@ struct LaunchOptions {
   double kill_trainer_after_s = -1; // --kill_trainer_after_s; < 0: never
   double add_trainer_after_s = -1;  // --add_trainer_after_s; < 0: never
   std::string control_fifo;         // --control; empty: no control FIFO
+  // A lower trainer target stops trainers with SIGUSR1 first (finish the task in hand,
+  // then leave: nothing trained twice), and SIGTERM (give it back now) once this has
+  // passed without an exit; 0: SIGTERM at once. The default keeps a reclaimed slot free
+  // within 1 s (SIGTERM to exit takes 0.13 s, benchmarks/README.md).
+  int64_t leave_grace_ms = 600;     // --leave_grace_ms, >= 0
   double progress_every_s = 5;      // --progress_every_s, > 0
   // --allow_losses: a job that finished having lost work (tasks set aside as failed in
   // any pass, a shard restarted from its seed) exits 0 instead of kLaunchLossExitCode.

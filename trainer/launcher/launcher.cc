@@ -403,6 +403,7 @@ void Launcher::Step(milliseconds timeout) {
   telemetry_.Announce(!multi_node() || node_addr_.empty() ? "127.0.0.1" : node_addr_);
   if (outcome_ != Outcome::kRunning || !started_) return;  // still starting up
   CheckTimers();
+  ExpireLeaves();
   PollStatus();
   CheckEnd();
 }

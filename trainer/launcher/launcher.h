@@ -13,8 +13,9 @@
 // not restarted — the job is elastic and goes on without them. Trainers can be killed,
 // stopped or added by timer flags or through a control FIFO. When the master holds a
 // trainer target (ScaleTrainers: pl-autoscale, or `scale N` on the control FIFO) the
-// launcher follows it: it starts trainers, or stops the newest with SIGTERM (their tasks
-// go back at once), until it runs the target; `--trainers 0` starts none until then.
+// launcher follows it: it starts trainers, or stops the newest (SIGUSR1: finish the task
+// in hand and leave; SIGTERM, which gives the task back at once, after
+// --leave_grace_ms), until it runs the target; `--trainers 0` starts none until then.
 //
 // The job ends when JobStatus says job_done and the trainers have exited (they get
 // SIGTERM after a grace period); then the pservers and the master get SIGTERM (SIGKILL
@@ -117,6 +118,9 @@ class Launcher {
   // The master holds a trainer target (ScaleTrainers): starts trainers, or stops the
   // newest with SIGTERM, until this node runs its part of it.
   void FollowTarget();
+  // SIGTERM to each trainer FollowTarget asked to leave (SIGUSR1) that is still running
+  // after --leave_grace_ms.
+  void ExpireLeaves();
   // This node's part of a job-wide trainer target (nodes in rank order get the remainder).
   int LocalTarget(int target) const;
   // The control command `scale N`: asks the master for N trainers.
@@ -186,7 +190,8 @@ class Launcher {
   using Clock = std::chrono::steady_clock;
   bool started_ = false;           // the master, pservers and first trainers were started
   int next_rank_ = 0;              // trainers started on this node (not a rank: see node_role.h)
-  std::set<std::string> stopping_;  // trainers sent SIGTERM to follow a lower target, not yet gone
+  std::set<std::string> stopping_;  // trainers stopped to follow a lower target, not yet gone
+  std::map<std::string, Clock::time_point> leave_deadlines_;  // of those sent SIGUSR1: when SIGTERM follows
   std::vector<Clock::time_point> target_failures_;  // trainers that failed while a target was set
   std::vector<int> trainer_ranks_;  // their ranks, in start order
   int trainers_exited_ = 0;

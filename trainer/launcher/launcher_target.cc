@@ -26,15 +26,45 @@ void Launcher::FollowTarget() {
     if (!StartTrainer(why).ok()) break;
   }
   // The newest first: the oldest have warmed their caches and hold the longest leases.
+  // SIGUSR1 asks it to finish its task and leave (nothing trained twice); ExpireLeaves
+  // sends SIGTERM if it is still there after --leave_grace_ms.
+  const bool leave_first = options_.leave_grace_ms > 0;
   for (int n = static_cast<int>(active.size()); n > want; --n) {
     const std::string& name = active[n - 1];
     pid_t pid = supervisor_->Pid(name);
-    if (Status s = supervisor_->Signal(name, SIGTERM); !s.ok()) {
+    if (Status s = supervisor_->Signal(name, leave_first ? SIGUSR1 : SIGTERM); !s.ok()) {
       supervisor_->Log(absl::StrCat("cannot stop ", name, ": ", s.message()));
       continue;
     }
     stopping_.insert(name);
-    supervisor_->Log(absl::StrCat("SIGTERM ", name, " (pid ", pid, ") ", why));
+    if (leave_first) {
+      leave_deadlines_[name] = Clock::now() + std::chrono::milliseconds(options_.leave_grace_ms);
+      supervisor_->Log(absl::StrCat("SIGUSR1 ", name, " (pid ", pid, "): leave after its task ", why, "; SIGTERM in ",
+                                    options_.leave_grace_ms, " ms if still running"));
+    } else {
+      supervisor_->Log(absl::StrCat("SIGTERM ", name, " (pid ", pid, ") ", why));
+    }
+  }
+}
+
+void Launcher::ExpireLeaves() {
+  const auto now = Clock::now();
+  for (auto it = leave_deadlines_.begin(); it != leave_deadlines_.end();) {
+    const std::string name = it->first;
+    if (!stopping_.count(name)) {  // exited meanwhile
+      it = leave_deadlines_.erase(it);
+      continue;
+    }
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    it = leave_deadlines_.erase(it);
+    const pid_t pid = supervisor_->Pid(name);
+    if (Status s = supervisor_->Signal(name, SIGTERM); s.ok()) {
+      supervisor_->Log(absl::StrCat("SIGTERM ", name, " (pid ", pid, "): its task did not end within --leave_grace_ms ",
+                                    options_.leave_grace_ms, "; it gives the task back"));
+    }
   }
 }
 

@@ -25,7 +25,9 @@ Accounting is the built-in trainer's, exactly once: a task whose loop body ran t
 end is reported trained with all its samples. SIGTERM or SIGINT (init() catches them)
 ends task.batches() before its next batch; that task goes back to the master at once
 with the count of samples already pushed, tasks() ends, job.result["stopped"] is True,
-and the script may exit 0. Leaving the loop early (break) gives the task back the same
+and the script may exit 0. SIGUSR1 (what pl-launch sends first when it shrinks a job)
+lets the task in hand run to its end and be reported; tasks() then ends before the
+next lease with job.result["left"] True: nothing is trained twice. Leaving the loop early (break) gives the task back the same
 way; an exception out of the loop inside ``with job:`` fails the task (a task that
 fails max_failures times is dropped, so a bug does not loop forever).
 
@@ -45,7 +47,8 @@ _current = None
 def init(master=None, name=None, give_up_after_s=300.0, tls_dir=None, log_events=True):
     """Joins the job as a trainer: sets up the transport (mutual TLS from PL_TLS_DIR),
     registers with the master (PL_MASTER_ADDR; a heartbeat thread renews the lease) and
-    catches SIGTERM/SIGINT for a clean stop. Returns the Job (also current())."""
+    catches SIGTERM/SIGINT for a clean stop and SIGUSR1 to leave after the task in
+    hand. Returns the Job (also current())."""
     global _current
     if _current is not None and not _current.finished:
         raise RuntimeError("init(): this process already joined a job (call job.finish() first)")
@@ -162,7 +165,7 @@ class Job:
         self.sync = sync_updates()
         self.give_up_after_s = float(give_up_after_s)
         self.finished = False
-        self.result = {"tasks_done": 0, "job_done": False, "stopped": False, "waited_s": 0.0}
+        self.result = {"tasks_done": 0, "job_done": False, "stopped": False, "left": False, "waited_s": 0.0}
         self._log_fn = self._log if log_events else None
         self._before_lease = []        # ParameterServerModel: the trainer id may change
         self._task = None              # the LeasedTask being trained

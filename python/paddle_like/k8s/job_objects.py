@@ -216,13 +216,22 @@ def _trainer_container(spec):
         env += [dict(v) for v in spec["trainer.env"] or []]
         if spec["trainer.scriptConfigMap"] is not None:
             mounts.append({"name": "script", "mountPath": "/job", "readOnly": True})
-    container = {"name": "trainer", "image": spec["image"], "imagePullPolicy": "IfNotPresent", "command": command}
+    container = {"name": "trainer", "image": spec["image"], "imagePullPolicy": "IfNotPresent", "command": command,
+                 "lifecycle": LEAVE_HOOK}
     if args:
         container["args"] = args
     container.update({"env": env, "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
                       "resources": spec["trainer.resources"], "securityContext": _container_security(),
                       "volumeMounts": mounts})
     return container
+
+
+# Before a trainer Pod's SIGTERM (scale-down, preemption, drain): SIGUSR1 asks the
+# trainer (PID 1) to finish the task in hand, report it and exit, so a shrink trains
+# nothing twice; Kubernetes sends SIGTERM (give the task back now) when the hook ends,
+# after at most LEAVE_GRACE_S, if the trainer is still there.
+LEAVE_GRACE_S = 5
+LEAVE_HOOK = {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"kill -USR1 1; sleep {LEAVE_GRACE_S}"]}}}
 
 
 def trainers(spec):
@@ -239,8 +248,8 @@ def trainers(spec):
     if spec["trainer.scriptConfigMap"] is not None:
         volumes.append({"name": "script", "configMap": {"name": spec["trainer.scriptConfigMap"], "defaultMode": 0o444}})
     pod = {"priorityClassName": spec["trainer.priorityClassName"], "enableServiceLinks": False,
-           # SIGTERM is checked between steps: the trainer finishes its step, returns its
-           # task to the master and leaves.
+           # After the preStop hook (LEAVE_HOOK), SIGTERM is checked between steps: the
+           # trainer finishes its step, returns its task to the master and leaves.
            "terminationGracePeriodSeconds": 60, "securityContext": _pod_security(),
            "containers": [_trainer_container(spec)], "volumes": volumes}
     if "nvidia.com/gpu" in (spec["trainer.resources"].get("limits") or {}):
