@@ -179,12 +179,17 @@ sys.exit(own_loop.main(sys.argv[1:], on_step=on_step))
 """
 
 
-def test_a_preempted_trainer_gives_its_task_back_and_no_sample_is_lost(launcher, tmp_path):
-    script = tmp_path / "preempted.py"
-    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping"), signal="SIGTERM"))
+def _run_signalled(signal_name, tmp_path):
+    """The own-loop job with trainer-0 sending itself `signal_name` at its step 5."""
+    script = tmp_path / "signalled.py"
+    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping"), signal=signal_name))
     # Tasks of 256 samples (4 steps of 64): step 5 is the first of trainer-0's second task.
-    rc, out = _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2048:256",
-                    str(script), "--train_limit", "2048", "--test_limit", "500"], tmp_path)
+    return _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2048:256",
+                 str(script), "--train_limit", "2048", "--test_limit", "500"], tmp_path)
+
+
+def test_a_preempted_trainer_gives_its_task_back_and_no_sample_is_lost(launcher, tmp_path):
+    rc, out = _run_signalled("SIGTERM", tmp_path)
     assert rc == 0, out[-4000:]
     assert re.search(r"\[trainer-0\] .*stop requested: returned task \d+ to the master "
                      r"\(64 of its samples were pushed\)", out), out[-4000:]
@@ -201,10 +206,7 @@ def test_a_trainer_asked_to_leave_finishes_its_task_and_nothing_is_trained_twice
     # SIGUSR1 (pl-launch's first word when it shrinks a job) at the first step of
     # trainer-0's second task: that task runs to its end and is reported; no task goes
     # back, so no sample is trained twice.
-    script = tmp_path / "leaving.py"
-    script.write_text(_PREEMPTED.format(examples=_EXAMPLES, mark=str(tmp_path / "stopping"), signal="SIGUSR1"))
-    rc, out = _run(["--pservers", "2", "--trainers", "2", "--data", "indices:2048:256",
-                    str(script), "--train_limit", "2048", "--test_limit", "500"], tmp_path)
+    rc, out = _run_signalled("SIGUSR1", tmp_path)
     assert rc == 0, out[-4000:]
     assert "[trainer-0] " in out and "leaving as asked, after 2 task(s)" in out, out[-4000:]
     assert "[trainer-0] result: stopped after 2 tasks, 8 steps" in out, out[-4000:]
