@@ -123,10 +123,14 @@ Status GpuModel::CheckBatch(const Tensor& x, const Tensor* labels) const {
 }
 
 Status GpuModel::Forward(const Tensor& x_host, bool training, std::vector<Tensor>* acts) {
-  acts->clear();
-  acts->reserve(nodes_.size() + 1);
   PL_ASSIGN_OR_RETURN(Tensor x, AllocateDeviceTensor(x_host.shape(), DType::kFloat32, ctx_->device()));
   PL_RETURN_IF_ERROR(CopyToDevice(x_host, x, ctx_->stream()));
+  return ForwardFrom(x, training, acts);
+}
+
+Status GpuModel::ForwardFrom(const Tensor& x, bool training, std::vector<Tensor>* acts) {
+  acts->clear();
+  acts->reserve(nodes_.size() + 1);
   acts->push_back(x);
   const GpuLayerRun run = Run();
   for (Node& node : nodes_) {
@@ -139,10 +143,11 @@ Status GpuModel::Forward(const Tensor& x_host, bool training, std::vector<Tensor
   return absl::OkStatus();
 }
 
-Status GpuModel::Backward(const std::vector<Tensor>& acts, Tensor g) {
-  // Below the first layer with parameters no gradient is needed.
-  int first = static_cast<int>(nodes_.size());
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+Status GpuModel::Backward(const std::vector<Tensor>& acts, Tensor g, Tensor* input_grad) {
+  // Below the first layer with parameters no gradient is needed, unless the caller
+  // wants the input's.
+  int first = input_grad != nullptr ? 0 : static_cast<int>(nodes_.size());
+  for (int i = 0; i < static_cast<int>(nodes_.size()) && input_grad == nullptr; ++i) {
     if (nodes_[i].layer->has_params()) {
       first = i;
       break;
@@ -152,17 +157,35 @@ Status GpuModel::Backward(const std::vector<Tensor>& acts, Tensor g) {
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= first; --i) {
     Node& node = nodes_[i];
     Tensor dx;
-    PL_RETURN_IF_ERROR(Annotate(node.layer->Backward(run, acts[i], acts[i + 1], g, /*need_dx=*/i > first, &dx),
+    const bool need_dx = i > first || input_grad != nullptr;
+    PL_RETURN_IF_ERROR(Annotate(node.layer->Backward(run, acts[i], acts[i + 1], g, need_dx, &dx),
                                 absl::StrCat("GpuModel backward, layer '", node.name, "' (", node.layer->Describe(), ")")));
     g = dx;
   }
+  if (input_grad != nullptr) *input_grad = g;
   return absl::OkStatus();
 }
 
-StatusOr<StepResult> GpuModel::Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad) {
+StatusOr<StepResult> GpuModel::Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad,
+                                    GpuLoss loss) {
   if (logits.rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("GpuModel: the model's output must be logits (B, K), got ",
                                                    logits.ShapeString()));
+  }
+  if (loss == GpuLoss::kSigmoidBinaryCrossEntropy) {
+    if (logits.dim(1) != 1 || labels_host.dtype() != DType::kFloat32 || labels_host.numel() != logits.dim(0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GpuModel: a binary cross-entropy needs logits (B, 1) and float32 labels (B), got logits ",
+          logits.ShapeString(), " and ", DTypeName(labels_host.dtype()), " labels ", labels_host.ShapeString()));
+    }
+    PL_ASSIGN_OR_RETURN(Tensor labels, AllocateDeviceTensor(Shape{logits.dim(0)}, DType::kFloat32, ctx_->device()));
+    PL_RETURN_IF_ERROR(CopyToDevice(labels_host, labels, ctx_->stream()));
+    PL_ASSIGN_OR_RETURN(LossResult r, SigmoidBinaryCrossEntropy(logits, labels, grad, ctx_->stream()));
+    return StepResult{r.loss, r.correct, logits.dim(0)};
+  }
+  if (labels_host.dtype() != DType::kInt64) {
+    return absl::InvalidArgumentError(absl::StrCat("GpuModel: a softmax cross-entropy needs int64 labels, got ",
+                                                   DTypeName(labels_host.dtype())));
   }
   const int64_t classes = logits.dim(1);
   const int64_t* l = labels_host.i64();
@@ -191,6 +214,27 @@ StatusOr<StepResult> GpuModel::TrainStep(const Tensor& x_host, const Tensor& lab
   has_grad_ = true;
   // The activations are released here and their blocks reused by the next step,
   // which is queued on the same stream (see allocator.h).
+  return result;
+}
+
+StatusOr<StepResult> GpuModel::TrainStepFromDevice(const Tensor& x, const Tensor& labels_host, GpuLoss loss,
+                                                   Tensor* dx) {
+  if (!x.defined() || x.dtype() != DType::kFloat32 || x.device() != Device::kCUDA || x.rank() < 1 || x.dim(0) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("GpuModel: inputs from the device must be a float32 CUDA tensor (B, ...), got ",
+                                                   x.defined() ? x.ShapeString() : std::string("an undefined tensor")));
+  }
+  if (!labels_host.defined() || labels_host.device() != Device::kCPU || labels_host.numel() != x.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("GpuModel: labels must be a CPU tensor of ", x.dim(0), " values"));
+  }
+  DeviceGuard guard(device());
+  PL_RETURN_IF_ERROR(guard.status());
+  std::vector<Tensor> acts;
+  PL_RETURN_IF_ERROR(ForwardFrom(x, /*training=*/true, &acts));
+  const Tensor& logits = acts.back();
+  PL_ASSIGN_OR_RETURN(Tensor grad, AllocateDeviceTensor(logits.shape(), DType::kFloat32, device()));
+  PL_ASSIGN_OR_RETURN(StepResult result, Loss(logits, labels_host, grad, loss));
+  PL_RETURN_IF_ERROR(Backward(acts, grad, dx));
+  has_grad_ = true;
   return result;
 }
 

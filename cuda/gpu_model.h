@@ -48,6 +48,11 @@ struct GpuModelOptions {
   bool pin_host_buffers = true;
 };
 
+// The loss a training step minimises over the model's output (B, K):
+//   kSoftmaxCrossEntropy        int64 labels (B) in [0, K)
+//   kSigmoidBinaryCrossEntropy  float32 labels (B) in [0, 1], K = 1 (a click model)
+enum class GpuLoss { kSoftmaxCrossEntropy, kSigmoidBinaryCrossEntropy };
+
 struct StepResult {
   float loss = 0.0f;     // mean softmax cross-entropy over the batch
   int64_t correct = 0;   // rows whose argmax is the label
@@ -70,6 +75,11 @@ class GpuModel {
   // Forward (training mode), loss and backward for a batch; gradients are added to
   // the device gradient buffer.   x: float32 CPU (B, ...)   labels: int64 CPU (B).
   StatusOr<StepResult> TrainStep(const Tensor& x_host, const Tensor& labels_host);
+  // The same from inputs already on this device (B, ...) (embeddings gathered there, see
+  // embedding_ops.h), with `loss`; `dx` receives the gradient of the loss with respect to
+  // x_device (same shape, on the device) for the layers below the model.
+  StatusOr<StepResult> TrainStepFromDevice(const Tensor& x_device, const Tensor& labels_host, GpuLoss loss,
+                                           Tensor* dx);
   // Loss and accuracy in evaluation mode, no gradients.
   StatusOr<StepResult> Evaluate(const Tensor& x_host, const Tensor& labels_host);
   // Logits (B, K) on the host, evaluation mode.
@@ -117,8 +127,11 @@ class GpuModel {
   GpuLayerRun Run() { return GpuLayerRun{ctx_.get(), &param_slots_}; }
   // Runs the layers; acts[0] = input, acts[i + 1] = output of node i.
   Status Forward(const Tensor& x_host, bool training, std::vector<Tensor>* acts);
-  Status Backward(const std::vector<Tensor>& acts, Tensor grad);
-  StatusOr<StepResult> Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad);
+  Status ForwardFrom(const Tensor& x_device, bool training, std::vector<Tensor>* acts);
+  // dx, when given, receives the gradient with respect to the input (acts[0]).
+  Status Backward(const std::vector<Tensor>& acts, Tensor grad, Tensor* dx = nullptr);
+  StatusOr<StepResult> Loss(const Tensor& logits, const Tensor& labels_host, const Tensor& grad,
+                            GpuLoss loss = GpuLoss::kSoftmaxCrossEntropy);
   Status CheckBatch(const Tensor& x_host, const Tensor* labels_host) const;
   // The CPU buffer of slot i's value (grad = false) or gradient, page-locked if it can be.
   const Tensor& HostValue(size_t i);

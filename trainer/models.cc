@@ -55,7 +55,10 @@ class CtrNet : public Module {
     emb_->table()->set_policy({.admit_after = o.ctr_admit_after, .evict_after_s = o.ctr_evict_after_s});
     fc1_ = RegisterModule("fc1", std::make_shared<Linear>(o.ctr_fields * o.ctr_embedding_dim, 64));
     fc2_ = RegisterModule("fc2", std::make_shared<Linear>(64, 1));
+    // Not registered: its layers are fc1 and fc2 above, so no parameter appears twice.
+    tower_.Add("fc1", fc1_).Add("relu", std::make_shared<ReLU>()).Add("fc2", fc2_);
   }
+  EmbeddingTower Parts() { return {emb_.get(), &tower_, fields_}; }
   StatusOr<Variable> Forward(const Tensor& ids) {
     if (ids.rank() != 2 || ids.dim(1) != fields_) {
       return absl::InvalidArgumentError(absl::StrCat("ctr model: expects ids of shape [batch, ", fields_,
@@ -74,6 +77,7 @@ class CtrNet : public Module {
   std::shared_ptr<Linear> fc1_, fc2_;
   Flatten flatten_;
   ReLU relu_;
+  Sequential tower_;  // fc1, a ReLU, fc2: what Forward runs after the flatten
 };
 
 class CtrModel : public ExampleModel {
@@ -82,6 +86,7 @@ class CtrModel : public ExampleModel {
   Module& module() override { return net_; }
   TaskKind task() const override { return TaskKind::kClickThrough; }
   StatusOr<Variable> Forward(const Tensor& inputs) override { return net_.Forward(inputs); }
+  EmbeddingTower Parts() { return net_.Parts(); }
   SparseIds SparseInputs(const Tensor& ids) const override {
     std::vector<int64_t> unique(ids.i64(), ids.i64() + ids.numel());
     std::sort(unique.begin(), unique.end());
@@ -132,6 +137,12 @@ StatusOr<std::unique_ptr<ExampleModel>> MakeExampleModel(const std::string& name
 Sequential* AsSequential(ExampleModel& model) {
   auto* s = dynamic_cast<SequentialModel*>(&model);
   return s ? s->sequential() : nullptr;
+}
+
+std::optional<EmbeddingTower> AsEmbeddingTower(ExampleModel& model) {
+  auto* ctr = dynamic_cast<CtrModel*>(&model);
+  if (ctr == nullptr) return std::nullopt;
+  return ctr->Parts();
 }
 
 }  // namespace pl

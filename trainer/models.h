@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,17 @@ StatusOr<std::unique_ptr<ExampleModel>> MakeExampleModel(const std::string& name
 
 // The Sequential behind mlp/cnn (for the GPU runner); nullptr for ctr.
 Sequential* AsSequential(ExampleModel& model);
+
+// A click model's parts, for the GPU runner: ids (B, F) -> `embedding` -> flattened
+// (B, F * D) -> `tower`, a Sequential sharing its layers (and so their parameters) with
+// the model. The embedding's rows stay in its table; the tower runs on the device.
+struct EmbeddingTower {
+  Embedding* embedding = nullptr;
+  Sequential* tower = nullptr;
+  int64_t fields = 0;
+};
+// ctr's parts; nullopt for the other models.
+std::optional<EmbeddingTower> AsEmbeddingTower(ExampleModel& model);
 
 }  // namespace pl
 

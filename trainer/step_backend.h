@@ -1,5 +1,6 @@
 // StepBackend: where a trainer runs the forward/backward of its steps — the CPU
-// (Eigen) or one GPU (cuda/GpuModel). The CPU module stays the model of record: the
+// (Eigen) or one GPU (cuda/GpuModel; for the click model, its embedding lookups and
+// dense tower, the table staying in host memory). The CPU module stays the model of record: the
 // training loops move parameters and gradients across explicitly, once per step,
 // through ImportParameters (after a pull or a local update) and ExportGradients
 // (before a push), which are no-ops on the CPU.

@@ -2,16 +2,18 @@
 # The GPU-machine checks of issues 35 and 36 in one run, from a bundle made here by
 #
 #   benchmarks/portable_bundle.sh --out .bundle cuda_test pl-bench-gpu pl-trainer pl-pserver \
-#       pl-master pl-launch pl-bench-dist pl-bench-ps pl-bench-scaling pl-bench-catchup-trainer
+#       pl-master pl-launch pl-bench-dist pl-bench-ps pl-bench-scaling pl-bench-catchup-trainer \
+#       pl-gen-clicks
 #
 # and then, on the lent machine, from the repository root:
 #
 #   benchmarks/gpu/device_check.sh .bundle OUT_DIR
 #
 # The GPU tests; one Adam push applied on 1 thread and on all cores (pl-bench-ps --only
-# apply); one mlp step's exchange per transport (--only exchange); one process against the job, cnn on the GPU and mlp on the CPU, 5 passes
-# (pl-bench-dist --only job); the bfloat16 point across hosts at 10 Gbit/s
-# (pl-bench-scaling); a replica's catch-up (bench_replication.py --parts catchup).
+# apply); one mlp step's exchange per transport (--only exchange); one process against
+# the job, cnn on the GPU and mlp on the CPU, 5 passes (pl-bench-dist --only job); ctr on
+# the CPU and the GPU, one process and a job; the bfloat16 point across hosts at 10
+# Gbit/s (pl-bench-scaling); a replica's catch-up (bench_replication.py --parts catchup).
 # Every log goes to OUT_DIR; the figures go to stdout.
 set -u
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -35,6 +37,21 @@ step "one process and the job (pl-bench-dist --only job --passes 5)"
 timeout 480 "$run" pl-bench-dist --data "$data" --only job --passes 5 > "$out/job.log" 2>&1
 grep -vE '^$|load average' "$out/job.log"
 cp /tmp/pl-bench-dist-job-cnn-*.log "$out/" 2>/dev/null
+step "ctr on the CPU and on the GPU: one process, and 1 trainer + 2 pservers (2 passes of 100k clicks)"
+clicks=$(mktemp -d)
+"$run" pl-gen-clicks --out "$clicks" --train 100000 --test 10000 --records_per_chunk 1000 > "$out/clicks.log" 2>&1
+grep -E 'ideal test auc' "$out/clicks.log"
+for dev in cpu gpu; do
+  timeout 120 "$run" pl-trainer --model ctr --data "$clicks" --epochs 2 --device "$dev" > "$out/ctr-$dev.log" 2>&1
+  echo "  one process --device $dev: $(grep -E 'trained .* steps' "$out/ctr-$dev.log" | sed 's/.*trained/trained/'); \
+$(grep -E 'final test auc' "$out/ctr-$dev.log" | sed 's/.*final/final/')"
+  grep -E 'error|rror:' "$out/ctr-$dev.log" | head -3
+  timeout 180 "$run" pl-launch --pservers 2 --trainers 1 --data "$clicks/train.plrec" --passes 2 --progress_every_s 1000 \
+    -- pl-trainer --model ctr --device "$dev" --test_data "$clicks/test.plrec" --log_every_s 1000 > "$out/ctr-job-$dev.log" 2>&1
+  echo "  job (1 trainer + 2 pservers) --device $dev: exit $?; $(grep -E 'INFO trainer-0: (per step|final test auc|running)' \
+    "$out/ctr-job-$dev.log" | sed 's/.*INFO trainer-0: //' | tr '\n' ';')"
+done
+rm -rf "$clicks"
 for wire in "" "--pipeline --wire_dtype bfloat16"; do
   step "pl-bench-scaling 1x1 at 10 Gbit/s ${wire:-float32}"
   # shellcheck disable=SC2086

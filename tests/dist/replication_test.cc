@@ -92,7 +92,9 @@ class ReplicationTest : public ::testing::Test {
     argv.insert(argv.end(), {"--", bin_["pl-trainer"], "--model", "mlp", "--threads", "1", "--lr", "0.001",
                              "--test_data", test_, "--test_limit", "500", "--log_every_s", "0.2"});
     argv.insert(argv.end(), trainer_flags.begin(), trainer_flags.end());
-    if (!env.empty()) ASSERT_NO_FATAL_FAILURE(argv[0] = FaultyLauncher());
+    if (!env.empty()) {
+      ASSERT_NO_FATAL_FAILURE(argv[0] = FaultyLauncher());
+    }
     auto child = testing::Spawn(argv, Path("launch.log"), env);
     ASSERT_TRUE(child.ok()) << child.status();
     launch_ = std::move(*child);
