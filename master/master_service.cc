@@ -442,6 +442,7 @@ StatusOr<proto::HeartbeatResponse> Master::HeartbeatLocked(const proto::Heartbea
   proto::HeartbeatResponse resp;
   resp.set_known(membership_.Heartbeat(req.trainer_id()));
   if (resp.known() && req.task_id() != 0) queue_.RenewLease(req.trainer_id(), req.task_id());
+  resp.set_live_trainers(membership_.num_live_trainers());
   return resp;
 }
 

@@ -190,6 +190,13 @@ int64_t Membership::pserver_generation(int32_t index) const {
   return it == pservers_.end() ? 0 : it->second.generation();
 }
 
+int Membership::num_live_trainers() const {
+  const int64_t now = now_ms_();
+  int n = 0;
+  for (const auto& [id, t] : trainers_) n += t.deadline_ms > now;
+  return n;
+}
+
 std::vector<proto::TrainerInfo> Membership::live_trainers() const {
   const int64_t now = now_ms_();
   std::vector<proto::TrainerInfo> out;

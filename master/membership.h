@@ -114,6 +114,7 @@ class Membership {
   int64_t pserver_generation(int32_t index) const;
 
   std::vector<proto::TrainerInfo> live_trainers() const;
+  int num_live_trainers() const;
   // What trainers dial, by index: registered pservers, and the primaries of replicated
   // shards (an index whose shard has no primary now is absent).
   std::vector<proto::PserverInfo> pservers() const;

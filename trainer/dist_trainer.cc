@@ -150,6 +150,14 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   // One leased task, step by step; RunTaskLoop reports it to the master.
   auto train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
     const int64_t samples_before = result.samples;  // what a stop mid-task leaves pushed
+    if (local != nullptr && !o.sync) {
+      // Async: each round's change counts 1 / live trainers (local_steps.h).
+      const int live = std::max(1, master.live_trainers());
+      if (1.0f / live != local->merge_scale()) {
+        log << "local steps: a round's change is merged at 1/" << live << " (" << live << " live trainers)" << std::endl;
+        local->set_merge_scale(1.0f / live);
+      }
+    }
     auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
     if (!data.ok()) return TaskOutcome::BadTask(std::string(data.status().message()));
     std::vector<int64_t> order(data->size());

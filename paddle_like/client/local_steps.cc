@@ -68,8 +68,13 @@ void LocalSteps::ChangeIntoGradients() {
     const float* v = np.param->var.value().f32();
     const float* b = base_[i++].f32();
     float* g = grad.f32();
+    const float scale = merge_scale_;
     OverPieces(grad.numel(), [&](int64_t from, int64_t to) {
-      for (int64_t j = from; j < to; ++j) g[j] = v[j] - b[j];
+      if (scale == 1.0f) {
+        for (int64_t j = from; j < to; ++j) g[j] = v[j] - b[j];
+      } else {
+        for (int64_t j = from; j < to; ++j) g[j] = (v[j] - b[j]) * scale;
+      }
     });
   }
 }

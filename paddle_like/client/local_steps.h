@@ -3,7 +3,11 @@
 // the change those K steps made (PushRequest.delta) and pulls the merged parameters,
 // which start its next round. The exchange then costs a K-th of what it costs a step.
 //
-//   async  each trainer's change is added as it arrives: theta += delta_i. With
+//   async  each trainer's change is added as it arrives, scaled by the inverse of the
+//          job's live trainers N (set_merge_scale; Paddle's GEO does the same):
+//          theta += delta_i / N. Unscaled, N trainers that start a round from the same
+//          theta move it N times as far as one would, and a job of 4 cnn trainers with
+//          K = 4 lost 0.25-0.33 of test accuracy (benchmarks/README.md). With
 //          `overlap` (the trainer's default in async mode) a round's push and pull run
 //          in the background while the next round computes; at the next round's end the
 //          pulled values take the place of the ones that round started from, and the
@@ -47,6 +51,10 @@ class LocalSteps {
   LocalSteps(ParameterClient* client, int k, bool overlap = false);
 
   int k() const { return k_; }
+  // What a round's pushed change is multiplied by (1 by default; async trainers set
+  // 1 / live trainers before each round, sync ones keep 1: the pservers average).
+  void set_merge_scale(float scale) { merge_scale_ = scale; }
+  float merge_scale() const { return merge_scale_; }
   // Steps taken in the current round.
   int taken() const { return taken_; }
   // Whether the next EndStep ends a round: a trainer whose parameters live elsewhere
@@ -82,6 +90,7 @@ class LocalSteps {
   ParameterClient* client_;
   const int k_;
   const bool overlap_;
+  float merge_scale_ = 1.0f;
   int taken_ = 0;
   int64_t samples_ = 0;
   int64_t rounds_ = 0;

@@ -137,6 +137,7 @@ Status MasterClient::Heartbeat(int64_t task_id) {
   if (absl::IsNotFound(s)) return RegisterAgain(req.trainer_id());  // dropped: join again
   PL_RETURN_IF_ERROR(s);
   if (!resp.known()) return RegisterAgain(req.trainer_id());
+  live_trainers_.store(resp.live_trainers());
   return absl::OkStatus();
 }
 

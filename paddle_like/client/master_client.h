@@ -57,6 +57,8 @@ class MasterClient {
   StatusOr<proto::RegisterTrainerResponse> Register();
   int64_t trainer_id() const;
   int64_t lease_ms() const { return lease_ms_.load(); }
+  // The job's live trainers as of the last heartbeat (0 before the first answer).
+  int live_trainers() const { return live_trainers_.load(); }
 
   StatusOr<proto::GetTaskResponse> GetTask();
   Status TaskFinished(const proto::Task& task, int64_t num_samples);
@@ -117,6 +119,7 @@ class MasterClient {
   mutable std::mutex credential_mu_;
   Credential credential_;  // guarded by credential_mu_
   std::atomic<int64_t> lease_ms_{3000};
+  std::atomic<int> live_trainers_{0};
   const std::atomic<bool>* stop_ = nullptr;
   std::mutex register_mu_;  // serialises RegisterAgain
 };

@@ -13,6 +13,7 @@
 // Every call that waits on the network or decodes data releases the GIL.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -321,7 +322,10 @@ class PyParameterClient {
     NoGilStatus([&] { return Local().started() ? absl::OkStatus() : Local().Start(); });
   }
   bool LocalEndStep(int64_t num_samples) {
-    return NoGil<bool>([&] { return Local().EndStep(num_samples); });
+    LocalSteps& local = Local();
+    // Async: a round's change counts 1 / live trainers (local_steps.h).
+    if (!sync_ && master_ != nullptr) local.set_merge_scale(1.0f / std::max(1, master_->client().live_trainers()));
+    return NoGil<bool>([&] { return local.EndStep(num_samples); });
   }
   bool LocalFinish() {
     return NoGil<bool>([&] { return Local().Finish(); });

@@ -95,6 +95,30 @@ TEST_F(LocalStepsTest, AsyncAddsEachTrainersRoundOfLocalStepsAsItComes) {
   EXPECT_EQ(a.fc->weight().grad().f32()[0], 0.0f);
 }
 
+// With N live trainers an async round's change counts 1/N (set_merge_scale, as
+// Paddle's GEO): two trainers' rounds from the same base move it by their mean.
+TEST_F(LocalStepsTest, AsyncChangesAreScaledByTheMergeScale) {
+  DenseModel a, b, probe;
+  auto ca = MakeClient(&a, 1, false), cb = MakeClient(&b, 2, false), cp = MakeClient(&probe, 3, false);
+  for (auto* c : {ca.get(), cb.get(), cp.get()}) ASSERT_TRUE(c->Connect().ok());
+  auto oa = LocalSgd(&a), ob = LocalSgd(&b);
+  LocalSteps la(ca.get(), 1), lb(cb.get(), 1);
+  la.set_merge_scale(0.5f);
+  lb.set_merge_scale(0.5f);
+  ASSERT_TRUE(la.Start().ok());
+  ASSERT_TRUE(lb.Start().ok());
+  const std::vector<float> w0 = Weights(a);
+  // a: -0.25 * 2 (i+1); b: -0.25 * 4 (i+1); merged: w0 - 0.25 * 3 (i+1).
+  LocalStep(a, *oa, 2.0f);
+  ASSERT_TRUE(la.EndStep(1).ok());
+  LocalStep(b, *ob, 4.0f);
+  ASSERT_TRUE(lb.EndStep(1).ok());
+  ASSERT_TRUE(cp->Pull({}).ok());
+  for (size_t i = 0; i < w0.size(); ++i) {
+    EXPECT_NEAR(Weights(probe)[i], w0[i] - kLocalLr * 3.0f * (i + 1), 1e-5) << i;
+  }
+}
+
 // Overlapped rounds (async): a round's push and pull run while the next round computes;
 // at that round's end the pulled values replace the ones it started from and its own
 // progress is kept on top; what the pull brought is never pushed back.

@@ -207,6 +207,11 @@ TEST(MasterTest, LeasesGetAFullTermAfterARestartThenRunOut) {
   EXPECT_EQ(id, 2);
   auto next = (*m)->GetTask(Get(id));
   ASSERT_EQ(next->result(), proto::GetTaskResponse::TASK);
+  // A heartbeat tells the trainer how many are live (local steps scale by it).
+  auto beat = (*m)->Heartbeat([&] { proto::HeartbeatRequest r; r.set_trainer_id(id); return r; }());
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_TRUE(beat->known());
+  EXPECT_EQ(beat->live_trainers(), 1);
   (void)task;
 }
 
