@@ -355,7 +355,8 @@ def free_to_used(timeline):
 
 def join_leave_costs(jobs):
     """From the elastic run's logs: join = a raised target on the master to the new
-    trainer's registration there; leave = its SIGTERM to its exit (the slot free)."""
+    trainer's registration there; leave = the first signal that stops it (SIGUSR1: leave
+    after its task, or SIGTERM) to its exit (the slot free)."""
     joins, leaves = [], []
     for j in jobs:
         if not j.dir:
@@ -371,8 +372,8 @@ def join_leave_costs(jobs):
                 joins.append(stamp(l) - raised.pop(0))
         sig = {}
         for l in lines:
-            m = re.search(r"launch: SIGTERM (trainer-\d+) ", l)
-            if m:
+            m = re.search(r"launch: (?:SIGUSR1|SIGTERM) (trainer-\d+) ", l)
+            if m and m.group(1) not in sig:
                 sig[m.group(1)] = stamp(l)
             m = re.search(r"launch: (trainer-\d+) exited", l)
             if m and m.group(1) in sig:
@@ -496,7 +497,7 @@ def main():
         if s["join_leave_s"]:
             jn, lv, nj, nl = s["join_leave_s"]
             print(f"measured in the elastic run: join (target raised -> trainer registered) median "
-                  f"{jn if jn is None else round(jn, 2)} s over {nj}; leave (SIGTERM -> exited) median "
+                  f"{jn if jn is None else round(jn, 2)} s over {nj}; leave (SIGUSR1 or SIGTERM -> exited) median "
                   f"{lv if lv is None else round(lv, 2)} s over {nl}")
     print("\npl-sim-elastic on the same trace and curves:\n" + sim.stdout + sim.stderr)
     by_name = {}
