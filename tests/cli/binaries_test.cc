@@ -139,6 +139,7 @@ const std::vector<Binary>& Binaries() {
         {"insecure", "bool, default false"},
         {"kill_trainer_after_s", "double, default -1"},
         {"lease_ms", "int64, default 3000"},
+        {"leave_grace_ms", "int64, default 600"},
         {"logdir", "string, default \"\""},
         {"make_ca", "string, default \"\""},
         {"master_addr", "string, default \"\""},
@@ -390,6 +391,15 @@ TEST(LocalStepsFlagTest, WhatCannotBeHonouredIsRefusedBeforeStarting) {
   ASSERT_TRUE(pserver.ok()) << pserver.status();
   ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1", "--apply_threads", "-1"}),
                      "pl-pserver", "--apply_threads");
+}
+
+// Issue 38's: a negative grace between a shrink's SIGUSR1 and its SIGTERM.
+TEST(LeaveGraceFlagTest, ANegativeGraceIsRefusedBeforeStarting) {
+  auto launch = testing::BinaryPath("pl-launch");
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  ExpectOneErrorLine(
+      RunBinary(*launch, {"--pservers", "1", "--trainers", "1", "--leave_grace_ms", "-5", "--", "true"}),
+      "pl-launch", "--leave_grace_ms: -5 is below the minimum 0");
 }
 
 // The environment stands in for an absent flag (read in main only); the command line
