@@ -73,6 +73,17 @@ void RestoreStopHandlers() {
   g_handlers_installed = false;
 }
 
+// What a task loop came to, for Python (task_loop.h's TaskLoopResult).
+py::dict ResultDict(const TaskLoopResult& r) {
+  py::dict d;
+  d["tasks_done"] = r.tasks_done;
+  d["job_done"] = r.job_done;
+  d["stopped"] = r.stopped;
+  d["left"] = r.left;
+  d["waited_s"] = r.waited_s;
+  return d;
+}
+
 template <typename T, typename Fn>
 T NoGil(Fn fn) {
   StatusOr<T> out = absl::UnknownError("not run");
@@ -205,16 +216,7 @@ class PyMasterClient {
     }
     NoGilStatus([&] { return leaser_->Report(outcome); });
   }
-  py::dict LeaseResult() const {
-    py::dict d;
-    const TaskLoopResult r = leaser_ ? leaser_->result() : TaskLoopResult{};
-    d["tasks_done"] = r.tasks_done;
-    d["job_done"] = r.job_done;
-    d["stopped"] = r.stopped;
-    d["left"] = r.left;
-    d["waited_s"] = r.waited_s;
-    return d;
-  }
+  py::dict LeaseResult() const { return ResultDict(leaser_ ? leaser_->result() : TaskLoopResult{}); }
 
   // RunTaskLoop (paddle_like/client/task_loop.h) with Python callbacks, run with the GIL:
   // train_task(Task) -> ("trained", samples) | ("interrupted", None) | ("bad_task", why);
@@ -260,13 +262,7 @@ class PyMasterClient {
       result = RunTaskLoop(client_, *heartbeat_, g_stop, callbacks, &g_leave);
     }
     if (!result.ok() && raised) throw std::move(*raised);
-    const TaskLoopResult r = ValueOrThrow(std::move(result));
-    py::dict d;
-    d["tasks_done"] = r.tasks_done;
-    d["job_done"] = r.job_done;
-    d["stopped"] = r.stopped;
-    d["left"] = r.left;
-    return d;
+    return ResultDict(ValueOrThrow(std::move(result)));
   }
 
  private:
