@@ -17,7 +17,7 @@ DEB_PACKAGES := build-essential cmake ninja-build ccache pkg-config git \
   libeigen3-dev zlib1g-dev libopenblas-dev pybind11-dev python3-dev python3-numpy \
   python3-pytest python3-pip python3-venv libgtest-dev libgmock-dev libbenchmark-dev \
   python3-kubernetes yamllint dataset-fashion-mnist iproute2 python3-matplotlib prometheus-cpp-dev chromium \
-  librocksdb-dev
+  librocksdb-dev etcd-server
 
 .PHONY: all deps configure build data demo demo-local test bench clean
 

@@ -4,6 +4,7 @@
 //             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
 //             [--host 127.0.0.1] [--num_nodes N] [--replicas R] [--logdir DIR] [--metrics_port P]
 //             [--http_port P --http_port_file PATH]
+//             [--etcd_endpoints H:P,... --etcd_prefix /paddle_like/JOB --leader_ttl_s 2]
 //
 // Environment fallbacks (used when the flag is absent, read here only): PL_MASTER_PORT,
 // PL_STATE_DIR, PL_NUM_PSERVERS. If the state dir holds a job it is resumed (the data is
@@ -11,6 +12,12 @@
 // bound port is written to --port_file (atomically) once serving. The master keeps
 // serving after the job is done, so trainers and the launcher can read JOB_DONE, until
 // SIGTERM or SIGINT, then exits 0. On an error it prints one line and exits non-zero.
+//
+// With --etcd_endpoints the job's state lives in etcd and any number of masters may be
+// started for it (master/master_storage.h): one leads and serves, the others stand by
+// without listening until it is gone, then one of them reads the state and serves on its
+// own port. Clients given every master's address ("--master A:P,B:P") reach whichever
+// serves. A leader that loses its etcd lease exits 1 at once.
 #include <signal.h>
 
 #include <atomic>
@@ -34,13 +41,22 @@
 #include "paddle_like/metrics/ticker.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/tls_flags.h"
-#include "paddle_like/store/local_dir_store.h"
+#include "master/master_storage.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "address to listen on (default: this host only; 0.0.0.0 for every interface, as other hosts need)");
 ABSL_FLAG(int, port, 0, "port to listen on (0: any free port; see --port_file)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port here (atomically) once serving");
-ABSL_FLAG(std::string, state_dir, "", "directory of the job's state (required); a job found there is resumed");
+ABSL_FLAG(std::string, state_dir, "",
+          "directory of the job's state (required without --etcd_endpoints); a job found there is resumed");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "keep the job's state in etcd (host:port,...) and lead it only while elected there: start the same master "
+          "on other machines as standbys, and one of them takes over when the leader is gone");
+ABSL_FLAG(std::string, etcd_prefix, "/paddle_like/job",
+          "the job's keys in etcd (one prefix per job: its leader key, state and event log)");
+ABSL_FLAG(int64_t, leader_ttl_s, 2,
+          "etcd: the leader's lease in seconds; a standby takes over this long after the leader dies (>= 1; etcd "
+          "may grant more)");
 ABSL_FLAG(bool, event_log, true,
           "store each change as one event appended to STATE_DIR/master-events.log, calls in flight sharing an fsync, "
           "and the whole state every 64 MB of log (--noevent_log: the whole state on every change, as before; "
@@ -93,11 +109,18 @@ int main(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("num_pservers", absl::GetFlag(FLAGS_num_pservers), 0),
                                    pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1),
                                    pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 0),
+                                   pl::cli::CheckAtLeast<int64_t>("leader_ttl_s", absl::GetFlag(FLAGS_leader_ttl_s), 1),
                                    pl::cli::CheckRange("http_port", absl::GetFlag(FLAGS_http_port), -1, 65535)});
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string host = absl::GetFlag(FLAGS_host);
-  if (state_dir.empty()) {
-    pl::cli::ExitWithUsageError(program, "no state directory: pass --state_dir DIR (or set PL_STATE_DIR)");
+  const std::string etcd_endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
+  if (state_dir.empty() && etcd_endpoints.empty()) {
+    pl::cli::ExitWithUsageError(program, "no state directory: pass --state_dir DIR (or set PL_STATE_DIR), or "
+                                         "--etcd_endpoints");
+  }
+  if (!etcd_endpoints.empty() && absl::GetFlag(FLAGS_port) == 0) {
+    pl::cli::ExitWithUsageError(program, "--etcd_endpoints needs a fixed --port: the trainers are given every "
+                                         "master's address before any of them leads");
   }
 
   // Signals are taken synchronously by this thread; block them before any thread starts
@@ -124,8 +147,37 @@ int main(int argc, char** argv) {
     status_server = std::move(started).value();
   }
 
-  auto store = pl::LocalDirStore::Open(state_dir);
-  if (!store.ok()) Fail(std::string(store.status().message()));
+  // With etcd this blocks while another master leads; SIGTERM ends the wait.
+  int stop_signal = 0;
+  auto stop_requested = [&stop_signals, &stop_signal] {
+    const timespec now{0, 0};
+    if (stop_signal == 0) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &now);
+      if (sig > 0) stop_signal = sig;
+    }
+    return stop_signal != 0;
+  };
+  pl::MasterStorageOptions storage_options;
+  storage_options.state_dir = state_dir;
+  storage_options.event_log = absl::GetFlag(FLAGS_event_log);
+  storage_options.etcd_endpoints = etcd_endpoints;
+  storage_options.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  storage_options.advertise = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
+  storage_options.leader_ttl_s = absl::GetFlag(FLAGS_leader_ttl_s);
+  storage_options.log = [](const std::string& line) { pl::log::Info(line); };
+  auto storage = pl::OpenMasterStorage(storage_options, stop_requested, [](const std::string& why) {
+    // Memory may be ahead of what is stored, or another master leads: not one more
+    // reply, and no destructors racing the threads that are serving.
+    pl::log::Error(absl::StrCat("no longer the leader, exiting so that a standby takes over: ", why));
+    std::_Exit(1);
+  });
+  if (!storage.ok()) {
+    if (absl::IsCancelled(storage.status())) {
+      pl::log::Info(absl::StrCat(stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", " while standing by, exiting"));
+      return 0;
+    }
+    Fail(std::string(storage.status().message()));
+  }
 
   pl::MasterOptions options;
   options.queue.num_passes = absl::GetFlag(FLAGS_passes);
@@ -139,8 +191,10 @@ int main(int argc, char** argv) {
   options.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   options.pserver_lease_ms = absl::GetFlag(FLAGS_pserver_lease_ms);
   // Each change is one event appended to this log; the whole state is stored every
-  // 64 MB of it (master/master_journal.h).
-  if (absl::GetFlag(FLAGS_event_log)) options.log_path = state_dir + "/master-events.log";
+  // 64 MB of it (master/master_journal.h), every 8 MB in etcd (whose values are small).
+  options.log_path = storage->log_path;
+  options.event_log = storage->event_log;
+  if (storage->event_log != nullptr) options.snapshot_bytes = int64_t{8} << 20;
   // The master's event lines, also kept for the status page and counted for /metrics.
   pl::metrics::JobEventLog events;
   options.log = [&events](const std::string& line) {
@@ -156,7 +210,7 @@ int main(int argc, char** argv) {
     if (list.empty()) return absl::NotFoundError(absl::StrCat("no record files (*.plrec) with chunks under '", data, "'"));
     return list;
   };
-  auto master = pl::Master::Open(options, store->get(), chunks);
+  auto master = pl::Master::Open(options, storage->store.get(), chunks);
   if (!master.ok()) Fail(std::string(master.status().message()));
 
   pl::MasterService service(master->get());
@@ -187,10 +241,11 @@ int main(int argc, char** argv) {
     pl::Status st = pl::WriteFileAtomically(port_file, absl::StrCat(bound_port, "\n"));
     if (!st.ok()) Fail(absl::StrCat("cannot write the port file: ", st.message()));
   }
-  pl::log::Info(absl::StrCat("serving on ", host, ":", bound_port, " (", (*master)->Summary(), ")"));
+  pl::log::Info(absl::StrCat("serving on ", host, ":", bound_port, " (", (*master)->Summary(), "; state in ",
+                             storage->where, ")"));
 
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  int sig = stop_signal;
+  while (sig == 0 && sigwait(&stop_signals, &sig) != 0) {
   }
   (*master)->BeginStopping();
   pl::log::Info(absl::StrCat(sig == SIGTERM ? "SIGTERM" : "SIGINT", ", stopping (", (*master)->Summary(), ")"));
@@ -201,5 +256,7 @@ int main(int argc, char** argv) {
   status_server.reset();
   sampling.reset();  // it reads the master
   master->reset();
+  // Every reply is stored: a standby may lead at once rather than when the lease ends.
+  if (storage->election) storage->election->Resign();
   return 0;
 }

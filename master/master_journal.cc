@@ -6,9 +6,16 @@ namespace pl {
 
 StatusOr<std::unique_ptr<MasterJournal>> MasterJournal::Open(StateStore* store, std::string log_path,
                                                              int64_t snapshot_bytes, Logger log) {
+  std::shared_ptr<RecordLog> file;
+  if (!log_path.empty()) file = OpenFileRecordLog(std::move(log_path));
+  return Open(store, std::move(file), snapshot_bytes, std::move(log));
+}
+
+StatusOr<std::unique_ptr<MasterJournal>> MasterJournal::Open(StateStore* store, std::shared_ptr<RecordLog> log,
+                                                             int64_t snapshot_bytes, Logger log_line) {
   if (store == nullptr) return absl::InvalidArgumentError("master: no state store");
   if (snapshot_bytes <= 0) return absl::InvalidArgumentError("master: snapshot_bytes must be > 0");
-  return std::unique_ptr<MasterJournal>(new MasterJournal(store, std::move(log_path), snapshot_bytes, std::move(log)));
+  return std::unique_ptr<MasterJournal>(new MasterJournal(store, std::move(log), snapshot_bytes, std::move(log_line)));
 }
 
 StatusOr<MasterJournal::Stored> MasterJournal::Load() {
@@ -30,42 +37,32 @@ StatusOr<MasterJournal::Stored> MasterJournal::Load() {
   } else if (!absl::IsNotFound(bytes.status())) {
     return Annotate(bytes.status(), "master: cannot read its state");
   }
-  if (log_path_.empty()) return out;
-  int64_t valid = 0;
-  StatusOr<AppendLog::Contents> contents = AppendLog::Read(log_path_);
-  if (contents.ok()) {
-    valid = contents->valid_bytes;
-    out.torn_bytes = contents->torn_bytes;
-    if (out.torn_bytes > 0) {
-      logger_(absl::StrCat("master event log ", log_path_, ": its last ", out.torn_bytes,
-                           " bytes are a record cut short (a crash while writing it): dropped; that call was never "
-                           "answered"));
-    }
-    for (size_t i = 0; i < contents->records.size(); ++i) {
-      proto::MasterEvent e;
-      if (!e.ParseFromString(contents->records[i])) {
-        return absl::DataLossError(absl::StrCat("master event log ", log_path_, ": record ", i + 1,
-                                                " passes its checksum but is not a MasterEvent"));
-      }
-      if (e.seq() <= last_seq_) continue;  // the snapshot has it (a crash before the log was emptied)
-      if (!out.snapshot) {
-        return absl::DataLossError(absl::StrCat("master event log ", log_path_, " holds events but the store has no '",
-                                                kMasterStateKey, "' snapshot to replay them onto"));
-      }
-      if (e.seq() != last_seq_ + 1) {
-        return absl::DataLossError(absl::StrCat("master event log ", log_path_, ": event ", e.seq(), " follows ",
-                                                last_seq_, " (events are missing)"));
-      }
-      last_seq_ = e.seq();
-      out.events.push_back(std::move(e));
-    }
-  } else if (!absl::IsNotFound(contents.status())) {
-    return contents.status();
+  if (log_ == nullptr) return out;
+  PL_ASSIGN_OR_RETURN(LogContents contents, log_->Load());
+  const std::string where = log_->name();
+  out.torn_bytes = contents.torn_bytes;
+  if (out.torn_bytes > 0) {
+    logger_(absl::StrCat("master event log ", where, ": its last ", out.torn_bytes,
+                         " bytes are a record cut short (a crash while writing it): dropped; that call was never "
+                         "answered"));
   }
-  // Read again to undo a call (RecordLocked): the open log stays, since calls may be
-  // waiting on it in Sync; a failed append has already cut its record off.
-  if (log_ == nullptr) {
-    PL_ASSIGN_OR_RETURN(log_, AppendLog::Open(log_path_, valid));
+  for (size_t i = 0; i < contents.records.size(); ++i) {
+    proto::MasterEvent e;
+    if (!e.ParseFromString(contents.records[i])) {
+      return absl::DataLossError(absl::StrCat("master event log ", where, ": record ", i + 1,
+                                              " passes its checksum but is not a MasterEvent"));
+    }
+    if (e.seq() <= last_seq_) continue;  // the snapshot has it (a crash before the log was emptied)
+    if (!out.snapshot) {
+      return absl::DataLossError(absl::StrCat("master event log ", where, " holds events but the store has no '",
+                                              kMasterStateKey, "' snapshot to replay them onto"));
+    }
+    if (e.seq() != last_seq_ + 1) {
+      return absl::DataLossError(absl::StrCat("master event log ", where, ": event ", e.seq(), " follows ",
+                                              last_seq_, " (events are missing)"));
+    }
+    last_seq_ = e.seq();
+    out.events.push_back(std::move(e));
   }
   return out;
 }

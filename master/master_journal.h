@@ -1,10 +1,10 @@
 // MasterJournal: where the master's state survives the master.
 //
-// With a log path (pl-master always gives one: STATE_DIR/master-events.log) every call
-// that may change the state is appended as one small MasterEvent (its request, the
-// lease clock's reading, what it drew: a token digest) to an AppendLog, and calls in
-// flight share one fsync (group commit): what a call writes does not grow with the
-// job. Every `snapshot_bytes` of log the whole state is stored (StateStore key
+// With a log (pl-master always gives one: STATE_DIR/master-events.log, or under its
+// etcd prefix when a standby may take over) every call that may change the state is
+// appended as one small MasterEvent (its request, the lease clock's reading, what it
+// drew: a token digest) to a RecordLog, and calls in flight share one write (group
+// commit): what a call writes does not grow with the job. Every `snapshot_bytes` of log the whole state is stored (StateStore key
 // "master/state", with the seq of the last event it includes) and the log starts over.
 // Restoring is the snapshot, then the events after it replayed in order.
 //
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "paddle_like/core/status.h"
-#include "paddle_like/store/append_log.h"
+#include "paddle_like/store/record_log.h"
 #include "paddle_like/store/state_store.h"
 #include "proto/master_state.pb.h"
 
@@ -46,6 +46,9 @@ class MasterJournal {
   // `log_path` empty: no log (each change stores the whole state).
   static StatusOr<std::unique_ptr<MasterJournal>> Open(StateStore* store, std::string log_path,
                                                        int64_t snapshot_bytes, Logger log);
+  // The events in `log` (nullptr: no log).
+  static StatusOr<std::unique_ptr<MasterJournal>> Open(StateStore* store, std::shared_ptr<RecordLog> log,
+                                                       int64_t snapshot_bytes, Logger log_line);
 
   // What the store and the log hold. DATA_LOSS, naming what and where, for a snapshot
   // that is not a MasterState of this format, a log that is corrupt before its end, a
@@ -67,14 +70,13 @@ class MasterJournal {
   uint64_t last_seq() const { return last_seq_; }
 
  private:
-  MasterJournal(StateStore* store, std::string log_path, int64_t snapshot_bytes, Logger log)
-      : store_(store), log_path_(std::move(log_path)), snapshot_bytes_(snapshot_bytes), logger_(std::move(log)) {}
+  MasterJournal(StateStore* store, std::shared_ptr<RecordLog> log, int64_t snapshot_bytes, Logger log_line)
+      : store_(store), log_(std::move(log)), snapshot_bytes_(snapshot_bytes), logger_(std::move(log_line)) {}
 
   StateStore* const store_;
-  const std::string log_path_;
+  const std::shared_ptr<RecordLog> log_;  // nullptr: no log
   const int64_t snapshot_bytes_;
   const Logger logger_;
-  std::unique_ptr<AppendLog> log_;  // opened by Load
   uint64_t last_seq_ = 0;
   std::string stored_bytes_;  // without a log: the state last stored
 };

@@ -43,7 +43,9 @@ StatusOr<std::unique_ptr<Master>> Master::Open(const MasterOptions& given, State
   }
   if (!options.log) options.log = log::Info;
   PL_ASSIGN_OR_RETURN(std::unique_ptr<MasterJournal> journal,
-                      MasterJournal::Open(store, options.log_path, options.snapshot_bytes, options.log));
+                      options.event_log != nullptr
+                          ? MasterJournal::Open(store, options.event_log, options.snapshot_bytes, options.log)
+                          : MasterJournal::Open(store, options.log_path, options.snapshot_bytes, options.log));
   PL_ASSIGN_OR_RETURN(MasterJournal::Stored stored, journal->Load());
   auto pinned = std::make_shared<std::atomic<int64_t>>(-1);
   auto quiet = std::make_shared<std::atomic<bool>>(false);

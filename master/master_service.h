@@ -40,15 +40,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "master/master_journal.h"
 #include "master/membership.h"
 #include "master/task_queue.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/data/chunk_index.h"
+#include "paddle_like/store/record_log.h"
 #include "paddle_like/store/state_store.h"
 #include "proto/master.grpc.pb.h"
 #include "proto/master_state.pb.h"
@@ -87,6 +88,8 @@ struct MasterOptions {
   std::function<void(const std::string&)> log;
   // The event log's file (master_journal.h); empty: every change stores the whole state.
   std::string log_path;
+  // The event log itself, in place of `log_path` (in etcd, where a standby reads it).
+  std::shared_ptr<RecordLog> event_log;
   // A snapshot of the whole state is stored, and the log emptied, once the log holds
   // this many bytes.
   int64_t snapshot_bytes = int64_t{64} << 20;

@@ -1,10 +1,49 @@
 #include "paddle_like/rpc/rpc.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/tls.h"
 
 namespace pl::rpc {
+
+std::string ChannelTarget(const std::string& address) {
+  if (address.find(',') == std::string::npos) return address;
+  std::vector<std::string> targets;
+  std::string first;
+  for (absl::string_view entry : absl::StrSplit(address, ',', absl::SkipWhitespace())) {
+    const std::string e(absl::StripAsciiWhitespace(entry));
+    if (first.empty()) first = e;
+    const size_t colon = e.rfind(':');
+    if (colon == std::string::npos) continue;
+    const std::string host = e.substr(0, colon), port = e.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) continue;
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char ip[INET_ADDRSTRLEN];
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip)) != nullptr) {
+        std::string t = absl::StrCat(ip, ":", port);
+        if (std::find(targets.begin(), targets.end(), t) == targets.end()) targets.push_back(std::move(t));
+      }
+    }
+    freeaddrinfo(found);
+  }
+  if (targets.empty()) return first;
+  return absl::StrCat("ipv4:", absl::StrJoin(targets, ","));
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options) {
   grpc::ChannelArguments args;
@@ -26,7 +65,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a sync barrier's wait sends no data
   if (TransportIsSecure()) args.SetSslTargetNameOverride(kJobServerName);
-  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
+  return grpc::CreateCustomChannel(ChannelTarget(address), ChannelCredentials(), args);
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout, bool wait_for_ready) {

@@ -38,9 +38,16 @@ struct ChannelOptions {
 };
 
 // A channel to "host:port" with the system's limits and the process's transport
-// security (tls.h).
+// security (tls.h). A list, "host:port,host:port,...", is a service that any one of
+// them serves (a job's leading master and its standbys): the channel uses the first
+// that accepts a connection, in order (ChannelTarget).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options = {});
+
+// gRPC's target for `address`: itself, or for a list each host resolved to its IPv4
+// addresses now, as "ipv4:a.b.c.d:port,..." (hosts that do not resolve are left out:
+// a machine that is gone; when none resolves, the first entry as given).
+std::string ChannelTarget(const std::string& address);
 
 // A context for one call: protocol version attached, deadline `timeout` from now.
 // `wait_for_ready`: a call on a channel that is not connected yet waits for the

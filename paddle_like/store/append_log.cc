@@ -38,7 +38,43 @@ Status WriteAll(int fd, const char* data, size_t n) {
 
 }  // namespace
 
-StatusOr<AppendLog::Contents> AppendLog::Read(const std::string& path) {
+StatusOr<LogContents> ParseRecordFrames(absl::string_view bytes, const std::string& where) {
+  LogContents c;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    if (bytes.size() - at < kHeaderBytes) break;  // a header cut short: torn
+    const uint32_t length = LoadU32(bytes.data() + at);
+    const uint32_t crc = LoadU32(bytes.data() + at + 4);
+    if (length > bytes.size() - at - kHeaderBytes) break;  // runs past the end: torn
+    const char* payload = bytes.data() + at + kHeaderBytes;
+    const size_t end = at + kHeaderBytes + length;
+    if (Crc32c(payload, length) != crc) {
+      if (end < bytes.size()) {
+        return absl::DataLossError(absl::StrCat(where, ": the record at byte ", at, " (", length,
+                                                " bytes) fails its checksum and ", bytes.size() - end,
+                                                " bytes of records follow it: the log is corrupt, not torn"));
+      }
+      break;  // the last record, half written: torn
+    }
+    c.records.emplace_back(payload, length);
+    at = end;
+  }
+  c.valid_bytes = static_cast<int64_t>(at);
+  c.torn_bytes = static_cast<int64_t>(bytes.size() - at);
+  return c;
+}
+
+std::string FrameRecord(absl::string_view payload) {
+  std::string frame(kHeaderBytes + payload.size(), '\0');
+  const uint32_t length = static_cast<uint32_t>(payload.size());
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  std::memcpy(frame.data(), &length, 4);
+  std::memcpy(frame.data() + 4, &crc, 4);
+  std::memcpy(frame.data() + kHeaderBytes, payload.data(), payload.size());
+  return frame;
+}
+
+StatusOr<LogContents> AppendLog::Read(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no log at ", path));
@@ -58,29 +94,7 @@ StatusOr<AppendLog::Contents> AppendLog::Read(const std::string& path) {
     bytes.append(buf, static_cast<size_t>(r));
   }
   ::close(fd);
-  Contents c;
-  size_t at = 0;
-  while (at < bytes.size()) {
-    if (bytes.size() - at < kHeaderBytes) break;  // a header cut short: torn
-    const uint32_t length = LoadU32(bytes.data() + at);
-    const uint32_t crc = LoadU32(bytes.data() + at + 4);
-    if (length > bytes.size() - at - kHeaderBytes) break;  // runs past the end: torn
-    const char* payload = bytes.data() + at + kHeaderBytes;
-    const size_t end = at + kHeaderBytes + length;
-    if (Crc32c(payload, length) != crc) {
-      if (end < bytes.size()) {
-        return absl::DataLossError(absl::StrCat("log ", path, ": the record at byte ", at, " (", length,
-                                                " bytes) fails its checksum and ", bytes.size() - end,
-                                                " bytes of records follow it: the log is corrupt, not torn"));
-      }
-      break;  // the last record, half written: torn
-    }
-    c.records.emplace_back(payload, length);
-    at = end;
-  }
-  c.valid_bytes = static_cast<int64_t>(at);
-  c.torn_bytes = static_cast<int64_t>(bytes.size() - at);
-  return c;
+  return ParseRecordFrames(bytes, absl::StrCat("log ", path));
 }
 
 StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path, int64_t valid_bytes) {
@@ -103,12 +117,7 @@ StatusOr<std::unique_ptr<AppendLog>> AppendLog::Open(const std::string& path, in
 AppendLog::~AppendLog() { ::close(fd_); }
 
 StatusOr<int64_t> AppendLog::Append(absl::string_view payload) {
-  std::string frame(kHeaderBytes + payload.size(), '\0');
-  const uint32_t length = static_cast<uint32_t>(payload.size());
-  const uint32_t crc = Crc32c(payload.data(), payload.size());
-  std::memcpy(frame.data(), &length, 4);
-  std::memcpy(frame.data() + 4, &crc, 4);
-  std::memcpy(frame.data() + kHeaderBytes, payload.data(), payload.size());
+  const std::string frame = FrameRecord(payload);
   std::lock_guard<std::mutex> l(mu_);
   Status st = WriteAll(fd_, frame.data(), frame.size());
   if (!st.ok()) {

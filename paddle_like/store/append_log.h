@@ -26,16 +26,13 @@
 
 #include "absl/strings/string_view.h"
 #include "paddle_like/core/status.h"
+#include "paddle_like/store/record_log.h"
 
 namespace pl {
 
 class AppendLog {
  public:
-  struct Contents {
-    std::vector<std::string> records;
-    int64_t valid_bytes = 0;     // where the last whole record ends
-    int64_t torn_bytes = 0;      // bytes after it that were dropped (0: none)
-  };
+  using Contents = LogContents;
   // The records of `path` (NOT_FOUND when it does not exist); DATA_LOSS naming the
   // offset of a corrupt record that has records after it.
   static StatusOr<Contents> Read(const std::string& path);

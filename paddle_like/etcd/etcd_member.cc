@@ -1,0 +1,26 @@
+#include "paddle_like/etcd/etcd_member.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pl::etcd {
+
+std::vector<std::string> EtcdMemberArgv(const EtcdMemberSpec& s) {
+  const std::string client = absl::StrCat("http://", s.host, ":", s.client_port);
+  const std::string peer = absl::StrCat("http://", s.host, ":", s.peer_port);
+  return {s.binary,
+          "--name", s.name,
+          "--data-dir", s.data_dir,
+          "--listen-client-urls", client,
+          "--advertise-client-urls", client,
+          "--listen-peer-urls", peer,
+          "--initial-advertise-peer-urls", peer,
+          "--initial-cluster", s.initial_cluster.empty() ? absl::StrCat(s.name, "=", peer) : s.initial_cluster,
+          "--initial-cluster-token", s.cluster_token,
+          "--initial-cluster-state", "new",
+          "--heartbeat-interval", "50",
+          "--election-timeout", "500",
+          "--logger", "zap",
+          "--log-level", "warn"};
+}
+
+}  // namespace pl::etcd

@@ -1,0 +1,32 @@
+// EtcdMemberArgv: the command line of one etcd member as this project runs it (beside
+// the masters under pl-launch, and in the tests): its client and peer URLs, the
+// cluster it starts with, and timing tuned for failover: a 50 ms heartbeat and a
+// 500 ms election timeout, which also let etcd grant the masters' 1 s leases (etcd's
+// shortest lease is 1.5 election timeouts).
+//
+// Thread-safety: a pure function.
+#ifndef PADDLE_LIKE_ETCD_ETCD_MEMBER_H_
+#define PADDLE_LIKE_ETCD_ETCD_MEMBER_H_
+
+#include <string>
+#include <vector>
+
+namespace pl::etcd {
+
+struct EtcdMemberSpec {
+  std::string binary = "etcd";  // a path, or a name looked up in PATH
+  std::string name;             // unique in the cluster
+  std::string data_dir;
+  std::string host;             // the address it listens on and is reached at
+  int client_port = 2379;
+  int peer_port = 2380;
+  // "name=http://host:peer_port,..." of every member; empty: this one alone.
+  std::string initial_cluster;
+  std::string cluster_token = "paddle_like";
+};
+
+std::vector<std::string> EtcdMemberArgv(const EtcdMemberSpec& spec);
+
+}  // namespace pl::etcd
+
+#endif  // PADDLE_LIKE_ETCD_ETCD_MEMBER_H_
