@@ -99,7 +99,6 @@ int main(int argc, char** argv) {
       pl::rpc::WithTlsEnv({{"port", "PL_MASTER_PORT"}, {"state_dir", "PL_STATE_DIR"}, {"num_pservers", "PL_NUM_PSERVERS"}})};
   pl::cli::ParseOrExit(program, argc, argv);
   pl::log::SetProcessName("master");
-  pl::rpc::ConfigureTransportOrExit(program, "master");
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
@@ -122,6 +121,20 @@ int main(int argc, char** argv) {
     pl::cli::ExitWithUsageError(program, "--etcd_endpoints needs a fixed --port: the trainers are given every "
                                          "master's address before any of them leads");
   }
+
+  pl::MasterStorageOptions storage_options;
+  storage_options.state_dir = state_dir;
+  storage_options.event_log = absl::GetFlag(FLAGS_event_log);
+  storage_options.etcd_endpoints = etcd_endpoints;
+  storage_options.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  storage_options.advertise = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
+  storage_options.leader_ttl_s = absl::GetFlag(FLAGS_leader_ttl_s);
+  storage_options.log = [](const std::string& line) { pl::log::Info(line); };
+  if (pl::Status st = pl::ValidateEtcdSettings(storage_options); !st.ok()) {
+    pl::cli::ExitWithUsageError(program, std::string(st.message()));
+  }
+  // Flags are checked before the transport says anything: a refused one is one line.
+  pl::rpc::ConfigureTransportOrExit(program, "master");
 
   // Signals are taken synchronously by this thread; block them before any thread starts
   // so that every thread inherits the mask.
@@ -157,14 +170,6 @@ int main(int argc, char** argv) {
     }
     return stop_signal != 0;
   };
-  pl::MasterStorageOptions storage_options;
-  storage_options.state_dir = state_dir;
-  storage_options.event_log = absl::GetFlag(FLAGS_event_log);
-  storage_options.etcd_endpoints = etcd_endpoints;
-  storage_options.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
-  storage_options.advertise = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
-  storage_options.leader_ttl_s = absl::GetFlag(FLAGS_leader_ttl_s);
-  storage_options.log = [](const std::string& line) { pl::log::Info(line); };
   auto storage = pl::OpenMasterStorage(storage_options, stop_requested, [](const std::string& why) {
     // Memory may be ahead of what is stored, or another master leads: not one more
     // reply, and no destructors racing the threads that are serving.

@@ -8,6 +8,16 @@
 
 namespace pl {
 
+Status ValidateEtcdSettings(const MasterStorageOptions& options) {
+  if (options.etcd_endpoints.empty()) return absl::OkStatus();
+  const std::string& prefix = options.etcd_prefix;
+  if (prefix.empty() || prefix.front() != '/' || absl::EndsWith(prefix, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat("--etcd_prefix '", prefix,
+                                                   "' must start with '/' and not end with one"));
+  }
+  return etcd::EtcdClient::Connect(options.etcd_endpoints).status();
+}
+
 StatusOr<MasterStorage> OpenMasterStorage(const MasterStorageOptions& options, const std::function<bool()>& stop,
                                           std::function<void(const std::string&)> on_lost) {
   MasterStorage out;
@@ -19,11 +29,8 @@ StatusOr<MasterStorage> OpenMasterStorage(const MasterStorageOptions& options, c
     out.where = options.state_dir;
     return out;
   }
+  PL_RETURN_IF_ERROR(ValidateEtcdSettings(options));
   const std::string& prefix = options.etcd_prefix;
-  if (prefix.empty() || prefix.front() != '/' || absl::EndsWith(prefix, "/")) {
-    return absl::InvalidArgumentError(absl::StrCat("--etcd_prefix '", prefix,
-                                                   "' must start with '/' and not end with one"));
-  }
   PL_ASSIGN_OR_RETURN(out.etcd, etcd::EtcdClient::Connect(options.etcd_endpoints));
   etcd::EtcdElection::Options election;
   election.key = prefix + "/leader";

@@ -45,6 +45,10 @@ struct MasterStorage {
   std::string where;  // for the serving line: the directory, or etcd and the term
 };
 
+// INVALID_ARGUMENT naming what is wrong with the etcd endpoints or prefix (OK without
+// etcd), so a bad flag is refused before anything starts.
+Status ValidateEtcdSettings(const MasterStorageOptions& options);
+
 // The storage; with etcd, blocks as a standby until this master leads (CANCELLED if
 // `stop()` returns true first), then renews its lease and calls `on_lost(why)` once if
 // it loses it or a fenced write is refused.

@@ -4,12 +4,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "paddle_like/data/record_file.h"
 #include "paddle_like/rpc/certificates.h"
@@ -46,6 +49,7 @@ Cluster::~Cluster() {
   for (auto& t : trainers_) t.reset();
   for (auto& p : pservers_) p.reset();
   master_.reset();
+  for (auto& m : standbys_) m.reset();
   if (options_.tls) rpc::UseInsecureTransport();
 }
 
@@ -58,7 +62,12 @@ StatusOr<std::vector<std::string>> Cluster::TlsArgs(const std::string& identity)
 }
 
 std::string Cluster::master_address() const {
-  return absl::StrCat(HostOf(ProcessPlacement::Role::kMaster, 0), ":", master_port_);
+  if (master_ports_.empty()) return absl::StrCat(HostOf(ProcessPlacement::Role::kMaster, 0), ":", master_port_);
+  std::vector<std::string> all;
+  for (size_t i = 0; i < master_ports_.size(); ++i) {
+    all.push_back(absl::StrCat(HostOf(ProcessPlacement::Role::kMaster, static_cast<int>(i)), ":", master_ports_[i]));
+  }
+  return absl::StrJoin(all, ",");
 }
 
 std::string Cluster::HostOf(ProcessPlacement::Role role, int index) const {
@@ -97,21 +106,46 @@ Status Cluster::Start(int trainers) {
   return absl::OkStatus();
 }
 
-Status Cluster::StartMaster(int port) {
+StatusOr<std::vector<std::string>> Cluster::MasterArgv(int index, int port, const std::string& stem) {
   if (bin_master_.empty()) {
     PL_ASSIGN_OR_RETURN(bin_master_, testing::BinaryPath("pl-master"));
   }
-  const std::string port_file = Path(absl::StrCat("master-", master_incarnation_, ".port"));
-  const std::string log = Path(absl::StrCat("master-", master_incarnation_, ".log"));
-  log_files_.push_back(log);
   std::vector<std::string> argv = {
-      bin_master_, "--host", HostOf(ProcessPlacement::Role::kMaster, 0), "--port", std::to_string(port),
-      "--port_file", port_file, "--state_dir", Path("master-state"), "--data", options_.data, "--passes",
+      bin_master_, "--host", HostOf(ProcessPlacement::Role::kMaster, index), "--port", std::to_string(port),
+      "--port_file", Path(stem + ".port"), "--state_dir", Path("master-state"), "--data", options_.data, "--passes",
       std::to_string(options_.passes), "--chunks_per_task", std::to_string(options_.chunks_per_task), "--lease_ms",
       std::to_string(options_.lease_ms), "--num_pservers", std::to_string(options_.num_pservers), "--seed",
       std::to_string(options_.seed)};
+  if (!options_.etcd_endpoints.empty()) {
+    const std::string endpoints = index < static_cast<int>(options_.etcd_endpoints_of_master.size()) &&
+                                          !options_.etcd_endpoints_of_master[index].empty()
+                                      ? options_.etcd_endpoints_of_master[index]
+                                      : options_.etcd_endpoints;
+    // One prefix per cluster directory: tests sharing an etcd never see each other's job.
+    argv.insert(argv.end(), {"--etcd_endpoints", endpoints, "--etcd_prefix",
+                             absl::StrCat("/pl-test/", std::hash<std::string>()(dir_)), "--leader_ttl_s",
+                             std::to_string(options_.leader_ttl_s)});
+  }
   PL_ASSIGN_OR_RETURN(std::vector<std::string> tls, TlsArgs("master"));
   argv.insert(argv.end(), tls.begin(), tls.end());
+  return argv;
+}
+
+Status Cluster::StartMaster(int port) {
+  if (!options_.etcd_endpoints.empty() && master_ports_.empty()) {
+    for (int i = 0; i < std::max(options_.masters, 1); ++i) {
+      PL_ASSIGN_OR_RETURN(int p, testing::PickFreePort());
+      master_ports_.push_back(p);
+    }
+    standbys_.resize(master_ports_.size());
+    standby_incarnation_.assign(master_ports_.size(), 0);
+  }
+  if (!master_ports_.empty() && port == 0) port = master_ports_[0];
+  const std::string stem = absl::StrCat("master-", master_incarnation_);
+  const std::string port_file = Path(stem + ".port");
+  const std::string log = Path(stem + ".log");
+  log_files_.push_back(log);
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> argv, MasterArgv(0, port, stem));
   PL_ASSIGN_OR_RETURN(master_, Spawn(ProcessPlacement::Role::kMaster, 0, argv, log));
   PL_ASSIGN_OR_RETURN(int bound, testing::WaitForPortFile(port_file, kStartTimeout, master_.get()));
   if (port != 0 && bound != port) {
@@ -119,6 +153,18 @@ Status Cluster::StartMaster(int port) {
   }
   master_port_ = bound;
   ++master_incarnation_;
+  return absl::OkStatus();
+}
+
+Status Cluster::StartStandbyMaster(int i) {
+  if (i <= 0 || i >= static_cast<int>(master_ports_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no standby master ", i, " (masters: ", master_ports_.size(),
+                                                   ", and only with etcd)"));
+  }
+  const std::string stem = absl::StrCat("master", i, "-", standby_incarnation_[i]++);
+  log_files_.push_back(Path(stem + ".log"));
+  PL_ASSIGN_OR_RETURN(std::vector<std::string> argv, MasterArgv(i, master_ports_[i], stem));
+  PL_ASSIGN_OR_RETURN(standbys_[i], Spawn(ProcessPlacement::Role::kMaster, i, argv, Path(stem + ".log")));
   return absl::OkStatus();
 }
 
@@ -177,6 +223,9 @@ Status Cluster::KillPserver(int i) {
 
 std::string Cluster::MasterLog() const {
   return testing::ReadFileOrEmpty(Path(absl::StrCat("master-", master_incarnation_ - 1, ".log")));
+}
+std::string Cluster::StandbyMasterLog(int i) const {
+  return testing::ReadFileOrEmpty(Path(absl::StrCat("master", i, "-", standby_incarnation_[i] - 1, ".log")));
 }
 std::string Cluster::PserverLog(int i) const {
   return testing::ReadFileOrEmpty(Path(absl::StrCat("pserver-", i, "-", pserver_incarnation_[i] - 1, ".log")));

@@ -71,6 +71,14 @@ struct ClusterOptions {
   // Mutual TLS: Start makes a CA for the job in DIR/tls and a certificate per process,
   // and this process talks to the job as `launch` (rpc/caller.h) until the Cluster goes.
   bool tls = false;
+  // The job's state in etcd ("host:port,..."; empty: the master's state directory), with
+  // `masters` masters on ports chosen up front: master 0 leads, the others stand by
+  // (StartStandbyMaster), and every process is given every master's address.
+  std::string etcd_endpoints;
+  int masters = 1;
+  int64_t leader_ttl_s = 1;
+  // Per master index, etcd endpoints that replace etcd_endpoints (a relay, to cut one off).
+  std::vector<std::string> etcd_endpoints_of_master;
 };
 
 class Cluster {
@@ -84,8 +92,12 @@ class Cluster {
   // Master, then the pservers (waits until they are registered), then `trainers`.
   Status Start(int trainers);
 
-  // Starts the master; port 0: any free port (the first start), else that port.
+  // Starts the master; port 0: any free port (the first start), else that port. With
+  // etcd: master 0 on its port, returning once it leads.
   Status StartMaster(int port = 0);
+  // With etcd: starts master `i` (1 <= i < masters) again or for the first time; it stands
+  // by until it leads, so this returns once it runs.
+  Status StartStandbyMaster(int i);
   // Starts pserver `i` again (a fresh process, --port 0, same --checkpoint_dir).
   Status StartPserver(int i);
   // Starts one more trainer (rank = number of trainers started so far) and returns
@@ -93,6 +105,7 @@ class Cluster {
   StatusOr<int> StartTrainer(const std::vector<std::string>& extra_args = {});
 
   ChildProcess& master() { return *master_; }
+  ChildProcess& standby_master(int i) { return *standbys_[i]; }
   ChildProcess& pserver(int i) { return *pservers_[i]; }
   ChildProcess& trainer(int rank) { return *trainers_[rank]; }
   int num_trainers() const { return static_cast<int>(trainers_.size()); }
@@ -106,6 +119,7 @@ class Cluster {
   // Log files. A restarted master / pserver writes a new file (…-<incarnation>.log);
   // these read the current incarnation's log.
   std::string MasterLog() const;
+  std::string StandbyMasterLog(int i) const;
   std::string PserverLog(int i) const;
   std::string TrainerLogPath(int rank) const;
   std::string TrainerLog(int rank) const;
@@ -126,6 +140,8 @@ class Cluster {
  private:
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   StatusOr<std::vector<std::string>> TlsArgs(const std::string& identity);
+  // pl-master's flags for master `index` on `port`, its files named by `stem`.
+  StatusOr<std::vector<std::string>> MasterArgv(int index, int port, const std::string& stem);
   Status SpawnPserver(int i);
   std::string HostOf(ProcessPlacement::Role role, int index) const;
   StatusOr<std::unique_ptr<ChildProcess>> Spawn(ProcessPlacement::Role role, int index,
@@ -137,6 +153,9 @@ class Cluster {
   std::string bin_master_, bin_pserver_, bin_trainer_;
   int master_port_ = 0;
   int master_incarnation_ = 0;
+  std::vector<int> master_ports_;  // with etcd: every master's, picked up front
+  std::vector<std::unique_ptr<ChildProcess>> standbys_;  // with etcd: [i] is master i (0 unused)
+  std::vector<int> standby_incarnation_;
   std::vector<int> pserver_incarnation_;
   std::unique_ptr<ChildProcess> master_;
   std::vector<std::unique_ptr<ChildProcess>> pservers_;

@@ -106,10 +106,13 @@ const std::vector<Binary>& Binaries() {
       {"pl-master", false, {"--passes", "zero"}, "--passes",
        {{"chunks_per_task", "int32, default 1"},
         {"data", "string, default \"\""},
+        {"etcd_endpoints", "string, default \"\""},
+        {"etcd_prefix", "string, default \"/paddle_like/job\""},
         {"host", "string, default \"127.0.0.1\""},
         {"http_port", "int32, default -1"},
         {"http_port_file", "string, default \"\""},
         {"insecure", "bool, default false"},
+        {"leader_ttl_s", "int64, default 2"},
         {"lease_ms", "int64, default 3000"},
         {"logdir", "string, default \"\""},
         {"metrics_port", "int32, default -1"},
@@ -391,6 +394,24 @@ TEST(LocalStepsFlagTest, WhatCannotBeHonouredIsRefusedBeforeStarting) {
   ASSERT_TRUE(pserver.ok()) << pserver.status();
   ExpectOneErrorLine(RunBinary(*pserver, {"--index", "0", "--num_pservers", "1", "--apply_threads", "-1"}),
                      "pl-pserver", "--apply_threads");
+}
+
+// A standby master: etcd needs a fixed port (the trainers get every master's address
+// before any leads), a prefix etcd can hold, endpoints that are host:port.
+TEST(StandbyMasterFlagsTest, BadEtcdSettingsAreRefusedInOneLineNamingThem) {
+  auto master = testing::BinaryPath("pl-master");
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::vector<std::string> etcd = {"--insecure", "--etcd_endpoints", "127.0.0.1:2379"};
+  auto with = [&etcd](std::vector<std::string> more) {
+    more.insert(more.begin(), etcd.begin(), etcd.end());
+    return more;
+  };
+  ExpectOneErrorLine(RunBinary(*master, with({"--data", "x"})), "pl-master", "--etcd_endpoints needs a fixed --port");
+  ExpectOneErrorLine(RunBinary(*master, with({"--port", "1", "--leader_ttl_s", "0"})), "pl-master", "--leader_ttl_s");
+  ExpectOneErrorLine(RunBinary(*master, with({"--port", "1", "--etcd_prefix", "job/"})), "pl-master",
+                     "--etcd_prefix 'job/' must start with '/'");
+  ExpectOneErrorLine(RunBinary(*master, {"--insecure", "--etcd_endpoints", "etcd-0", "--port", "1"}), "pl-master",
+                     "etcd endpoint 'etcd-0' is not host:port");
 }
 
 // Issue 38's: a negative grace between a shrink's SIGUSR1 and its SIGTERM.
