@@ -19,6 +19,7 @@
 // own port. Clients given every master's address ("--master A:P,B:P") reach whichever
 // serves. A leader that loses its etcd lease exits 1 at once.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -54,6 +55,9 @@ ABSL_FLAG(std::string, etcd_endpoints, "",
           "on other machines as standbys, and one of them takes over when the leader is gone");
 ABSL_FLAG(std::string, etcd_prefix, "/paddle_like/job",
           "the job's keys in etcd (one prefix per job: its leader key, state and event log)");
+ABSL_FLAG(int64_t, campaign_delay_ms, 0,
+          "etcd: once etcd answers, wait this long before first campaigning to lead, so that of masters started "
+          "together the one without a delay leads (pl-launch gives node r's master r seconds; >= 0)");
 ABSL_FLAG(int64_t, leader_ttl_s, 2,
           "etcd: the leader's lease in seconds; a standby takes over this long after the leader dies (>= 1; etcd "
           "may grant more)");
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
                                    pl::cli::CheckAtLeast("num_nodes", absl::GetFlag(FLAGS_num_nodes), 1),
                                    pl::cli::CheckAtLeast("replicas", absl::GetFlag(FLAGS_replicas), 0),
                                    pl::cli::CheckAtLeast<int64_t>("leader_ttl_s", absl::GetFlag(FLAGS_leader_ttl_s), 1),
+                                   pl::cli::CheckAtLeast<int64_t>("campaign_delay_ms",
+                                                                  absl::GetFlag(FLAGS_campaign_delay_ms), 0),
                                    pl::cli::CheckRange("http_port", absl::GetFlag(FLAGS_http_port), -1, 65535)});
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   const std::string host = absl::GetFlag(FLAGS_host);
@@ -127,8 +133,13 @@ int main(int argc, char** argv) {
   storage_options.event_log = absl::GetFlag(FLAGS_event_log);
   storage_options.etcd_endpoints = etcd_endpoints;
   storage_options.etcd_prefix = absl::GetFlag(FLAGS_etcd_prefix);
-  storage_options.advertise = absl::StrCat(host, ":", absl::GetFlag(FLAGS_port));
+  // What the standbys' lines name as the leader: an address listening on every interface
+  // says nothing, the machine's name does.
+  std::string advertised_host = host;
+  if (char name[256]; host == "0.0.0.0" && gethostname(name, sizeof(name)) == 0) advertised_host = name;
+  storage_options.advertise = absl::StrCat(advertised_host, ":", absl::GetFlag(FLAGS_port));
   storage_options.leader_ttl_s = absl::GetFlag(FLAGS_leader_ttl_s);
+  storage_options.campaign_delay_ms = absl::GetFlag(FLAGS_campaign_delay_ms);
   storage_options.log = [](const std::string& line) { pl::log::Info(line); };
   if (pl::Status st = pl::ValidateEtcdSettings(storage_options); !st.ok()) {
     pl::cli::ExitWithUsageError(program, std::string(st.message()));

@@ -36,6 +36,7 @@ StatusOr<MasterStorage> OpenMasterStorage(const MasterStorageOptions& options, c
   election.key = prefix + "/leader";
   election.value = options.advertise;
   election.ttl_s = options.leader_ttl_s;
+  election.first_delay = absl::Milliseconds(options.campaign_delay_ms);
   election.log = options.log;
   out.election = std::make_unique<etcd::EtcdElection>(out.etcd.get(), election);
   PL_ASSIGN_OR_RETURN(etcd::Fence fence, out.election->Campaign(stop));

@@ -33,6 +33,7 @@ struct MasterStorageOptions {
   std::string etcd_prefix = "/paddle_like/job";
   std::string advertise;       // this master's address, written in the leader key
   int64_t leader_ttl_s = 2;
+  int64_t campaign_delay_ms = 0;  // before the first campaign (EtcdElection's first_delay)
   std::function<void(const std::string&)> log;
 };
 

@@ -33,6 +33,7 @@ StatusOr<Fence> EtcdElection::Campaign(const std::function<bool()>& stop) {
     last_seen = line;
   };
   const auto renew_every = [this] { return std::chrono::milliseconds(granted_ttl_s_ * 1000 / 3); };
+  bool delayed = options_.first_delay <= absl::ZeroDuration();
   SteadyClock::time_point renewed = SteadyClock::now();
   while (!stop()) {
     Status st;
@@ -51,6 +52,16 @@ StatusOr<Fence> EtcdElection::Campaign(const std::function<bool()>& stop) {
       }
       st = ttl.status();
     }
+    if (st.ok() && lease_id_ != 0 && !delayed) {
+      // The head start counts from when etcd first answers: masters started together
+      // wait for etcd's quorum alike.
+      delayed = true;
+      for (const auto until = SteadyClock::now() + absl::ToChronoMilliseconds(options_.first_delay);
+           SteadyClock::now() < until && !stop();) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      continue;  // renew the lease if the wait took much of it
+    }
     if (st.ok() && lease_id_ != 0) {
       etcdserverpb::TxnRequest txn;
       etcdserverpb::Compare* absent = txn.add_compare();
@@ -65,6 +76,18 @@ StatusOr<Fence> EtcdElection::Campaign(const std::function<bool()>& stop) {
       txn.add_failure()->mutable_request_range()->set_key(options_.key);
       StatusOr<etcdserverpb::TxnResponse> response = client_->Txn(txn);
       if (response.ok() && response->succeeded()) {
+        // The transaction may have taken most of the lease (etcd electing a leader of
+        // its own after a member's loss): renew before leading, or lead not at all. A
+        // lease that cannot be renewed takes the key with it; campaign on.
+        const SteadyClock::time_point sent = SteadyClock::now();
+        StatusOr<int64_t> ttl = client_->LeaseKeepAliveOnce(lease_id_, absl::Seconds(granted_ttl_s_));
+        if (!ttl.ok() || *ttl <= 0) {
+          note(absl::StrCat("won '", options_.key, "' but could not renew the lease: campaigning again (",
+                            ttl.ok() ? "it ran out" : std::string(ttl.status().message()), ")"));
+          lease_id_ = 0;
+          continue;
+        }
+        lease_valid_until_ = sent + std::chrono::seconds(*ttl);
         Fence fence{options_.key, response->header().revision()};
         if (options_.log) {
           options_.log(absl::StrCat("leading: '", options_.key, "' created at revision ", fence.create_revision,

@@ -38,6 +38,10 @@ class EtcdElection {
     std::string value;  // what the leader writes there: its address, for the others' lines
     int64_t ttl_s = 2;  // etcd may grant more (its minimum follows its election timeout)
     absl::Duration poll = absl::Milliseconds(50);
+    // Waited once etcd first answers, before the first attempt: which of several
+    // processes started together leads first becomes predictable (pl-launch gives node
+    // r's master r seconds).
+    absl::Duration first_delay = absl::ZeroDuration();
     std::function<void(const std::string&)> log;  // one line per change seen
   };
 

@@ -7,12 +7,13 @@ namespace pl::etcd {
 std::vector<std::string> EtcdMemberArgv(const EtcdMemberSpec& s) {
   const std::string client = absl::StrCat("http://", s.host, ":", s.client_port);
   const std::string peer = absl::StrCat("http://", s.host, ":", s.peer_port);
+  const std::string listen = s.listen_host.empty() ? s.host : s.listen_host;
   return {s.binary,
           "--name", s.name,
           "--data-dir", s.data_dir,
-          "--listen-client-urls", client,
+          "--listen-client-urls", absl::StrCat("http://", listen, ":", s.client_port),
           "--advertise-client-urls", client,
-          "--listen-peer-urls", peer,
+          "--listen-peer-urls", absl::StrCat("http://", listen, ":", s.peer_port),
           "--initial-advertise-peer-urls", peer,
           "--initial-cluster", s.initial_cluster.empty() ? absl::StrCat(s.name, "=", peer) : s.initial_cluster,
           "--initial-cluster-token", s.cluster_token,

@@ -17,7 +17,8 @@ struct EtcdMemberSpec {
   std::string binary = "etcd";  // a path, or a name looked up in PATH
   std::string name;             // unique in the cluster
   std::string data_dir;
-  std::string host;             // the address it listens on and is reached at
+  std::string host;             // the address it is reached at
+  std::string listen_host;      // the address it listens on; empty: `host`
   int client_port = 2379;
   int peer_port = 2380;
   // "name=http://host:peer_port,..." of every member; empty: this one alone.

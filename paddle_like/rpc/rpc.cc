@@ -65,7 +65,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a sync barrier's wait sends no data
   if (TransportIsSecure()) args.SetSslTargetNameOverride(kJobServerName);
-  return grpc::CreateCustomChannel(ChannelTarget(address), ChannelCredentials(), args);
+  const std::string target = ChannelTarget(address);
+  // A list (a leading master and its standbys): connect to every entry at once and send
+  // each call to one that is connected. Standbys do not listen, so that is the leader;
+  // pick_first would wait out a connection timeout on a lost host before trying the next.
+  if (target.rfind("ipv4:", 0) == 0 && target.find(',') != std::string::npos) {
+    args.SetLoadBalancingPolicyName("round_robin");
+  }
+  return grpc::CreateCustomChannel(target, ChannelCredentials(), args);
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(std::chrono::milliseconds timeout, bool wait_for_ready) {

@@ -39,8 +39,9 @@ struct ChannelOptions {
 
 // A channel to "host:port" with the system's limits and the process's transport
 // security (tls.h). A list, "host:port,host:port,...", is a service that any one of
-// them serves (a job's leading master and its standbys): the channel uses the first
-// that accepts a connection, in order (ChannelTarget).
+// them serves (a job's leading master and its standbys, which do not listen): the
+// channel connects to every entry (ChannelTarget) and sends each call to one that
+// accepted, so a lost host among them costs nothing.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options = {});
 

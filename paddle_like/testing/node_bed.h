@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "paddle_like/rpc/certificates.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/tls.h"
@@ -108,6 +109,15 @@ class NodeBed {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
     return e;
+  }
+
+  // Nodes 0..k-1 each run a master (pl-launch --master_addr A,B,C: one leads, the others
+  // stand by, beside an etcd member each); the test reads JobStatus from whichever leads.
+  void UseMasters(int k) {
+    std::vector<std::string> all;
+    for (int i = 0; i < k; ++i) all.push_back(absl::StrCat(bed_->host(i).address(), ":", kMasterPort));
+    master_addr_ = absl::StrJoin(all, ",");
+    master_.reset();
   }
 
   TestBed& bed() { return *bed_; }

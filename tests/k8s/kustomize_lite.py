@@ -4,8 +4,9 @@
 kustomize is packaged (Debian's kubernetes-client embeds kustomize v2, which lacks
 `replicas` and `patches`). So the test renders k8s/overlays/* itself, supporting only
 what the manifests use -- `resources` (files and folders), `patches` (strategic-merge
-files, matched by kind and name), `images` and `replicas` -- and refuses anything
-else, so a manifest change that needs more fails here instead of rendering wrongly.
+files, matched by kind and name; `key: null` removes a field and `$patch: delete` an item
+of a list merged by name), `images` and `replicas` -- and refuses anything else, so a
+manifest change that needs more fails here instead of rendering wrongly.
 When a kubectl with kustomize v4+ is installed, the test also checks that this
 renderer and kubectl agree.
 """
@@ -35,10 +36,18 @@ def load_documents(path):
 
 
 def strategic_merge(base, patch, field=None):
-    """Merges `patch` into `base` like a strategic merge patch (no directives)."""
+    """Merges `patch` into `base` like a strategic merge patch. The one directive is
+    `$patch: delete` on an item of a list merged by name (MERGE_BY_NAME): the item of that
+    name is removed. Kubernetes matches volumeMounts by mountPath, so such an item names
+    both, and the test's comparison with `kubectl kustomize` checks that they agree.
+    A list merged by name comes out as kustomize (v5) writes it: the patch's items first,
+    in the patch's order (merged into the base's item of the same name, if any), then the
+    base's other items in their order."""
     if isinstance(base, dict) and isinstance(patch, dict):
         out = dict(base)
         for key, value in patch.items():
+            if key.startswith("$"):
+                raise RenderError(f"patch directive {key}: {value!r} is not supported here")
             if value is None:
                 out.pop(key, None)
             elif key in out:
@@ -47,16 +56,24 @@ def strategic_merge(base, patch, field=None):
                 out[key] = copy.deepcopy(value)
         return out
     if field in MERGE_BY_NAME and isinstance(base, list) and isinstance(patch, list):
-        out = [copy.deepcopy(item) for item in base]
+        rest = [copy.deepcopy(item) for item in base]
+        first = []
         for item in patch:
             if not isinstance(item, dict) or "name" not in item:
                 raise RenderError(f"patch item of '{field}' has no name: {item!r}")
-            at = [i for i, have in enumerate(out) if have.get("name") == item["name"]]
-            if at:
-                out[at[0]] = strategic_merge(out[at[0]], item)
+            at = [i for i, have in enumerate(rest) if have.get("name") == item["name"]]
+            directive = item.get("$patch")
+            if directive is not None:
+                if directive != "delete":
+                    raise RenderError(f"patch item of '{field}': $patch: {directive!r} is not supported here")
+                if not at:
+                    raise RenderError(f"patch deletes {item['name']!r} from '{field}', which has none of that name")
+                del rest[at[0]]
+            elif at:
+                first.append(strategic_merge(rest.pop(at[0]), item))
             else:
-                out.append(copy.deepcopy(item))
-        return out
+                first.append(copy.deepcopy(item))
+        return first + rest
     return copy.deepcopy(patch)
 
 

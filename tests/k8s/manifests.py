@@ -32,6 +32,9 @@ TARGETS = sorted(str(p.parent.relative_to(K8S)) for p in K8S.rglob("kustomizatio
 JOB_RESOURCES = sorted(str(p.parent.relative_to(K8S)) for p in (K8S / JOBS).rglob("kustomization.yaml"))
 OVERLAYS = [t for t in TARGETS if t != "base"]
 BIN_PREFIX = "/usr/local/bin/"  # where docker/Dockerfile installs build/bin/*
+# Binaries of the image that come from a Debian package docker/Dockerfile installs, not
+# from the build: path -> (name, package). etcd: the masters' store in k8s/overlays/standby.
+SYSTEM_BINARIES = {"/usr/bin/etcd": ("etcd", "etcd-server")}
 PART_OF = "app.kubernetes.io/part-of"
 
 
@@ -85,6 +88,8 @@ def invocation(container):
 
 
 def binary_name(binary):
+    if binary in SYSTEM_BINARIES:
+        return SYSTEM_BINARIES[binary][0]
     assert binary.startswith(BIN_PREFIX), f"{binary}: not one of the image's binaries in {BIN_PREFIX}"
     return binary[len(BIN_PREFIX):]
 
@@ -159,7 +164,7 @@ def resolved_args(obj, container, objs, ordinal=0):
 def flag_values(args):
     values = {}
     for arg in args:
-        m = re.fullmatch(r"--(\w+)=(.*)", arg, re.S)
+        m = re.fullmatch(r"--(\w[\w-]*)=(.*)", arg, re.S)  # etcd's flags have dashes
         assert m, f"argument {arg!r}: write flags as --name=value"
         assert m.group(1) not in values, f"flag --{m.group(1)} given twice"
         values[m.group(1)] = m.group(2)

@@ -21,6 +21,7 @@ Needs the Debian packages python3-kubernetes, python3-yaml, python3-pytest, yaml
 
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -42,7 +43,7 @@ except ImportError as e:  # pragma: no cover
 
 import kustomize_lite
 from manifests import (
-    REPO, K8S, TARGETS, OVERLAYS, BIN_PREFIX, PART_OF, CLUSTER,
+    REPO, K8S, TARGETS, OVERLAYS, BIN_PREFIX, SYSTEM_BINARIES, PART_OF, CLUSTER,
     objects, by_kind, one, workloads, where,
     invocation, binary_name, env_value, script_exports, resolved_args,
     flag_values, containers_of, containers_running, container_named)
@@ -63,6 +64,36 @@ rules:
 
 def _source(rel):
     return (REPO / rel).read_text(encoding="utf-8")
+
+
+ETCD = "/usr/bin/etcd"
+# The member flags of etcd 3.4 (Debian 12's etcd-server, what docker/Dockerfile installs),
+# as `etcd --help` lists them: the contract where etcd is not installed here (the
+# Makefile's DEB_PACKAGES has it; with it, its own --help is read instead).
+ETCD_34_FLAGS = set("""
+    name data-dir wal-dir snapshot-count heartbeat-interval election-timeout initial-election-tick-advance
+    listen-peer-urls listen-client-urls max-snapshots max-wals quota-backend-bytes backend-batch-interval
+    backend-batch-limit max-txn-ops max-request-bytes max-concurrent-streams grpc-keepalive-min-time
+    grpc-keepalive-interval grpc-keepalive-timeout initial-advertise-peer-urls initial-cluster
+    initial-cluster-state initial-cluster-token advertise-client-urls discovery discovery-fallback
+    discovery-proxy discovery-srv discovery-srv-name strict-reconfig-check pre-vote auto-compaction-retention
+    auto-compaction-mode enable-v2 cert-file key-file client-cert-auth client-crl-file
+    client-cert-allowed-hostname trusted-ca-file auto-tls peer-cert-file peer-key-file peer-client-cert-auth
+    peer-trusted-ca-file peer-cert-allowed-cn peer-cert-allowed-hostname peer-auto-tls peer-crl-file
+    cipher-suites cors host-whitelist auth-token bcrypt-cost auth-token-ttl enable-pprof metrics
+    listen-metrics-urls logger log-outputs log-level force-new-cluster debug
+""".split())
+
+
+@functools.lru_cache(maxsize=None)
+def etcd_flags():
+    """The flags etcd accepts: its own --help where it is installed, else ETCD_34_FLAGS."""
+    if not os.access(ETCD, os.X_OK):
+        return frozenset(ETCD_34_FLAGS)
+    out = subprocess.run([ETCD, "--help"], capture_output=True, text=True, timeout=60)
+    flags = set(re.findall(r"^\s+--([\w-]+)", out.stdout + out.stderr, re.M))
+    assert len(flags) >= 20, f"parsed only {sorted(flags)} from `etcd --help`"
+    return frozenset(flags)
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,6 +133,8 @@ def binary_contract():
         # A parser that finds nothing would make every later check vacuous.
         assert len(flags[name]) >= 5, f"parsed only {sorted(flags[name])} as the flags of {name}"
         assert env[name], f"parsed no PL_* variables from the main of {name}"
+    # etcd (k8s/overlays/standby) reads no PL_* variable.
+    flags["etcd"], env["etcd"] = set(etcd_flags()), set()
     return {name: {"flags": flags[name], "env": env[name]} for name in flags}
 
 
@@ -308,12 +341,43 @@ def _master_endpoint(objs):
     return {f"{n}:{p['port']}" for n in names for p in svc["spec"]["ports"]}
 
 
+def leader_endpoints(objs):
+    """host:port names that reach the leading master alone, when masters stand by
+    (pl-master --etcd_endpoints): <service>:port of a Service with a virtual IP that
+    selects the masters, publishes no Pod that is not ready (a standby never is), and
+    sends that port to the masters' gRPC port."""
+    sts, c = container_named(objs, "pl-master")
+    grpc = {p["containerPort"] for p in c["ports"] if p.get("name") == "grpc"} | {"grpc"}
+    found = set()
+    for svc in by_kind(objs, "Service"):
+        spec = svc["spec"]
+        if (spec.get("clusterIP") == "None" or spec.get("publishNotReadyAddresses")
+                or not _selects(spec.get("selector"), sts["spec"]["template"]["metadata"]["labels"])):
+            continue
+        found |= {f"{svc['metadata']['name']}:{p['port']}" for p in spec["ports"]
+                  if p.get("targetPort", p["port"]) in grpc}
+    return found
+
+
+def masters_stand_by(objs):
+    """Whether the masters lead through etcd (k8s/overlays/standby), a standby beside the leader."""
+    sts, c = container_named(objs, "pl-master")
+    return "etcd_endpoints" in flag_values(resolved_args(sts, c, objs))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_master_address_is_the_masters_stable_name(target):
     objs = objects(target)
     sts, _ = container_named(objs, "pl-master")
-    assert sts["kind"] == "StatefulSet" and sts["spec"]["replicas"] == 1, "the master is a StatefulSet of 1"
-    endpoints = _master_endpoint(objs)
+    assert sts["kind"] == "StatefulSet", "the master is a StatefulSet"
+    if masters_stand_by(objs):
+        # Only the leader serves: pl-master-0 may be the standby.
+        assert sts["spec"]["replicas"] >= 2, f"k8s/{target}: masters through etcd but no standby"
+        endpoints = leader_endpoints(objs)
+        assert endpoints, f"k8s/{target}: no Service of ready masters (the leader) to reach"
+    else:
+        assert sts["spec"]["replicas"] == 1, "the master is a StatefulSet of 1 (a standby needs etcd)"
+        endpoints = _master_endpoint(objs)
     for o, c in containers_running(objs, "pl-pserver") + containers_running(objs, "pl-trainer"):
         env = {v["name"]: v.get("value") for v in c.get("env", [])}
         address = flag_values(resolved_args(o, c, objs)).get("master", env.get("PL_MASTER_ADDR"))
@@ -354,11 +418,15 @@ def _check_pserver_set(target, objs, sts, c):
 @pytest.mark.parametrize("target", TARGETS)
 def test_state_lives_on_per_pod_claims(target):
     objs = objects(target)
-    for (sts, c), flag in ([(container_named(objs, "pl-master"), "state_dir")] +
-                           [(sc, "checkpoint_dir") for sc in containers_running(objs, "pl-pserver")]):
+    # With etcd the master's state is in etcd (test_standby_master.py), and etcd's on the
+    # members' claims.
+    master = [] if masters_stand_by(objs) else [(container_named(objs, "pl-master"), "state_dir")]
+    for (sts, c), flag in (master + [(sc, "checkpoint_dir") for sc in containers_running(objs, "pl-pserver")] +
+                           [(ec, "data-dir") for ec in containers_running(objs, "etcd")]):
         env = {v["name"]: env_value(sts, c, v, objs, "x") for v in c["env"]}
         path = flag_values(resolved_args(sts, c, objs)).get(flag, env.get({"state_dir": "PL_STATE_DIR",
-                                                                             "checkpoint_dir": "PL_CHECKPOINT_DIR"}[flag]))
+                                                                             "checkpoint_dir": "PL_CHECKPOINT_DIR",
+                                                                             "data-dir": "ETCD_DATA_DIR"}[flag]))
         assert path, f"{where(sts, c)}: no --{flag}"
         claims = {t["metadata"]["name"] for t in sts["spec"].get("volumeClaimTemplates", [])}
         mounts = [m for m in c["volumeMounts"] if m["name"] in claims]
@@ -469,6 +537,14 @@ def test_dockerfile_installs_the_binaries_where_the_manifests_run_them():
         f"docker/Dockerfile does not copy the build's bin/ to {BIN_PREFIX}")
     uid = re.search(r"^USER (\d+)", dockerfile, re.M)
     assert uid, "docker/Dockerfile sets no numeric USER"
+    runtime = dockerfile[dockerfile.index("AS runtime"):]
     for target in TARGETS:
         for o in workloads(objects(target)):
             assert o["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid.group(1)), where(o)
+        for o, c in containers_of(objects(target)):
+            binary = invocation(c)[0]
+            if binary in SYSTEM_BINARIES:  # e.g. /usr/bin/etcd: Debian's etcd-server in the runtime stage
+                package = SYSTEM_BINARIES[binary][1]
+                assert re.search(rf"(?<![\w-]){re.escape(package)}(?![\w-])", runtime), (
+                    f"k8s/{target} {where(o, c)} runs {binary}, but docker/Dockerfile's runtime stage does not "
+                    f"install {package}")

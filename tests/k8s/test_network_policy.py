@@ -1,7 +1,8 @@
 """Offline checks of the job's NetworkPolicy in k8s/ (see test_manifests.py for the
 rest): every Pod of the job is selected by an Ingress policy; its gRPC ports admit only
 the job's own Pods; other sources reach at most the status page and /metrics. Behind
-it, every process talks mutual TLS with its own role's certificate.
+it, every process talks mutual TLS with its own role's certificate. etcd's members
+(k8s/overlays/standby) admit only the masters and each other: test_standby_master.py.
 
 Run by ctest with the rest of tests/k8s (`python3 -m pytest -q tests/k8s`).
 """
@@ -15,9 +16,27 @@ JOB = {m.PART_OF: "pl-job"}
 OBSERVABLE_PORTS = {8080, 9090}
 
 
+ETCD_COMPONENT = "etcd"  # app.kubernetes.io/component of etcd's members (k8s/overlays/standby)
+
+
+def _matches(expression, labels):
+    key, op, values = expression["key"], expression["operator"], expression.get("values", [])
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    raise AssertionError(f"label selector operator {op!r}")
+
+
 def _selects(selector, labels):
-    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()) and not selector.get(
-        "matchExpressions")
+    """Whether a LabelSelector (matchLabels and matchExpressions, both ANDed) selects
+    these labels."""
+    return (all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+            and all(_matches(e, labels) for e in selector.get("matchExpressions", [])))
 
 
 def _policies(objs):
@@ -73,6 +92,8 @@ def test_the_jobs_grpc_ports_admit_only_the_jobs_pods(target):
         labels = template["metadata"]["labels"]
         mine = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
         assert mine, f"k8s/{target} {m.where(workload)}: no NetworkPolicy selects its Pods"
+        if labels.get("app.kubernetes.io/component") == ETCD_COMPONENT:
+            continue  # only the masters and its members reach it: test_standby_master.py
         ports = _ports_of(template)
         for port, name in ports.items():
             rules = [r for p in mine for r in p["spec"].get("ingress", [])]
@@ -158,6 +179,11 @@ def test_every_process_talks_mutual_tls_with_its_roles_certificate(target):
             at = f"k8s/{target} {m.where(o, c)}"
             files = _mounted_secret_files(o, c)
             mine = {info[0] for info in files.values() if info[0].startswith(TLS_SECRETS) or info[0] == "pl-job-tls"}
+            if m.binary_name(m.invocation(c)[0]) == "etcd":
+                # Plaintext, as the masters' etcd client speaks it; its NetworkPolicy admits
+                # the masters alone (test_standby_master.py). It holds no role's key.
+                assert not mine, f"{at} mounts the certificates {sorted(mine)}"
+                continue
             identities = set()
             for ordinal in _ordinals(o):
                 identity = _identity(objs, o, c, ordinal)

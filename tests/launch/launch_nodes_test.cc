@@ -109,6 +109,24 @@ TEST(LaunchNodeOptionsTest, RejectsBadNodeFlagsNamingThem) {
   ExpectInvalid({"--master_addr", "h:7000"}, "--master_addr is for a job on several machines (--nnodes > 1)");
   ExpectInvalid({"--node_addr", "10.0.0.2"}, "--node_addr is for a job on several machines");
   ExpectInvalid({"--master_wait_s", "5"}, "--master_wait_s is for a job on several machines");
+  ExpectInvalid({"--etcd_port", "2400"}, "--etcd_port is for a job on several machines");
+  // Several masters: 3 or more on distinct nodes, no more than the job has.
+  ExpectInvalid({"--nnodes", "3", "--master_addr", "a:1,b:1"}, "2 masters survive the loss of neither");
+  ExpectInvalid({"--nnodes", "2", "--master_addr", "a:1,b:1,c:1"}, "names 3 masters but the job has 2 nodes");
+  ExpectInvalid({"--nnodes", "3", "--master_addr", "a:1,b:1,a:2"}, "host a appears twice");
+  ExpectInvalid({"--nnodes", "3", "--master_addr", "a:1,b,c:1"}, "--master_addr: 'b' is not HOST:PORT");
+  ExpectInvalid({"--nnodes", "3", "--master_addr", "a:1,b:1,c:1", "--etcd_port", "65535"}, "--etcd_port");
+}
+
+TEST(NodeRoleTest, ParsesSeveralMastersInOrder) {
+  auto masters = ParseMasterAddrs("10.0.0.1:7000, 10.0.0.2:7001,10.0.0.3:7000", 3);
+  ASSERT_TRUE(masters.ok()) << masters.status();
+  ASSERT_EQ(masters->size(), 3u);
+  EXPECT_EQ((*masters)[1].host, "10.0.0.2");
+  EXPECT_EQ((*masters)[1].port, 7001);
+  auto one = ParseMasterAddrs("10.0.0.1:7000", 4);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->size(), 1u);
 }
 
 TEST(NodeRoleTest, ParsesHostPort) {

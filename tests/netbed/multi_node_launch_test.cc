@@ -165,6 +165,66 @@ TEST_F(MultiNodeLaunchTest, NodeZeroLostMidJobOtherNodeExitsOneWithinTheBound) {
   EXPECT_THAT(out, HasSubstr("pserver-0.1 exited")) << "node 1 left a pserver running\n" << out;
 }
 
+// Three master nodes (--master_addr A,B,C): each runs a master and an etcd member, node
+// 0's master leads. Node 0's machine is lost mid-job (no FIN, no RST): the etcd of nodes
+// 1 and 2 keeps its majority, one of their masters leads within its lease, the pservers'
+// backups on the other nodes take over node 0's shard, node 0's task goes back to todo
+// when its lease runs out, and the job finishes on nodes 1 and 2, every chunk trained
+// exactly once a pass, both exiting 0.
+TEST_F(MultiNodeLaunchTest, NodeZeroLostWithStandbyMastersTheOtherNodesFinishTheJob) {
+  constexpr int kNodes = 3, kPasses = 6;
+  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
+  nodes_->UseMasters(kNodes);
+  const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task", "2",
+                                        "--lease_ms", "3000", "--replicas", "2", "--master_wait_s", "30"};
+  for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
+  // Node 0's master leads (the others campaign a second per rank later), every shard
+  // has its two copies in sync, and the job is into its second pass.
+  ASSERT_TRUE(WaitForText(nodes_->Log(0), "master: leading: ", seconds(90)).has_value())
+      << "node 0's master never led\n" << nodes_->AllOutput();
+  proto::JobStatusResponse before;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        before = nodes_->JobStatus();
+        return before.pass() >= 2 && before.shards_below_copies() == 0 && before.live_trainers() == kNodes;
+      },
+      seconds(120)))
+      << before.ShortDebugString() << "\n" << nodes_->AllOutput();
+  for (int r = 1; r < kNodes; ++r) {
+    ASSERT_THAT(nodes_->Output(r), Not(HasSubstr("master: leading: "))) << "node " << r << " led first";
+  }
+  ASSERT_TRUE(nodes_->bed().Lose(0).ok());
+  const auto lost = Clock::now();
+  const bool led = testing::WaitUntil(
+      [&] {
+        return nodes_->Output(1).find("master: leading: ") != std::string::npos ||
+               nodes_->Output(2).find("master: leading: ") != std::string::npos;
+      },
+      seconds(30));
+  ASSERT_TRUE(led) << "no standby led after node 0 was lost\n" << nodes_->AllOutput();
+  std::cout << "[measured] node 0 lost at pass " << before.pass() << ": a standby led "
+            << SecondsBetween(lost, Clock::now()) << " s later (leader lease 2 s)" << std::endl;
+
+  const NodeBed::Ending end = nodes_->FollowToTheEnd(seconds(240));
+  ASSERT_TRUE(end.all_exited) << "the nodes did not all exit within 240 s\n" << nodes_->AllOutput();
+  for (int r = 1; r < kNodes; ++r) {
+    EXPECT_TRUE(nodes_->node(r).exit_info().success())
+        << "node " << r << ": " << nodes_->node(r).exit_info().Describe() << "\n" << nodes_->AllOutput();
+  }
+  ASSERT_TRUE(end.saw_done) << "never read a done JobStatus; last: " << end.last.ShortDebugString() << "\n"
+                            << nodes_->AllOutput();
+  EXPECT_EQ(end.last.chunks_trained(), kPasses * kChunks) << "a chunk was lost or trained twice\n"
+                                                          << end.last.ShortDebugString();
+  EXPECT_EQ(end.last.failed(), 0) << nodes_->AllOutput();
+  EXPECT_EQ(end.last.failed_task_ids_size(), 0) << end.last.ShortDebugString();
+  EXPECT_EQ(end.last.losses_size(), 0) << end.last.ShortDebugString();
+  for (int r = 1; r < kNodes; ++r) {
+    const double acc = LastNumberAfter(nodes_->Output(r), "final test accuracy: ").value_or(0);
+    std::cout << "[measured] node " << r << ": final test accuracy " << acc << std::endl;
+    EXPECT_GE(acc, 0.70) << nodes_->Output(r);
+  }
+}
+
 // A node whose --master_addr nothing answers at gives up after --master_wait_s with one
 // line naming the address, exits 1 and starts nothing.
 TEST_F(MultiNodeLaunchBadInputTest, UnreachableMasterAddrIsAOneLineErrorWithinTheWait) {

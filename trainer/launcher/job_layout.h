@@ -7,6 +7,7 @@
 #ifndef PADDLE_LIKE_TRAINER_LAUNCHER_JOB_LAYOUT_H_
 #define PADDLE_LIKE_TRAINER_LAUNCHER_JOB_LAYOUT_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,14 @@ class JobLayout {
   const std::string& workdir() const { return workdir_; }
 
   bool multi_node() const { return options_->num_nodes > 1; }
-  bool runs_master() const { return options_->node_rank == 0; }
+  // Masters of the job: 1, or K with --master_addr A,B,C (nodes 0..K-1 run one each,
+  // beside an etcd member, and one leads).
+  int num_masters() const {
+    return multi_node() ? 1 + static_cast<int>(std::count(options_->master_addr.begin(), options_->master_addr.end(), ','))
+                        : 1;
+  }
+  bool standby_masters() const { return num_masters() > 1; }
+  bool runs_master() const { return options_->node_rank < num_masters(); }
   int total_pservers() const { return options_->num_nodes * options_->num_pservers; }
   // The shard copies this node runs (with --replicas, copies of other nodes' shards
   // too), and the shards they belong to.

@@ -55,7 +55,11 @@ ABSL_FLAG(int, nnodes, 1, "machines the job runs on, each running pl-launch (>= 
 ABSL_FLAG(int, node_rank, 0, "this machine's rank in [0, nnodes): node 0 runs the master");
 ABSL_FLAG(std::string, master_addr, "",
           "with --nnodes > 1 (required): HOST:PORT where the other nodes reach the master; node 0 runs it "
-          "on 0.0.0.0:PORT");
+          "on 0.0.0.0:PORT. Or HOST:PORT,HOST:PORT,... (3 or more): nodes 0..K-1 each run a master and an etcd "
+          "member, one master leads and the others stand by, so the job outlives any one of those nodes");
+ABSL_FLAG(int, etcd_port, 2379,
+          "with several masters (--master_addr A,B,C): the port of each master node's etcd member (its peers use "
+          "the next one)");
 ABSL_FLAG(std::string, node_addr, "",
           "with --nnodes > 1: the address this node's pservers advertise (empty: the local address of the "
           "interface that routes to the master's host)");
@@ -93,7 +97,7 @@ Status CheckNodeFlags(const cli::CommandLine& line, const LaunchOptions& o) {
                                                    ") (--nnodes ", o.num_nodes, ")"));
   }
   if (o.num_nodes == 1) {
-    for (const char* flag : {"master_addr", "node_addr", "master_wait_s"}) {
+    for (const char* flag : {"master_addr", "node_addr", "master_wait_s", "etcd_port"}) {
       if (line.given.count(flag) != 0) {
         return absl::InvalidArgumentError(absl::StrCat("--", flag, " is for a job on several machines (--nnodes > 1)"));
       }
@@ -105,7 +109,8 @@ Status CheckNodeFlags(const cli::CommandLine& line, const LaunchOptions& o) {
         absl::StrCat("--master_addr HOST:PORT is required with --nnodes ", o.num_nodes,
                      " (where the nodes reach the master that node 0 runs)"));
   }
-  PL_RETURN_IF_ERROR(ParseHostPort("master_addr", o.master_addr).status());
+  PL_RETURN_IF_ERROR(ParseMasterAddrs(o.master_addr, o.num_nodes).status());
+  PL_RETURN_IF_ERROR(cli::CheckRange("etcd_port", o.etcd_port, 1, 65534));
   if (!(o.master_wait_s > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--master_wait_s: ", o.master_wait_s, " is not > 0"));
   }
@@ -175,6 +180,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.master_addr = absl::GetFlag(FLAGS_master_addr);
   o.node_addr = absl::GetFlag(FLAGS_node_addr);
   o.master_wait_s = absl::GetFlag(FLAGS_master_wait_s);
+  o.etcd_port = absl::GetFlag(FLAGS_etcd_port);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   o.trainer_command = line.command;

@@ -71,7 +71,8 @@ struct LaunchOptions {
   // Several machines (see node_role.h). The defaults are the one-machine job.
   int num_nodes = 1;                // --nnodes, >= 1
   int node_rank = 0;                // --node_rank, in [0, num_nodes)
-  std::string master_addr;          // --master_addr HOST:PORT; required iff num_nodes > 1
+  std::string master_addr;          // --master_addr HOST:PORT[,...]; required iff num_nodes > 1
+  int etcd_port = 2379;             // --etcd_port: several masters' etcd members (peers: +1)
   std::string node_addr;            // --node_addr; empty: the address routing to the master
   double master_wait_s = 60;        // --master_wait_s, > 0: master unreachable -> give up
   // Mutual TLS between the job's processes (rpc/tls.h), on unless --insecure. The job's

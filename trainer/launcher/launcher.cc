@@ -15,6 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "paddle_like/etcd/etcd_member.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -88,7 +90,17 @@ Status Launcher::Validate() {
       return absl::InvalidArgumentError(
           absl::StrCat("node rank ", options_.node_rank, " is not in [0, ", options_.num_nodes, ")"));
     }
-    PL_ASSIGN_OR_RETURN(master_hp_, ParseHostPort("master_addr", options_.master_addr));
+    PL_ASSIGN_OR_RETURN(std::vector<HostPort> masters, ParseMasterAddrs(options_.master_addr, options_.num_nodes));
+    // A master node listens at its own entry; the others find their interface towards
+    // the first master.
+    master_hp_ = masters[runs_master() ? options_.node_rank : 0];
+    if (layout_.standby_masters()) {
+      for (const HostPort& m : masters) etcd_hosts_.push_back(m.host);
+      if (runs_master() && !InPath("etcd")) {
+        return absl::NotFoundError("a node of several masters (--master_addr A,B,C) runs an etcd member: etcd is not "
+                                   "in PATH (Debian's etcd-server)");
+      }
+    }
   }
   for (const char* name : {"pl-master", "pl-pserver"}) {
     std::string path = absl::StrCat(options_.bin_dir, "/", name);
@@ -176,6 +188,15 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
                            "--num_pservers", std::to_string(layout_.total_pservers()),
                            "--seed", std::to_string(options_.seed)});
   if (multi_node()) argv.insert(argv.end(), {"--num_nodes", std::to_string(options_.num_nodes)});
+  if (layout_.standby_masters()) {
+    // The job's state in the nodes' etcd; this master leads or stands by.
+    std::vector<std::string> endpoints;
+    for (const std::string& host : etcd_hosts_) endpoints.push_back(absl::StrCat(host, ":", options_.etcd_port));
+    // Node 0's master leads at the start, as it does without standbys: the others give
+    // it a head start of a second per rank.
+    argv.insert(argv.end(), {"--etcd_endpoints", absl::StrJoin(endpoints, ","), "--etcd_prefix", "/paddle_like/launch",
+                             "--campaign_delay_ms", std::to_string(1000 * options_.node_rank)});
+  }
   argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
   if (!options_.overlap_passes) argv.push_back("--overlap_passes=false");
   const std::vector<std::string> telemetry = telemetry_.Args("master");
@@ -183,6 +204,41 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
   const std::vector<std::string> tls = tls_.Args("master");
   argv.insert(argv.end(), tls.begin(), tls.end());
   return argv;
+}
+
+std::vector<std::string> Launcher::EtcdCommand() const {
+  etcd::EtcdMemberSpec spec;
+  spec.name = absl::StrCat("node", options_.node_rank);
+  spec.data_dir = layout_.workdir() + "/etcd";
+  spec.host = master_hp_.host;
+  spec.listen_host = "0.0.0.0";
+  spec.client_port = options_.etcd_port;
+  spec.peer_port = options_.etcd_port + 1;
+  std::vector<std::string> members;
+  for (size_t i = 0; i < etcd_hosts_.size(); ++i) {
+    members.push_back(absl::StrCat("node", i, "=http://", etcd_hosts_[i], ":", spec.peer_port));
+  }
+  spec.initial_cluster = absl::StrJoin(members, ",");
+  return etcd::EtcdMemberArgv(spec);
+}
+
+Status Launcher::StartMasterWithStandbys() {
+  // Both are restarted whenever they exit: a master that lost its lease exits and comes
+  // back as a standby; neither writes a port file before it leads, so nothing waits.
+  for (auto [name, argv] : {std::pair<std::string, std::vector<std::string>>{"etcd", EtcdCommand()},
+                            {"master", MasterCommand(0)}}) {
+    ProcessSpec spec;
+    spec.name = name;
+    spec.child.argv = argv;
+    spec.restart = RestartPolicy::kAlways;
+    spec.restart_note = name == "master" ? "(it stands by until it leads)" : "(its data in WORKDIR/etcd)";
+    PL_RETURN_IF_ERROR(supervisor_->Start(spec));
+    // An exit is a restart, not a failed launch: a master that lost its lease exits by
+    // design (the supervisor still gives up on one that fails quickly, again and again).
+    served_.insert(name);
+    supervisor_->Log(absl::StrCat("started ", name, " (pid ", supervisor_->Pid(name), ")"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> Launcher::PserverCommand(int index, const std::string& name, int port) const {
@@ -302,7 +358,12 @@ Status Launcher::Run() {
                                              : ""));
 
   Status started = [&]() -> Status {
-    if (runs_master()) {
+    if (runs_master() && layout_.standby_masters()) {
+      PL_RETURN_IF_ERROR(StartMasterWithStandbys());
+      master_addr_ = options_.master_addr;
+      master_ = std::make_unique<MasterClient>(master_addr_);
+      PL_RETURN_IF_ERROR(WaitForMaster());
+    } else if (runs_master()) {
       PL_ASSIGN_OR_RETURN(master_port_, StartServer("master", "from " + layout_.workdir() + "/master",
                                                     [this](int port) { return MasterCommand(port); }));
       master_addr_ = multi_node() ? options_.master_addr : absl::StrCat("127.0.0.1:", master_port_);
@@ -378,6 +439,7 @@ void Launcher::StopEverything() {
   supervisor_->Log(runs_master() ? "stopping pservers and master (SIGTERM)" : "stopping pservers (SIGTERM)");
   HandleEvents(supervisor_->Stop(servers, options_.stop_grace));
   if (runs_master()) HandleEvents(supervisor_->Stop({"master"}, options_.stop_grace));
+  if (runs_master() && layout_.standby_masters()) HandleEvents(supervisor_->Stop({"etcd"}, options_.stop_grace));
   // Anything else (e.g. a trainer started while stopping) goes too.
   HandleEvents(supervisor_->StopAll(options_.stop_grace));
 }

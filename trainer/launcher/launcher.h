@@ -101,6 +101,9 @@ class Launcher {
   Status PrepareWorkdir();
   Status OpenControlFifo();
   std::vector<std::string> MasterCommand(int port) const;
+  // Several masters: this node's etcd member, and starting it with the master.
+  std::vector<std::string> EtcdCommand() const;
+  Status StartMasterWithStandbys();
   std::vector<std::string> PserverCommand(int index, const std::string& name, int port) const;
   // Starts `name` and waits (bounded, streaming output) for its port file; pins the port
   // for restarts.
@@ -178,7 +181,8 @@ class Launcher {
   std::unique_ptr<MasterClient> master_;
   std::string master_addr_;  // how the children reach the master (PL_MASTER_ADDR)
   std::string node_addr_;    // several machines: what this node's pservers advertise
-  HostPort master_hp_;       // several machines: --master_addr, parsed by Validate()
+  HostPort master_hp_;       // several machines: this node's --master_addr entry (or the first)
+  std::vector<std::string> etcd_hosts_;  // several masters: their hosts, where etcd runs
 
   // Self-pipe: RequestStop writes, the loop polls the read end.
   int signal_pipe_[2] = {-1, -1};

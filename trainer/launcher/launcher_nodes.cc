@@ -68,7 +68,11 @@ bool Launcher::OtherNodesDone() {
   const auto now = Clock::now();
   // Node 0 stops its master only once no trainer is live (below), so a master that is
   // gone after job_done (for two polls: not a blip) means node 0 has finished.
-  if (!runs_master() && !last_poll_ok_ && now - master_ok_at_ >= 2 * options_.status_poll) return true;
+  // With standbys the same holds on a master node: the last leader has stopped.
+  if ((!runs_master() || layout_.standby_masters()) && !last_poll_ok_ &&
+      now - master_ok_at_ >= 2 * options_.status_poll) {
+    return true;
+  }
   if (last_poll_ok_ && status_.live_trainers() == 0) {
     if (!runs_master()) return true;
     // Node 0 keeps the master up for two more polls, so every node reads job_done.
@@ -126,7 +130,8 @@ void Launcher::CheckMasterGone(const Status& error) {
   outcome_ = Outcome::kFailed;
   cause_ = absl::StrCat("the job's master at ", options_.master_addr, " has been unreachable for ",
                         WholeSeconds(gone_for), " s (--master_wait_s ", options_.master_wait_s,
-                        "; is node 0 gone?): ", error.message());
+                        layout_.standby_masters() ? "; are most master nodes gone?): " : "; is node 0 gone?): ",
+                        error.message());
 }
 
 }  // namespace pl

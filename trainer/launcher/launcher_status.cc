@@ -52,7 +52,8 @@ void Launcher::PollStatus() {
   last_poll_ok_ = st.ok();
   if (!st.ok()) {
     if (progress_due) supervisor_->Log(absl::StrCat("master unreachable: ", st.status().message()));
-    if (multi_node() && !runs_master()) CheckMasterGone(st.status());
+    // With standbys a master node's own master may stand by or be gone too.
+    if (multi_node() && (!runs_master() || layout_.standby_masters())) CheckMasterGone(st.status());
     return;
   }
   master_ok_at_ = now;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace pl {
 
@@ -24,6 +25,30 @@ StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& val
   }
   hp.host = value.substr(0, colon);
   return hp;
+}
+
+StatusOr<std::vector<HostPort>> ParseMasterAddrs(const std::string& value, int num_nodes) {
+  std::vector<HostPort> out;
+  for (absl::string_view entry : absl::StrSplit(value, ',')) {
+    PL_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort("master_addr", std::string(absl::StripAsciiWhitespace(entry))));
+    for (const HostPort& seen : out) {
+      if (seen.host == hp.host) {
+        return absl::InvalidArgumentError(absl::StrCat("--master_addr: host ", hp.host,
+                                                       " appears twice: each master runs on a node of its own"));
+      }
+    }
+    out.push_back(std::move(hp));
+  }
+  if (out.size() == 2) {
+    return absl::InvalidArgumentError(
+        "--master_addr: 2 masters survive the loss of neither (their etcd needs a majority of its members): give "
+        "one, or 3 or more");
+  }
+  if (static_cast<int>(out.size()) > num_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--master_addr names ", out.size(), " masters but the job has ",
+                                                   num_nodes, " nodes (--nnodes): nodes 0..K-1 run them"));
+  }
+  return out;
 }
 
 int TrainerRank(int num_nodes, int node_rank, int trainers_per_node, int k) {

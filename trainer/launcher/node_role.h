@@ -4,6 +4,8 @@
 //
 // Layout of a job of N nodes with P pservers and T trainers per node:
 //   node 0          the master, listening on 0.0.0.0 at the port of --master_addr;
+//                   with K masters (--master_addr A,B,C) nodes 0..K-1 each run one, and
+//                   an etcd member (--etcd_port, and the port after it for its peers);
 //   node R          pservers R*P .. R*P+P-1 (of N*P), listening on 0.0.0.0 and
 //                   registered with the master as <node address>:<port>;
 //                   with --replicas K, copy k of pserver i (whose home is node i/P)
@@ -35,6 +37,13 @@ struct HostPort {
 // "HOST:PORT" with a non-empty HOST (no brackets, IPv4 or a name) and PORT in
 // [1, 65535]. INVALID_ARGUMENT naming `flag` otherwise.
 StatusOr<HostPort> ParseHostPort(const std::string& flag, const std::string& value);
+
+// --master_addr: one HOST:PORT (node 0 runs the master), or a list of K >= 3 of them
+// for a job that outlives any one master node: nodes 0..K-1 each run a master and an
+// etcd member at those hosts, one master leads and the others stand by (K = 2 is
+// refused: etcd needs a majority, and two members survive the loss of neither). The
+// hosts must differ; K <= num_nodes. INVALID_ARGUMENT naming what is wrong.
+StatusOr<std::vector<HostPort>> ParseMasterAddrs(const std::string& value, int num_nodes);
 
 // The rank of the k-th trainer (k = 0, 1, ...) that node `node_rank` of `num_nodes`
 // starts, with `trainers_per_node` started at once (see the file comment).
