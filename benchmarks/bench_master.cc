@@ -8,8 +8,14 @@
 // master wrote per event (/proc/PID/io: its log lines too), its resident memory per task, and its
 // restore time: SIGKILL, restart on the same state, until it answers JobStatus.
 //
+// Mode etcd: the job's state in a real etcd member (paddle_like/testing/etcd_server.h)
+// with a standby master beside the leader; bytes per event are the master's and etcd's
+// writes together, and instead of a restart the leader is SIGKILLed and the time until
+// the standby leases a task (through the clients' list of both addresses) is the
+// failover time (lease 1 s).
+//
 //   pl-bench-master [--trainers 10,100,1000] [--tasks 100000] [--seconds 5]
-//                   [--threads 32] [--channels 4] [--modes log,whole]
+//                   [--threads 32] [--channels 4] [--modes log,whole,etcd]
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -25,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +41,7 @@
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/rpc/tls.h"
+#include "paddle_like/testing/etcd_server.h"
 #include "paddle_like/testing/process.h"
 #include "proto/master.grpc.pb.h"
 
@@ -43,8 +51,9 @@ ABSL_FLAG(double, seconds, 5, "load time per run");
 ABSL_FLAG(int, threads, 32, "client threads");
 ABSL_FLAG(int, channels, 4, "gRPC channels the threads share");
 ABSL_FLAG(std::string, modes, "log,whole",
-          "log: the event log (default pl-master); whole: --noevent_log; inproc: the master's own ceiling, the same "
-          "calls made on a Master object in this process (its event log on disk, no gRPC)");
+          "log: the event log (default pl-master); whole: --noevent_log; etcd: the state in etcd, a standby beside "
+          "the leader, failover instead of restore; inproc: the master's own ceiling, the same calls made on a Master "
+          "object in this process (its event log on disk, no gRPC)");
 
 namespace pl {
 namespace {
@@ -101,15 +110,27 @@ struct MasterProcess {
   std::string address;
 };
 
-StatusOr<MasterProcess> StartMaster(const std::string& bin, const std::string& dir, const std::string& data, bool log) {
-  std::filesystem::remove(dir + "/port");
-  std::vector<std::string> args = {bin, "--insecure", "--port", "0", "--port_file", dir + "/port", "--state_dir",
-                                   dir + "/state", "--data", data, "--passes", "1000", "--num_pservers", "0",
-                                   "--lease_ms", "600000"};
-  if (!log) args.push_back("--noevent_log");
-  PL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> p, testing::Spawn(args, dir + "/master.log"));
-  PL_ASSIGN_OR_RETURN(int port, testing::WaitForPortFile(dir + "/port", std::chrono::seconds(120), p.get()));
-  return MasterProcess{std::move(p), absl::StrCat("127.0.0.1:", port)};
+enum class Mode { kLog, kWhole, kEtcd };
+const char* ModeName(Mode m) { return m == Mode::kLog ? "log" : m == Mode::kWhole ? "whole" : "etcd"; }
+
+// `etcd`: its endpoint (mode etcd); `port` 0 picks one, `name` tells the masters' files apart.
+StatusOr<MasterProcess> StartMaster(const std::string& bin, const std::string& dir, const std::string& data, Mode mode,
+                                    const std::string& etcd = "", int port = 0, const std::string& name = "m",
+                                    bool wait = true) {
+  const std::string port_file = dir + "/port-" + name;
+  std::filesystem::remove(port_file);
+  std::vector<std::string> args = {bin, "--insecure", "--port", std::to_string(port), "--port_file", port_file,
+                                   "--state_dir", dir + "/state", "--data", data, "--passes", "1000",
+                                   "--num_pservers", "0", "--lease_ms", "600000"};
+  if (mode == Mode::kWhole) args.push_back("--noevent_log");
+  if (mode == Mode::kEtcd) {
+    args.insert(args.end(), {"--etcd_endpoints", etcd, "--etcd_prefix", absl::StrCat("/bench/", getpid()),
+                             "--leader_ttl_s", "1"});
+  }
+  PL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> p, testing::Spawn(args, dir + "/master-" + name + ".log"));
+  if (!wait) return MasterProcess{std::move(p), absl::StrCat("127.0.0.1:", port)};
+  PL_ASSIGN_OR_RETURN(int bound, testing::WaitForPortFile(port_file, std::chrono::seconds(120), p.get()));
+  return MasterProcess{std::move(p), absl::StrCat("127.0.0.1:", bound)};
 }
 
 std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "") {
@@ -129,13 +150,28 @@ bool WaitServing(proto::Master::Stub& stub, std::chrono::seconds limit) {
   return false;
 }
 
-void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int trainers, bool log) {
+void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int trainers, Mode mode) {
   const std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("pl-bench-master-", getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  auto master = StartMaster(bin, dir, data, log);
+  std::unique_ptr<testing::EtcdServer> etcd;
+  StatusOr<MasterProcess> master = absl::UnknownError("not started");
+  StatusOr<MasterProcess> standby = absl::UnknownError("not started");
+  if (mode == Mode::kEtcd) {
+    auto started = testing::EtcdServer::Start(dir);
+    auto ports = std::make_pair(testing::PickFreePort(), testing::PickFreePort());
+    if (!started.ok() || !ports.first.ok() || !ports.second.ok()) {
+      std::printf("etcd: cannot start etcd: %s\n", std::string(started.status().message()).c_str());
+      return;
+    }
+    etcd = std::move(started).value();
+    master = StartMaster(bin, dir, data, mode, etcd->endpoint(), *ports.first, "a");
+    if (master.ok()) standby = StartMaster(bin, dir, data, mode, etcd->endpoint(), *ports.second, "b", false);
+  } else {
+    master = StartMaster(bin, dir, data, mode);
+  }
   if (!master.ok()) {
-    std::printf("%s: cannot start pl-master: %s\n", log ? "log" : "whole", std::string(master.status().message()).c_str());
+    std::printf("%s: cannot start pl-master: %s\n", ModeName(mode), std::string(master.status().message()).c_str());
     return;
   }
   std::vector<std::unique_ptr<proto::Master::Stub>> stubs;
@@ -169,7 +205,10 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
     }
     for (std::thread& th : pool) th.join();
   }
-  const int64_t bytes_before = BytesWritten(master->process->pid());
+  auto written = [&] {
+    return BytesWritten(master->process->pid()) + (etcd ? BytesWritten(etcd->process().pid()) : 0);
+  };
+  const int64_t bytes_before = written();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> events{0}, errors{0};
   std::vector<std::vector<double>> latencies(threads);
@@ -217,26 +256,66 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
   const double elapsed = load.elapsed_s;
   auto pct = [&load](double q) { return load.Percentile(q); };
   const int64_t n = events.load();
-  const int64_t grew = BytesWritten(master->process->pid()) - bytes_before;
+  const int64_t grew = written() - bytes_before;
   const int64_t rss = RssBytes(master->process->pid());
-  // Restore: SIGKILL, then a new master on the same state until it answers.
-  (void)testing::KillPid(master->process->pid(), SIGKILL);
-  (void)testing::WaitForExit(*master->process, std::chrono::seconds(10));
-  const auto restart = Clock::now();
-  auto again = StartMaster(bin, dir, data, log);
-  double restore_ms = -1;
-  if (again.ok()) {
-    auto stub = proto::Master::NewStub(rpc::MakeChannel(again->address));
-    if (WaitServing(*stub, std::chrono::seconds(120))) restore_ms = Ms(Clock::now() - restart);
-    (void)testing::KillPid(again->process->pid(), SIGKILL);
-    (void)testing::WaitForExit(*again->process, std::chrono::seconds(10));
+  double restore_ms = -1, failover_ms = -1;
+  if (mode == Mode::kEtcd && standby.ok()) {
+    // Failover: SIGKILL the leader; the clients' channel lists both masters. Until the
+    // standby leases a task to one of the simulated trainers (their tokens are in the
+    // state it restores).
+    const std::string both_addresses = absl::StrCat(master->address, ",", standby->address);
+    auto both = proto::Master::NewStub(rpc::MakeChannel(both_addresses));
+    (void)testing::KillPid(master->process->pid(), SIGKILL);
+    const auto killed = Clock::now();
+    (void)testing::WaitForExit(*master->process, std::chrono::seconds(10));
+    auto dialled = Clock::now();
+    for (size_t i = 0; failover_ms < 0 && Clock::now() - killed < std::chrono::seconds(60); i = (i + 1) % simulated.size()) {
+      // As MasterClient does: a failing channel is dialled afresh, at most every 200 ms.
+      if (Clock::now() - dialled >= std::chrono::milliseconds(200)) {
+        both = proto::Master::NewStub(rpc::MakeChannel(both_addresses));
+        dialled = Clock::now();
+      }
+      proto::GetTaskRequest get;
+      get.set_trainer_id(simulated[i].id);
+      proto::GetTaskResponse task;
+      auto ctx = rpc::MakeContext(std::chrono::milliseconds(200), /*wait_for_ready=*/false);
+      ctx->AddMetadata(rpc::kTrainerTokenKey, simulated[i].token);
+      if (both->GetTask(ctx.get(), get, &task).ok() && task.result() == proto::GetTaskResponse::TASK) {
+        failover_ms = Ms(Clock::now() - killed);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    (void)testing::KillPid(standby->process->pid(), SIGKILL);
+    (void)testing::WaitForExit(*standby->process, std::chrono::seconds(10));
+    // What the standby did meanwhile, with its timestamps.
+    for (absl::string_view line : absl::StrSplit(testing::ReadFileOrEmpty(dir + "/master-b.log"), '\n')) {
+      if (absl::StrContains(line, "leading") || absl::StrContains(line, "resumed") ||
+          absl::StrContains(line, "serving on")) {
+        std::printf("  standby: %s\n", std::string(line).c_str());
+      }
+    }
+  } else {
+    // Restore: SIGKILL, then a new master on the same state until it answers.
+    (void)testing::KillPid(master->process->pid(), SIGKILL);
+    (void)testing::WaitForExit(*master->process, std::chrono::seconds(10));
+    const auto restart = Clock::now();
+    auto again = StartMaster(bin, dir, data, mode);
+    if (again.ok()) {
+      auto stub = proto::Master::NewStub(rpc::MakeChannel(again->address));
+      if (WaitServing(*stub, std::chrono::seconds(120))) restore_ms = Ms(Clock::now() - restart);
+      (void)testing::KillPid(again->process->pid(), SIGKILL);
+      (void)testing::WaitForExit(*again->process, std::chrono::seconds(10));
+    }
   }
   std::printf("%-5s trainers %6d tasks %8lld: %9.0f events/s  p50 %7.3f ms  p99 %8.3f ms  %7.1f bytes/event  "
-              "RSS %6.1f MB (%5.0f B/task)  restore %7.0f ms  errors %lld\n",
-              log ? "log" : "whole", trainers, static_cast<long long>(tasks), n / elapsed, pct(0.5), pct(0.99),
+              "RSS %6.1f MB (%5.0f B/task)  %s %7.0f ms  errors %lld\n",
+              ModeName(mode), trainers, static_cast<long long>(tasks), n / elapsed, pct(0.5), pct(0.99),
               n > 0 ? static_cast<double>(grew) / n : 0.0, rss / 1048576.0, static_cast<double>(rss) / tasks,
-              restore_ms, static_cast<long long>(errors.load()));
+              mode == Mode::kEtcd ? "failover (SIGKILL -> standby leases a task)" : "restore",
+              mode == Mode::kEtcd ? failover_ms : restore_ms, static_cast<long long>(errors.load()));
   std::fflush(stdout);
+  etcd.reset();
   std::filesystem::remove_all(dir);
 }
 
@@ -357,7 +436,8 @@ int main(int argc, char** argv) {
       if (mode == "inproc") {
         pl::RunInProcess(tasks, trainers);
       } else {
-        pl::RunOne(*bin, data, tasks, trainers, mode == "log");
+        pl::RunOne(*bin, data, tasks, trainers,
+                   mode == "log" ? pl::Mode::kLog : mode == "etcd" ? pl::Mode::kEtcd : pl::Mode::kWhole);
       }
     }
   }

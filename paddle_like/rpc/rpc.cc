@@ -71,6 +71,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   // pick_first would wait out a connection timeout on a lost host before trying the next.
   if (target.rfind("ipv4:", 0) == 0 && target.find(',') != std::string::npos) {
     args.SetLoadBalancingPolicyName("round_robin");
+    // A standby refuses connections until it leads: try it again often, so that the
+    // one that takes over is reached within a quarter of a second of listening.
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
   }
   return grpc::CreateCustomChannel(target, ChannelCredentials(), args);
 }
