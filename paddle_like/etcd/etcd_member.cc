@@ -20,6 +20,13 @@ std::vector<std::string> EtcdMemberArgv(const EtcdMemberSpec& s) {
           "--initial-cluster-state", "new",
           "--heartbeat-interval", "50",
           "--election-timeout", "500",
+          // A member cut off and healed would otherwise come back with a higher term
+          // and depose the leader: an election that stalls the masters' renewals.
+          "--pre-vote",
+          // Every batch of the master's events is a new key: history is dropped after a
+          // minute, so a long job stays within etcd's space quota.
+          "--auto-compaction-mode", "periodic",
+          "--auto-compaction-retention", "1m",
           "--logger", "zap",
           "--log-level", "warn"};
 }

@@ -2,7 +2,8 @@
 // the masters under pl-launch, and in the tests): its client and peer URLs, the
 // cluster it starts with, and timing tuned for failover: a 50 ms heartbeat and a
 // 500 ms election timeout, which also let etcd grant the masters' 1 s leases (etcd's
-// shortest lease is 1.5 election timeouts).
+// shortest lease is 1.5 election timeouts), and pre-vote, so that a member that was cut
+// off does not depose the leader when it is back.
 //
 // Thread-safety: a pure function.
 #ifndef PADDLE_LIKE_ETCD_ETCD_MEMBER_H_

@@ -225,6 +225,72 @@ TEST_F(MultiNodeLaunchTest, NodeZeroLostWithStandbyMastersTheOtherNodesFinishThe
   }
 }
 
+// The split-brain case on the bed: node 0 (the leading master, an etcd member, pserver
+// copies and a trainer) cut off for 10 s, its processes alive but unreachable, as in a
+// partition. Its etcd member is in the minority, so its master cannot renew its lease:
+// it says it no longer leads and exits before a master on the other side leads (one
+// clock: the hosts share this machine's), and that one finishes the job's work. Healed,
+// node 0's master comes back as a standby, its shard copies rejoin, and the job ends
+// with every chunk trained once a pass and nothing lost; every node exits 0.
+TEST_F(MultiNodeLaunchTest, NodeZeroCutOffWithStandbyMastersNeverLeavesTwoLeaders) {
+  constexpr int kNodes = 3, kPasses = 6;
+  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
+  nodes_->UseMasters(kNodes);
+  const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task", "2",
+                                        "--lease_ms", "3000", "--replicas", "2", "--master_wait_s", "30"};
+  for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
+  ASSERT_TRUE(WaitForText(nodes_->Log(0), "master: leading: ", seconds(90)).has_value())
+      << "node 0's master never led\n" << nodes_->AllOutput();
+  proto::JobStatusResponse before;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        before = nodes_->JobStatus();
+        return before.pass() >= 2 && before.shards_below_copies() == 0 && before.live_trainers() == kNodes;
+      },
+      seconds(120)))
+      << before.ShortDebugString() << "\n" << nodes_->AllOutput();
+  ASSERT_TRUE(nodes_->bed().CutOff(0).ok());
+  const auto cut = Clock::now();
+  const bool led = testing::WaitUntil(
+      [&] {
+        return nodes_->Output(1).find("master: leading: ") != std::string::npos ||
+               nodes_->Output(2).find("master: leading: ") != std::string::npos;
+      },
+      seconds(30));
+  ASSERT_TRUE(led) << "no master on the other side led\n" << nodes_->AllOutput();
+  std::cout << "[measured] node 0 cut off: a master on the other side led " << SecondsBetween(cut, Clock::now())
+            << " s later" << std::endl;
+  std::this_thread::sleep_until(cut + seconds(10));
+  ASSERT_TRUE(nodes_->bed().Heal(0).ok());
+
+  // Node 0's master stopped leading before the other side's led.
+  const std::string zero = nodes_->Output(0);
+  const size_t lost = zero.find("no longer the leader");
+  ASSERT_NE(lost, std::string::npos) << "node 0's master never stepped down\n" << zero;
+  auto timestamp = [](const std::string& text, size_t at) {
+    const size_t start = text.find("] ", text.rfind('\n', at) + 1);  // "[master] <timestamp> ..."
+    return text.substr(start + 2, 24);
+  };
+  const std::string lost_at = timestamp(zero, lost);
+  for (int r = 1; r < kNodes; ++r) {
+    const std::string out = nodes_->Output(r);
+    if (const size_t at = out.find("master: leading: "); at != std::string::npos) {
+      EXPECT_LT(lost_at, timestamp(out, at)) << "node " << r << "'s master led while node 0's still did";
+    }
+  }
+
+  const NodeBed::Ending end = nodes_->FollowToTheEnd(seconds(240));
+  ASSERT_TRUE(end.all_exited) << "the nodes did not all exit within 240 s\n" << nodes_->AllOutput();
+  for (int r = 0; r < kNodes; ++r) {
+    EXPECT_TRUE(nodes_->node(r).exit_info().success())
+        << "node " << r << ": " << nodes_->node(r).exit_info().Describe() << "\n" << nodes_->AllOutput();
+  }
+  ASSERT_TRUE(end.saw_done) << end.last.ShortDebugString() << "\n" << nodes_->AllOutput();
+  EXPECT_EQ(end.last.chunks_trained(), kPasses * kChunks) << end.last.ShortDebugString();
+  EXPECT_EQ(end.last.failed(), 0);
+  EXPECT_EQ(end.last.losses_size(), 0) << end.last.ShortDebugString();
+}
+
 // A node whose --master_addr nothing answers at gives up after --master_wait_s with one
 // line naming the address, exits 1 and starts nothing.
 TEST_F(MultiNodeLaunchBadInputTest, UnreachableMasterAddrIsAOneLineErrorWithinTheWait) {
