@@ -32,7 +32,46 @@ using ::testing::Not;
 
 // The job of MlpJobTest (12,000 Fashion-MNIST samples, skipped without the data), run
 // by one pl-launch per host.
-class MultiNodeLaunchTest : public NodeBedJobTest {};
+class MultiNodeLaunchTest : public NodeBedJobTest {
+ protected:
+  static constexpr int kMasterNodes = 3, kMasterNodePasses = 6;
+
+  // Three nodes, each running a master and an etcd member (--master_addr A,B,C), until
+  // node 0's master leads (the others campaign a second per rank later), every shard
+  // has its two copies in sync, and the job is into its second pass; the JobStatus then.
+  proto::JobStatusResponse StartThreeMasterNodes() {
+    proto::JobStatusResponse status;
+    MakeBed(kMasterNodes);
+    if (HasFatalFailure() || IsSkipped()) return status;
+    nodes_->UseMasters(kMasterNodes);
+    const std::vector<std::string> job = {"--passes", std::to_string(kMasterNodePasses), "--chunks_per_task", "2",
+                                          "--lease_ms", "3000", "--replicas", "2", "--master_wait_s", "30"};
+    for (int r = 0; r < kMasterNodes; ++r) {
+      StartNode(r, kMasterNodes, job);
+      if (HasFatalFailure()) return status;
+    }
+    EXPECT_TRUE(WaitForText(nodes_->Log(0), "master: leading: ", seconds(90)).has_value())
+        << "node 0's master never led\n" << nodes_->AllOutput();
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] {
+          status = nodes_->JobStatus();
+          return status.pass() >= 2 && status.shards_below_copies() == 0 && status.live_trainers() == kMasterNodes;
+        },
+        seconds(120)))
+        << status.ShortDebugString() << "\n" << nodes_->AllOutput();
+    return status;
+  }
+
+  // True once a master on node 1 or 2 logged that it leads (within 30 s).
+  bool AnotherNodeLeads() {
+    return testing::WaitUntil(
+        [&] {
+          return nodes_->Output(1).find("master: leading: ") != std::string::npos ||
+                 nodes_->Output(2).find("master: leading: ") != std::string::npos;
+        },
+        seconds(30));
+  }
+};
 
 // Nodes started wrong: these need no training data (a tiny click dataset for the master).
 class MultiNodeLaunchBadInputTest : public ::testing::Test {
@@ -172,36 +211,15 @@ TEST_F(MultiNodeLaunchTest, NodeZeroLostMidJobOtherNodeExitsOneWithinTheBound) {
 // when its lease runs out, and the job finishes on nodes 1 and 2, every chunk trained
 // exactly once a pass, both exiting 0.
 TEST_F(MultiNodeLaunchTest, NodeZeroLostWithStandbyMastersTheOtherNodesFinishTheJob) {
-  constexpr int kNodes = 3, kPasses = 6;
-  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
-  nodes_->UseMasters(kNodes);
-  const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task", "2",
-                                        "--lease_ms", "3000", "--replicas", "2", "--master_wait_s", "30"};
-  for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
-  // Node 0's master leads (the others campaign a second per rank later), every shard
-  // has its two copies in sync, and the job is into its second pass.
-  ASSERT_TRUE(WaitForText(nodes_->Log(0), "master: leading: ", seconds(90)).has_value())
-      << "node 0's master never led\n" << nodes_->AllOutput();
-  proto::JobStatusResponse before;
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        before = nodes_->JobStatus();
-        return before.pass() >= 2 && before.shards_below_copies() == 0 && before.live_trainers() == kNodes;
-      },
-      seconds(120)))
-      << before.ShortDebugString() << "\n" << nodes_->AllOutput();
+  constexpr int kNodes = kMasterNodes, kPasses = kMasterNodePasses;
+  const proto::JobStatusResponse before = StartThreeMasterNodes();
+  if (HasFailure() || IsSkipped()) return;
   for (int r = 1; r < kNodes; ++r) {
     ASSERT_THAT(nodes_->Output(r), Not(HasSubstr("master: leading: "))) << "node " << r << " led first";
   }
   ASSERT_TRUE(nodes_->bed().Lose(0).ok());
   const auto lost = Clock::now();
-  const bool led = testing::WaitUntil(
-      [&] {
-        return nodes_->Output(1).find("master: leading: ") != std::string::npos ||
-               nodes_->Output(2).find("master: leading: ") != std::string::npos;
-      },
-      seconds(30));
-  ASSERT_TRUE(led) << "no standby led after node 0 was lost\n" << nodes_->AllOutput();
+  ASSERT_TRUE(AnotherNodeLeads()) << "no standby led after node 0 was lost\n" << nodes_->AllOutput();
   std::cout << "[measured] node 0 lost at pass " << before.pass() << ": a standby led "
             << SecondsBetween(lost, Clock::now()) << " s later (leader lease 2 s)" << std::endl;
 
@@ -233,31 +251,12 @@ TEST_F(MultiNodeLaunchTest, NodeZeroLostWithStandbyMastersTheOtherNodesFinishThe
 // node 0's master comes back as a standby, its shard copies rejoin, and the job ends
 // with every chunk trained once a pass and nothing lost; every node exits 0.
 TEST_F(MultiNodeLaunchTest, NodeZeroCutOffWithStandbyMastersNeverLeavesTwoLeaders) {
-  constexpr int kNodes = 3, kPasses = 6;
-  ASSERT_NO_FATAL_FAILURE(MakeBed(kNodes));
-  nodes_->UseMasters(kNodes);
-  const std::vector<std::string> job = {"--passes", std::to_string(kPasses), "--chunks_per_task", "2",
-                                        "--lease_ms", "3000", "--replicas", "2", "--master_wait_s", "30"};
-  for (int r = 0; r < kNodes; ++r) ASSERT_NO_FATAL_FAILURE(StartNode(r, kNodes, job));
-  ASSERT_TRUE(WaitForText(nodes_->Log(0), "master: leading: ", seconds(90)).has_value())
-      << "node 0's master never led\n" << nodes_->AllOutput();
-  proto::JobStatusResponse before;
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        before = nodes_->JobStatus();
-        return before.pass() >= 2 && before.shards_below_copies() == 0 && before.live_trainers() == kNodes;
-      },
-      seconds(120)))
-      << before.ShortDebugString() << "\n" << nodes_->AllOutput();
+  constexpr int kNodes = kMasterNodes, kPasses = kMasterNodePasses;
+  StartThreeMasterNodes();
+  if (HasFailure() || IsSkipped()) return;
   ASSERT_TRUE(nodes_->bed().CutOff(0).ok());
   const auto cut = Clock::now();
-  const bool led = testing::WaitUntil(
-      [&] {
-        return nodes_->Output(1).find("master: leading: ") != std::string::npos ||
-               nodes_->Output(2).find("master: leading: ") != std::string::npos;
-      },
-      seconds(30));
-  ASSERT_TRUE(led) << "no master on the other side led\n" << nodes_->AllOutput();
+  ASSERT_TRUE(AnotherNodeLeads()) << "no master on the other side led\n" << nodes_->AllOutput();
   std::cout << "[measured] node 0 cut off: a master on the other side led " << SecondsBetween(cut, Clock::now())
             << " s later" << std::endl;
   std::this_thread::sleep_until(cut + seconds(10));
