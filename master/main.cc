@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, etcd_endpoints, "",
           "on other machines as standbys, and one of them takes over when the leader is gone");
 ABSL_FLAG(std::string, etcd_prefix, "/paddle_like/job",
           "the job's keys in etcd (one prefix per job: its leader key, state and event log)");
+ABSL_FLAG(std::string, etcd_tls_dir, "",
+          "etcd: speak mutual TLS to it with this certificate directory (tls.crt, tls.key, ca.crt; pl-launch passes "
+          "the master's own, which its etcd members alone admit); empty: plaintext");
 ABSL_FLAG(int64_t, campaign_delay_ms, 0,
           "etcd: once etcd answers, wait this long before first campaigning to lead, so that of masters started "
           "together the one without a delay leads (pl-launch gives node r's master r seconds; >= 0)");
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
   storage_options.advertise = absl::StrCat(advertised_host, ":", absl::GetFlag(FLAGS_port));
   storage_options.leader_ttl_s = absl::GetFlag(FLAGS_leader_ttl_s);
   storage_options.campaign_delay_ms = absl::GetFlag(FLAGS_campaign_delay_ms);
+  storage_options.etcd_tls_dir = absl::GetFlag(FLAGS_etcd_tls_dir);
   storage_options.log = [](const std::string& line) { pl::log::Info(line); };
   if (pl::Status st = pl::ValidateEtcdSettings(storage_options); !st.ok()) {
     pl::cli::ExitWithUsageError(program, std::string(st.message()));

@@ -15,7 +15,7 @@ Status ValidateEtcdSettings(const MasterStorageOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("--etcd_prefix '", prefix,
                                                    "' must start with '/' and not end with one"));
   }
-  return etcd::EtcdClient::Connect(options.etcd_endpoints).status();
+  return etcd::EtcdClient::Connect(options.etcd_endpoints, absl::Seconds(2), options.etcd_tls_dir).status();
 }
 
 StatusOr<MasterStorage> OpenMasterStorage(const MasterStorageOptions& options, const std::function<bool()>& stop,
@@ -31,7 +31,8 @@ StatusOr<MasterStorage> OpenMasterStorage(const MasterStorageOptions& options, c
   }
   PL_RETURN_IF_ERROR(ValidateEtcdSettings(options));
   const std::string& prefix = options.etcd_prefix;
-  PL_ASSIGN_OR_RETURN(out.etcd, etcd::EtcdClient::Connect(options.etcd_endpoints));
+  PL_ASSIGN_OR_RETURN(out.etcd, etcd::EtcdClient::Connect(options.etcd_endpoints, absl::Seconds(2),
+                                                          options.etcd_tls_dir));
   etcd::EtcdElection::Options election;
   election.key = prefix + "/leader";
   election.value = options.advertise;

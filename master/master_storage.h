@@ -31,6 +31,7 @@ struct MasterStorageOptions {
   bool event_log = true;       // false: the whole state on every change (comparison)
   std::string etcd_endpoints;  // "host:port,..." ; empty: the local directory
   std::string etcd_prefix = "/paddle_like/job";
+  std::string etcd_tls_dir;    // mutual TLS to etcd with these certificates; empty: plaintext
   std::string advertise;       // this master's address, written in the leader key
   int64_t leader_ttl_s = 2;
   int64_t campaign_delay_ms = 0;  // before the first campaign (EtcdElection's first_delay)

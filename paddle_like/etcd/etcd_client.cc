@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "paddle_like/process/process_control.h"
 #include "paddle_like/rpc/rpc.h"
 
 namespace pl::etcd {
@@ -18,8 +19,11 @@ namespace {
 // limit is 1.5 MB); a Range answer holds up to 256 of them.
 constexpr int kMaxMessageBytes = 512 << 20;
 
-std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
+std::shared_ptr<grpc::Channel> Dial(const std::string& address,
+                                    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
+  // A member's certificate names "etcd" (and its host, for its peers): the name checked.
+  args.SetSslTargetNameOverride("etcd");
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // A member that restarts is dialled again within a tenth of a second, not gRPC's 20 s+.
@@ -29,7 +33,7 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& address) {
   // settings only once it serves, and on a loaded machine across hosts attempts cut off
   // at 100 ms never connected at all.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
@@ -44,7 +48,21 @@ bool TryNext(const grpc::Status& s) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& text, absl::Duration attempt_timeout) {
+StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& text, absl::Duration attempt_timeout,
+                                                          const std::string& tls_dir) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls_dir.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    for (auto [file, out] : {std::pair<const char*, std::string*>{"ca.crt", &ssl.pem_root_certs},
+                             {"tls.key", &ssl.pem_private_key},
+                             {"tls.crt", &ssl.pem_cert_chain}}) {
+      *out = process::ReadFileOrEmpty(tls_dir + "/" + file);
+      if (out->empty()) {
+        return absl::NotFoundError(absl::StrCat("etcd TLS: cannot read ", tls_dir, "/", file));
+      }
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
   std::vector<Endpoint> endpoints;
   for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     std::string address(absl::StripAsciiWhitespace(entry));
@@ -55,7 +73,7 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::string& tex
         port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("etcd endpoint '", entry, "' is not host:port"));
     }
-    std::shared_ptr<grpc::Channel> channel = Dial(address);
+    std::shared_ptr<grpc::Channel> channel = Dial(address, credentials);
     endpoints.push_back({address, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel)});
   }
   if (endpoints.empty()) return absl::InvalidArgumentError("no etcd endpoints given");

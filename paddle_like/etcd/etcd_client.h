@@ -4,9 +4,10 @@
 // next endpoint (each endpoint once per call), so a call survives the loss of the etcd
 // member it was talking to while a quorum of the others remains.
 //
-// etcd is spoken to in plaintext: it runs beside the masters (pl-launch) or as its own
-// Service on the cluster network (k8s/base/etcd.yaml); its peer and client TLS are
-// etcd's own settings.
+// With `tls_dir` (a certificate directory of the job's CA: tls.crt, tls.key, ca.crt;
+// the masters pass their own) every call is mutual TLS, and the member must present a
+// certificate of that CA naming "etcd" (etcd_member.h); without it, plaintext (an etcd
+// the network already keeps to the masters, as k8s/overlays/standby's policy does).
 //
 // Thread-safety: thread-safe.
 #ifndef PADDLE_LIKE_ETCD_ETCD_CLIENT_H_
@@ -29,7 +30,8 @@ class EtcdClient {
   // `endpoints`: "host:port[,host:port...]" (an "http://" in front of each is
   // accepted). INVALID_ARGUMENT naming the entry that is not host:port.
   static StatusOr<std::unique_ptr<EtcdClient>> Connect(const std::string& endpoints,
-                                                       absl::Duration attempt_timeout = absl::Seconds(2));
+                                                       absl::Duration attempt_timeout = absl::Seconds(2),
+                                                       const std::string& tls_dir = "");
 
   StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
   StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);

@@ -25,7 +25,18 @@ struct EtcdMemberSpec {
   // "name=http://host:peer_port,..." of every member; empty: this one alone.
   std::string initial_cluster;
   std::string cluster_token = "paddle_like";
+  // Mutual TLS (empty: plaintext): the member's certificate directory (tls.crt, tls.key,
+  // ca.crt of the job's CA, rpc/certificates.h; the certificate must name `host`, which
+  // its peers check). Clients must hold a certificate of the same CA naming
+  // `allowed_client` (the masters' identity), peers one naming `allowed_peer`: a job's
+  // trainer certificate opens neither door.
+  std::string tls_dir;
+  std::string allowed_client = "master";
+  std::string allowed_peer = "etcd";
 };
+
+// The name an etcd member's certificate is issued for (its identity among the job's).
+inline constexpr char kEtcdIdentity[] = "etcd";
 
 std::vector<std::string> EtcdMemberArgv(const EtcdMemberSpec& spec);
 

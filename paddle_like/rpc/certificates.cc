@@ -1,5 +1,7 @@
 #include "paddle_like/rpc/certificates.h"
 
+#include <arpa/inet.h>
+
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -92,7 +94,7 @@ bool AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
 // A certificate for `name` with `key`, signed by (issuer, issuer_key); self-signed when
 // issuer is null (the CA).
 StatusOr<Cert> MakeCert(const std::string& name, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key,
-                        absl::Time not_before, absl::Duration valid_for) {
+                        absl::Time not_before, absl::Duration valid_for, const std::string& extra_sans = "") {
   Cert cert(X509_new());
   if (!cert) return OpenSslError("X509_new");
   X509_set_version(cert.get(), 2);
@@ -120,7 +122,7 @@ StatusOr<Cert> MakeCert(const std::string& name, EVP_PKEY* key, X509* issuer, EV
                 AddExtension(cert.get(), signer, NID_key_usage, "critical,digitalSignature") &&
                 AddExtension(cert.get(), signer, NID_ext_key_usage, "serverAuth,clientAuth") &&
                 AddExtension(cert.get(), signer, NID_subject_alt_name,
-                             ("DNS:" + name + ",DNS:" + kJobServerName).c_str());
+                             ("DNS:" + name + ",DNS:" + kJobServerName + extra_sans).c_str());
   if (!ok) return OpenSslError("cannot add the certificate's extensions");
   if (X509_sign(cert.get(), issuer_key ? issuer_key : key, EVP_sha256()) == 0) return OpenSslError("X509_sign");
   return cert;
@@ -159,20 +161,44 @@ Status MakeCa(const std::string& ca_dir, const std::string& job, absl::Duration 
   return WriteCert(ca_dir + "/ca.crt", cert.get());
 }
 
-Status IssueCertificate(const std::string& dir, const std::string& name, absl::Duration valid_for,
-                        absl::Time not_before) {
+namespace {
+
+Status Issue(const std::string& dir, const std::string& name, absl::Duration valid_for, absl::Time not_before,
+             const std::vector<std::string>& hosts) {
   if (name.empty() || name.find('/') != std::string::npos || name == "ca") {
     return absl::InvalidArgumentError("certificate name '" + name + "': one path component, not 'ca'");
+  }
+  std::string extra_sans;
+  for (const std::string& host : hosts) {
+    in_addr ip;
+    const bool literal = inet_pton(AF_INET, host.c_str(), &ip) == 1;
+    if (host.empty() || host.find_first_of(",:= ") != std::string::npos) {
+      return absl::InvalidArgumentError("certificate host '" + host + "': not an IPv4 address or a DNS name");
+    }
+    extra_sans += (literal ? ",IP:" : ",DNS:") + host;
   }
   PL_ASSIGN_OR_RETURN(Key ca_key, ReadKey(dir + "/ca/ca.key"));
   PL_ASSIGN_OR_RETURN(Cert ca_cert, ReadCert(dir + "/ca/ca.crt"));
   PL_ASSIGN_OR_RETURN(Key key, NewKey());
-  PL_ASSIGN_OR_RETURN(Cert cert, MakeCert(name, key.get(), ca_cert.get(), ca_key.get(), not_before, valid_for));
+  PL_ASSIGN_OR_RETURN(Cert cert,
+                      MakeCert(name, key.get(), ca_cert.get(), ca_key.get(), not_before, valid_for, extra_sans));
   const std::string out = dir + "/" + name;
   PL_RETURN_IF_ERROR(MakeDir(out));
   PL_RETURN_IF_ERROR(WriteKey(out + "/tls.key", key.get()));
   PL_RETURN_IF_ERROR(WriteCert(out + "/tls.crt", cert.get()));
   return WriteCert(out + "/ca.crt", ca_cert.get());
+}
+
+}  // namespace
+
+Status IssueCertificate(const std::string& dir, const std::string& name, absl::Duration valid_for,
+                        absl::Time not_before) {
+  return Issue(dir, name, valid_for, not_before, {});
+}
+
+Status IssueCertificateForHosts(const std::string& dir, const std::string& name,
+                                const std::vector<std::string>& hosts) {
+  return Issue(dir, name, absl::Hours(24 * 365), absl::InfinitePast(), hosts);
 }
 
 }  // namespace pl::rpc

@@ -38,6 +38,12 @@ Status IssueCertificate(const std::string& dir, const std::string& name,
                         absl::Duration valid_for = absl::Hours(24 * 365),
                         absl::Time not_before = absl::InfinitePast());
 
+// As IssueCertificate, and the certificate also names `hosts` (IPv4 addresses or DNS
+// names): for a server that peers reach by its address and check by it, as etcd's
+// members do (etcd/etcd_member.h).
+Status IssueCertificateForHosts(const std::string& dir, const std::string& name,
+                                const std::vector<std::string>& hosts);
+
 }  // namespace pl::rpc
 
 #endif  // PADDLE_LIKE_RPC_CERTIFICATES_H_

@@ -8,13 +8,15 @@
 
 namespace pl::testing {
 
-StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string& dir) {
+StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string& dir, const std::string& member_tls_dir,
+                                                        const std::string& client_tls_dir) {
   etcd::EtcdMemberSpec spec;
   const char* bin = std::getenv("PL_ETCD_BIN");
   spec.binary = bin != nullptr && *bin != '\0' ? bin : "etcd";
   spec.name = "test";
   spec.data_dir = dir + "/etcd-data";
   spec.host = "127.0.0.1";
+  spec.tls_dir = member_tls_dir;
   const std::string log = dir + "/etcd.log";
   // A port picked free may be taken before etcd binds it: try again with others.
   Status last;
@@ -27,7 +29,7 @@ StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Start(const std::string& dir) 
       return Annotate(child.status(), "cannot start etcd (install Debian's etcd-server, or set PL_ETCD_BIN)");
     }
     PL_ASSIGN_OR_RETURN(auto client, etcd::EtcdClient::Connect(absl::StrCat("127.0.0.1:", spec.client_port),
-                                                               absl::Milliseconds(500)));
+                                                               absl::Milliseconds(500), client_tls_dir));
     etcdserverpb::RangeRequest probe;
     probe.set_key("probe");
     const bool ready = process::WaitUntil(

@@ -24,8 +24,12 @@ namespace pl::testing {
 
 class EtcdServer {
  public:
-  // `dir`: where its data and log go (the caller owns it).
-  static StatusOr<std::unique_ptr<EtcdServer>> Start(const std::string& dir);
+  // `dir`: where its data and log go (the caller owns it). With `member_tls_dir` the
+  // member speaks mutual TLS (etcd/etcd_member.h: its certificate must name 127.0.0.1)
+  // and admits clients named "master" only; `client_tls_dir` is such a client's, which
+  // Start uses to see that it is ready.
+  static StatusOr<std::unique_ptr<EtcdServer>> Start(const std::string& dir, const std::string& member_tls_dir = "",
+                                                     const std::string& client_tls_dir = "");
 
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
   int client_port() const { return client_port_; }

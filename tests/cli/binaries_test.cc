@@ -109,6 +109,7 @@ const std::vector<Binary>& Binaries() {
         {"data", "string, default \"\""},
         {"etcd_endpoints", "string, default \"\""},
         {"etcd_prefix", "string, default \"/paddle_like/job\""},
+        {"etcd_tls_dir", "string, default \"\""},
         {"host", "string, default \"127.0.0.1\""},
         {"http_port", "int32, default -1"},
         {"http_port_file", "string, default \"\""},

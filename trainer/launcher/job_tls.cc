@@ -1,5 +1,7 @@
 #include "trainer/launcher/job_tls.h"
 
+#include "paddle_like/etcd/etcd_member.h"
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,12 @@ Status JobTls::Prepare(const LaunchOptions& options, const JobLayout& layout,
   if (layout.runs_master()) identities.push_back("master");
   for (int i : layout.LocalPservers()) identities.push_back(absl::StrCat("pserver-", i));
   for (const std::string& name : identities) PL_RETURN_IF_ERROR(rpc::IssueCertificate(root_, name));
+  if (layout.runs_master() && layout.standby_masters()) {
+    // This node's etcd member: its peers reach it at its --master_addr host and check
+    // that its certificate names it.
+    PL_ASSIGN_OR_RETURN(std::vector<HostPort> masters, ParseMasterAddrs(options.master_addr, options.num_nodes));
+    PL_RETURN_IF_ERROR(rpc::IssueCertificateForHosts(root_, etcd::kEtcdIdentity, {masters[options.node_rank].host}));
+  }
   PL_RETURN_IF_ERROR(rpc::ConfigureTransportSecurity(root_ + "/launch"));
   configured_ = true;
   log("transport: mutual TLS; the job's CA and certificates in " + root_);

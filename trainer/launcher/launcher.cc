@@ -196,6 +196,8 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
     // it a head start of a second per rank.
     argv.insert(argv.end(), {"--etcd_endpoints", absl::StrJoin(endpoints, ","), "--etcd_prefix", "/paddle_like/launch",
                              "--campaign_delay_ms", std::to_string(1000 * options_.node_rank)});
+    // etcd admits the masters' certificate only (etcd_member.h).
+    if (const std::string dir = tls_.Dir("master"); !dir.empty()) argv.insert(argv.end(), {"--etcd_tls_dir", dir});
   }
   argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
   if (!options_.overlap_passes) argv.push_back("--overlap_passes=false");
@@ -214,9 +216,11 @@ std::vector<std::string> Launcher::EtcdCommand() const {
   spec.listen_host = "0.0.0.0";
   spec.client_port = options_.etcd_port;
   spec.peer_port = options_.etcd_port + 1;
+  spec.tls_dir = tls_.Dir(etcd::kEtcdIdentity);  // mutual TLS unless --insecure
   std::vector<std::string> members;
   for (size_t i = 0; i < etcd_hosts_.size(); ++i) {
-    members.push_back(absl::StrCat("node", i, "=http://", etcd_hosts_[i], ":", spec.peer_port));
+    members.push_back(absl::StrCat("node", i, spec.tls_dir.empty() ? "=http://" : "=https://", etcd_hosts_[i], ":",
+                                   spec.peer_port));
   }
   spec.initial_cluster = absl::StrJoin(members, ",");
   return etcd::EtcdMemberArgv(spec);
