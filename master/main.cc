@@ -163,13 +163,17 @@ int main(int argc, char** argv) {
   // the mask: the /metrics thread must not take SIGTERM (its default action kills).
   auto telemetry = pl::metrics::OpenTelemetryOrExit(program, "master", "0", host);
   // The status page's port is taken now too, so a port in use fails before the job is
-  // read; it answers 503 until the page exists.
+  // read; it answers 503 until the page exists (a standby's, until it leads).
   std::atomic<const pl::StatusPage*> page{nullptr};
+  const bool may_stand_by = !etcd_endpoints.empty();
   std::unique_ptr<pl::metrics::HttpServer> status_server;
   if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
-    auto started = pl::metrics::HttpServer::Start({host, http_port}, [&page](const std::string& path) {
+    auto started = pl::metrics::HttpServer::Start({host, http_port}, [&page, may_stand_by](const std::string& path) {
       const pl::StatusPage* p = page.load();
-      return p != nullptr ? p->Handle(path) : pl::metrics::HttpResponse{503, "text/plain", "starting\n"};
+      if (p != nullptr) return p->Handle(path);
+      return pl::metrics::HttpResponse{503, "text/plain",
+                                       may_stand_by ? "standing by: another master leads this job, or none yet\n"
+                                                    : "starting\n"};
     });
     if (!started.ok()) Fail(absl::StrCat("--http_port: ", started.status().message()));
     status_server = std::move(started).value();
