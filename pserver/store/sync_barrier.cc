@@ -21,6 +21,9 @@ SyncBarrier::Admission SyncBarrier::Admit(int64_t trainer_id, int64_t step) {
   mu_.Await(absl::Condition(&open));
   // Stable while the step is open: the version changes only in MaybeComplete.
   const int64_t v = clock_->version();
+  // Ids are never reused: one that left stays out (a push it had in flight must not
+  // make every later step wait for it).
+  if (!departed_.contains(trainer_id)) live_.insert(trainer_id);
   if (step < v) return {Admission::kStale, v, StepHold()};  // its step finished without it
   if (!step_started_) {
     step_started_ = true;
@@ -33,7 +36,11 @@ SyncBarrier::Admission SyncBarrier::Admit(int64_t trainer_id, int64_t step) {
 
 void SyncBarrier::SetLive(const std::vector<int64_t>& trainer_ids) {
   absl::MutexLock l(&mu_);
-  live_ = absl::flat_hash_set<int64_t>(trainer_ids.begin(), trainer_ids.end());
+  absl::flat_hash_set<int64_t> now(trainer_ids.begin(), trainer_ids.end());
+  for (int64_t id : live_) {
+    if (!now.contains(id)) departed_.insert(id);
+  }
+  live_ = std::move(now);
   // A trainer that left the live set leaves the current step's barrier too.
   absl::erase_if(participants_, [&](int64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !live_.contains(id); });
 }

@@ -3,8 +3,12 @@
 // participants of a step are the live trainers (SetLive) when its first push arrives;
 // one that leaves the live set leaves the barrier, one that joins later takes part
 // from the next step (its pushes for the current step still count in the mean). A
-// push for a finished step is stale; a retried push (same trainer, same step) counts
-// once. A push for a later step waits on the clock before it comes here.
+// trainer that pushes is live from then on unless it has left, even before the
+// master's membership says so: steps wait for it rather than finish without it, which
+// made its pushes stale, one lost batch after another, for as long as the membership
+// took to arrive (a job's start, a trainer added). A push for a finished step is
+// stale; a retried push (same trainer, same step) counts once. A push for a later step
+// waits on the clock before it comes here.
 //
 // The barrier also makes a step's update atomic: a push admitted into the step, and a
 // read of it (pull, checkpoint), hold the step open (a StepHold); the update waits
@@ -83,6 +87,7 @@ class SyncBarrier {
 
   absl::Mutex mu_;
   absl::flat_hash_set<int64_t> live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int64_t> departed_ ABSL_GUARDED_BY(mu_);  // left the live set: never live again
   absl::flat_hash_set<int64_t> participants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int64_t> pushed_ ABSL_GUARDED_BY(mu_);
   bool step_started_ ABSL_GUARDED_BY(mu_) = false;

@@ -222,5 +222,37 @@ TEST(SyncBarrierTest, AStepsUpdateWaitsForItsReadersAndThenClosesTheStep) {
   EXPECT_EQ(barrier.Admit(2, 0).kind, SyncBarrier::Admission::kStale);
 }
 
+// A trainer that pushes before the membership names it (a job's start, a trainer added)
+// is waited for from the next step: its pushes stop being stale, where each was a batch
+// lost. One that left is never waited for again, even if a push of its was in flight.
+TEST(SyncBarrierTest, APusherIsLiveFromItsFirstPushUnlessItLeft) {
+  VersionClock clock(0);
+  SyncBarrier barrier(&clock);
+  barrier.SetLive({1});
+  int applied = -1;
+  auto complete = [&] { barrier.MaybeComplete([&](int contributors) { applied = contributors; }); };
+  { SyncBarrier::Admission a = barrier.Admit(1, 0); }
+  complete();
+  ASSERT_EQ(clock.version(), 1);  // step 0 finished with trainer 1 alone
+  // Trainer 2 (not yet in the membership) pushes step 0: stale, but live from now on.
+  EXPECT_EQ(barrier.Admit(2, 0).kind, SyncBarrier::Admission::kStale);
+  { SyncBarrier::Admission a = barrier.Admit(1, 1); }
+  complete();
+  EXPECT_EQ(clock.version(), 1) << "step 1 finished without trainer 2, whose pushes would all be stale";
+  { SyncBarrier::Admission a = barrier.Admit(2, 1); }
+  complete();
+  EXPECT_EQ(clock.version(), 2);
+  EXPECT_EQ(applied, 2);
+  // Trainer 2 leaves; a push of its that was in flight does not bring it back.
+  barrier.SetLive({1});
+  { SyncBarrier::Admission a = barrier.Admit(2, 2); }
+  { SyncBarrier::Admission a = barrier.Admit(1, 2); }
+  complete();
+  ASSERT_EQ(clock.version(), 3);
+  { SyncBarrier::Admission a = barrier.Admit(1, 3); }
+  complete();
+  EXPECT_EQ(clock.version(), 4) << "a step waited for a trainer that had left";
+}
+
 }  // namespace
 }  // namespace pl::pserver
