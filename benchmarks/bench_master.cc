@@ -1,10 +1,13 @@
 // pl-bench-master: the master under load (issue 39). A real pl-master (--insecure, on
 // 127.0.0.1) serves a job of --tasks tasks (one record a chunk, one chunk a task, passes
 // enough never to end); --trainers simulated trainers register, then for --seconds
-// each loops GetTask -> TaskFinished with a Heartbeat every third round, spread over
-// --threads client threads sharing --channels gRPC channels. Reported per master mode
-// (the event log, and --noevent_log's whole-state writes as the reference, in the same
-// run): events/s (calls that change the state), p50/p99 call latency, the bytes the
+// each loops as pl-trainer does, a GetTask that reports the task leased before
+// (GetTaskRequest.finished; --noreport_with_lease: GetTask then TaskFinished, two calls
+// a task), with a Heartbeat every third round, spread over --threads client threads
+// sharing --channels gRPC channels. Reported per master mode (the event log, and
+// --noevent_log's whole-state writes as the reference, in the same run): events/s
+// (changes of the state: a lease, a finish counted, a heartbeat) and calls/s, p50/p99
+// call latency, the bytes the
 // master wrote per event (/proc/PID/io: its log lines too), its resident memory per task, and its
 // restore time: SIGKILL, restart on the same state, until it answers JobStatus.
 //
@@ -50,6 +53,9 @@ ABSL_FLAG(int64_t, tasks, 100000, "tasks of the job (one record each)");
 ABSL_FLAG(double, seconds, 5, "load time per run");
 ABSL_FLAG(int, threads, 32, "client threads");
 ABSL_FLAG(int, channels, 4, "gRPC channels the threads share");
+ABSL_FLAG(bool, report_with_lease, true,
+          "each task reported finished in the call that leases the next (GetTaskRequest.finished), as pl-trainer "
+          "does; false: GetTask and TaskFinished apart, two calls a task");
 ABSL_FLAG(std::string, modes, "log,whole",
           "log: the event log (default pl-master); whole: --noevent_log; etcd: the state in etcd, a standby beside "
           "the leader, failover instead of restore; inproc: the master's own ceiling, the same calls made on a Master "
@@ -185,7 +191,9 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
     int64_t id = 0;
     std::string token;
     int64_t round = 0;
+    proto::Task held;  // leased, reported with the next lease (--report_with_lease)
   };
+  const bool combined = absl::GetFlag(FLAGS_report_with_lease);
   std::vector<Trainer> simulated(static_cast<size_t>(trainers));
   const int threads = std::min<int>(absl::GetFlag(FLAGS_threads), trainers);
   {
@@ -211,6 +219,7 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
   const int64_t bytes_before = written();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> events{0}, errors{0};
+  std::atomic<int64_t> calls{0};
   std::vector<std::vector<double>> latencies(threads);
   std::vector<std::thread> pool;
   const auto start = Clock::now();
@@ -225,22 +234,36 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
             const auto t0 = Clock::now();
             const grpc::Status s = call();
             lat.push_back(Ms(Clock::now() - t0));
+            ++calls;
             if (s.ok()) ++events;
             else ++errors;
             return s.ok();
           };
           proto::GetTaskRequest get;
           get.set_trainer_id(tr.id);
-          proto::GetTaskResponse task;
-          if (!timed([&] { return stub.GetTask(Ctx(tr.token).get(), get, &task); })) continue;
-          if (task.result() == proto::GetTaskResponse::TASK) {
-            proto::TaskFinishedRequest done;
+          if (combined && tr.held.id() != 0) {  // the last round's task, reported with this lease
+            proto::TaskFinishedRequest& done = *get.mutable_finished();
             done.set_trainer_id(tr.id);
-            done.set_task_id(task.task().id());
-            done.set_pass(task.task().pass());
+            done.set_task_id(tr.held.id());
+            done.set_pass(tr.held.pass());
             done.set_num_samples(1);
-            proto::TaskFinishedResponse ok;
-            timed([&] { return stub.TaskFinished(Ctx(tr.token).get(), done, &ok); });
+          }
+          proto::GetTaskResponse task;
+          tr.held.Clear();
+          if (!timed([&] { return stub.GetTask(Ctx(tr.token).get(), get, &task); })) continue;
+          if (get.has_finished() && task.finish_refused().empty()) ++events;  // the finish, counted
+          if (task.result() == proto::GetTaskResponse::TASK) {
+            if (combined) {
+              tr.held = task.task();
+            } else {
+              proto::TaskFinishedRequest done;
+              done.set_trainer_id(tr.id);
+              done.set_task_id(task.task().id());
+              done.set_pass(task.task().pass());
+              done.set_num_samples(1);
+              proto::TaskFinishedResponse ok;
+              timed([&] { return stub.TaskFinished(Ctx(tr.token).get(), done, &ok); });
+            }
           }
           if (++tr.round % 3 == 0) {
             proto::HeartbeatRequest beat;
@@ -308,9 +331,10 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
       (void)testing::WaitForExit(*again->process, std::chrono::seconds(10));
     }
   }
-  std::printf("%-5s trainers %6d tasks %8lld: %9.0f events/s  p50 %7.3f ms  p99 %8.3f ms  %7.1f bytes/event  "
-              "RSS %6.1f MB (%5.0f B/task)  %s %7.0f ms  errors %lld\n",
-              ModeName(mode), trainers, static_cast<long long>(tasks), n / elapsed, pct(0.5), pct(0.99),
+  std::printf("%-5s trainers %6d tasks %8lld: %9.0f events/s (%7.0f calls/s)  p50 %7.3f ms  p99 %8.3f ms  "
+              "%7.1f bytes/event  RSS %6.1f MB (%5.0f B/task)  %s %7.0f ms  errors %lld\n",
+              ModeName(mode), trainers, static_cast<long long>(tasks), n / elapsed, calls.load() / elapsed, pct(0.5),
+              pct(0.99),
               n > 0 ? static_cast<double>(grew) / n : 0.0, rss / 1048576.0, static_cast<double>(rss) / tasks,
               mode == Mode::kEtcd ? "failover (SIGKILL -> standby leases a task)" : "restore",
               mode == Mode::kEtcd ? failover_ms : restore_ms, static_cast<long long>(errors.load()));

@@ -458,6 +458,27 @@ StatusOr<proto::GetTaskResponse> Master::GetTaskLocked(const proto::GetTaskReque
   ExpireLocked();
   proto::GetTaskResponse resp;
   resp.set_num_passes(queue_.num_passes());
+  if (req.has_finished()) {
+    const proto::TaskFinishedRequest& finished = req.finished();
+    if (finished.trainer_id() != req.trainer_id()) {
+      return absl::InvalidArgumentError(absl::StrCat("get task: trainer ", req.trainer_id(), " reports task ",
+                                                     finished.task_id(), " as finished by trainer ",
+                                                     finished.trainer_id(), " (a trainer reports its own tasks)"));
+    }
+    // A dropped trainer's tasks went back to the queue: its report cannot count, and it
+    // must register again before it leases (as GetTask alone says).
+    if (!queue_.job_done() && !membership_.Heartbeat(req.trainer_id())) {
+      return absl::NotFoundError(absl::StrCat("get task: trainer ", req.trainer_id(),
+                                              " is not registered (its lease expired or the id is wrong; task ",
+                                              finished.task_id(), " it reports did not count); register again"));
+    }
+    Status st = FinishLocked(finished);
+    if (absl::IsFailedPrecondition(st) || absl::IsNotFound(st)) {
+      resp.set_finish_refused(std::string(st.message()));
+    } else if (!st.ok()) {
+      return st;
+    }
+  }
   if (queue_.job_done()) {  // also for unknown trainers: they only need to stop
     resp.set_result(proto::GetTaskResponse::JOB_DONE);
     resp.set_pass(queue_.pass());
@@ -492,12 +513,16 @@ StatusOr<proto::TaskFinishedResponse> Master::TaskFinished(const proto::TaskFini
 
 StatusOr<proto::TaskFinishedResponse> Master::TaskFinishedLocked(const proto::TaskFinishedRequest& req) {
   ExpireLocked();
+  PL_RETURN_IF_ERROR(FinishLocked(req));
+  return proto::TaskFinishedResponse();
+}
+
+Status Master::FinishLocked(const proto::TaskFinishedRequest& req) {
   membership_.Heartbeat(req.trainer_id());
   const int32_t pass_before = queue_.pass();
-  Status st = queue_.TaskFinished(req.trainer_id(), req.task_id(), req.pass(), req.num_samples());
-  PL_RETURN_IF_ERROR(st);
+  PL_RETURN_IF_ERROR(queue_.TaskFinished(req.trainer_id(), req.task_id(), req.pass(), req.num_samples()));
   if (queue_.pass() != pass_before || queue_.job_done()) Log(SummaryLocked());
-  return proto::TaskFinishedResponse();
+  return absl::OkStatus();
 }
 
 StatusOr<proto::TaskFailedResponse> Master::TaskFailed(const proto::TaskFailedRequest& req) {

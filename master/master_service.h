@@ -173,6 +173,8 @@ class Master {
   StatusOr<proto::HeartbeatResponse> HeartbeatLocked(const proto::HeartbeatRequest& req);
   StatusOr<proto::GetTaskResponse> GetTaskLocked(const proto::GetTaskRequest& req);
   StatusOr<proto::TaskFinishedResponse> TaskFinishedLocked(const proto::TaskFinishedRequest& req);
+  // TaskFinished's change, the leases already judged (GetTask's report rides on it too).
+  Status FinishLocked(const proto::TaskFinishedRequest& req);
   StatusOr<proto::TaskFailedResponse> TaskFailedLocked(const proto::TaskFailedRequest& req);
   StatusOr<proto::LeaveResponse> LeaveLocked(const proto::LeaveRequest& req);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExitedLocked(const proto::ReplicaExitedRequest& req);

@@ -81,17 +81,36 @@ StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
   return resp;
 }
 
-StatusOr<proto::GetTaskResponse> MasterClient::GetTask() {
+StatusOr<proto::GetTaskResponse> MasterClient::GetTask() { return GetTask(nullptr, 0); }
+
+StatusOr<proto::GetTaskResponse> MasterClient::FinishAndGetTask(const proto::Task& finished, int64_t num_samples) {
+  return GetTask(&finished, num_samples);
+}
+
+StatusOr<proto::GetTaskResponse> MasterClient::GetTask(const proto::Task* finished, int64_t num_samples) {
   Credential cred = credential();
   proto::GetTaskRequest req;
   req.set_trainer_id(cred.trainer_id);
+  if (finished != nullptr) {
+    proto::TaskFinishedRequest& report = *req.mutable_finished();
+    report.set_trainer_id(cred.trainer_id);
+    report.set_task_id(finished->id());
+    report.set_pass(finished->pass());
+    report.set_num_samples(num_samples);
+  }
   proto::GetTaskResponse resp;
   Status s = PL_TRAINER_RPC(GetTask, cred, req, &resp);
   if (absl::IsNotFound(s)) {  // the master dropped us (lease ran out): join again
     PL_RETURN_IF_ERROR(RegisterAgain(req.trainer_id()));
     cred = credential();
     req.set_trainer_id(cred.trainer_id);
+    // The report died with the old id: the task went back to the queue.
+    const bool reported = req.has_finished();
+    req.clear_finished();
     s = PL_TRAINER_RPC(GetTask, cred, req, &resp);
+    if (s.ok() && reported) {
+      resp.set_finish_refused("this trainer had been dropped by the master (its lease ran out) and registered again");
+    }
   }
   PL_RETURN_IF_ERROR(s);
   return resp;

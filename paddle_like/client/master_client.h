@@ -61,6 +61,10 @@ class MasterClient {
   int live_trainers() const { return live_trainers_.load(); }
 
   StatusOr<proto::GetTaskResponse> GetTask();
+  // Reports `finished` (trained, `num_samples`) and leases the next task in one call.
+  // The report did not count when the answer's finish_refused says why, or when the
+  // master had dropped this trainer (it registers again and leases without the report).
+  StatusOr<proto::GetTaskResponse> FinishAndGetTask(const proto::Task& finished, int64_t num_samples);
   Status TaskFinished(const proto::Task& task, int64_t num_samples);
   // returned=true: given back on purpose (stop signal), not a failure.
   Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned, int64_t samples_pushed = 0);
@@ -92,6 +96,8 @@ class MasterClient {
   void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
 
  private:
+  // GetTask, with `finished` (may be null) reported in the same call.
+  StatusOr<proto::GetTaskResponse> GetTask(const proto::Task* finished, int64_t num_samples);
   // The trainer's id and the token bound to it (rpc/caller.h), taken together: a call
   // made while another thread registers again carries a matching pair.
   struct Credential {

@@ -3,7 +3,9 @@
 // python/src/dist_bindings.cc). It leases tasks from the master until the job is done or
 // `stop` is set, hands each to the caller's TrainTask callback, and reports the outcome:
 //
-//   trained      TaskFinished (a task whose lease went to another trainer meanwhile, or
+//   trained      reported with the next lease in one call (GetTaskRequest.finished;
+//                TaskFinished alone when no lease follows) (a task whose lease went to
+//                another trainer meanwhile, or
 //                reported after the master dropped this trainer, is logged and not
 //                counted: "task T no longer ours (...)"; a dropped trainer registers
 //                again);
@@ -94,6 +96,9 @@ class TaskLeaser {
   // What became of the task Next() returned; an error outcome fails the task and is
   // returned naming it (given back instead when a stop came meanwhile).
   Status Report(const StatusOr<TaskOutcome>& outcome);
+  // Report() then Next(), a trained task reported in the call that leases the next
+  // (one round trip to the master a task instead of two).
+  StatusOr<std::optional<proto::Task>> ReportAndNext(const StatusOr<TaskOutcome>& outcome);
 
   const TaskLoopResult& result() const { return result_; }
   bool holds_task() const { return task_.has_value(); }
@@ -102,6 +107,12 @@ class TaskLeaser {
   void Log(const std::string& line) const {
     if (log_) log_(line);
   }
+  // Leases (waiting out WAITs), reporting `finished` (may be null) with the first call.
+  StatusOr<std::optional<proto::Task>> Lease(const proto::Task* finished, int64_t samples);
+  // TaskFinished alone (no lease follows).
+  Status ReportTrained(const proto::Task& task, int64_t samples);
+  // Counts a reported task, or logs why the master did not (`refused`).
+  void CountReport(const proto::Task& task, const std::string& refused);
 
   MasterClient& master_;
   HeartbeatThread& heartbeat_;

@@ -24,6 +24,41 @@ using ::testing::HasSubstr;
 
 constexpr int kChunks = 6;  // one chunk a task, 10 records each (MakeChunks)
 
+// The master's service, counting the calls the loop makes.
+class CountingService final : public proto::Master::Service {
+ public:
+  explicit CountingService(MasterService* real) : real_(real) {}
+  grpc::Status RegisterTrainer(grpc::ServerContext* ctx, const proto::RegisterTrainerRequest* req,
+                               proto::RegisterTrainerResponse* resp) override {
+    return real_->RegisterTrainer(ctx, req, resp);
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
+                         proto::HeartbeatResponse* resp) override {
+    return real_->Heartbeat(ctx, req, resp);
+  }
+  grpc::Status GetTask(grpc::ServerContext* ctx, const proto::GetTaskRequest* req, proto::GetTaskResponse* resp) override {
+    ++get_task;
+    if (req->has_finished()) ++reported_with_lease;
+    return real_->GetTask(ctx, req, resp);
+  }
+  grpc::Status TaskFinished(grpc::ServerContext* ctx, const proto::TaskFinishedRequest* req,
+                            proto::TaskFinishedResponse* resp) override {
+    ++task_finished;
+    return real_->TaskFinished(ctx, req, resp);
+  }
+  grpc::Status TaskFailed(grpc::ServerContext* ctx, const proto::TaskFailedRequest* req,
+                          proto::TaskFailedResponse* resp) override {
+    return real_->TaskFailed(ctx, req, resp);
+  }
+  grpc::Status Leave(grpc::ServerContext* ctx, const proto::LeaveRequest* req, proto::LeaveResponse* resp) override {
+    return real_->Leave(ctx, req, resp);
+  }
+  std::atomic<int> get_task{0}, reported_with_lease{0}, task_finished{0};
+
+ private:
+  MasterService* const real_;
+};
+
 class TaskLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,8 +75,9 @@ class TaskLoopTest : public ::testing::Test {
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     service_ = std::make_unique<MasterService>(master_.get());
+    counting_ = std::make_unique<CountingService>(service_.get());
     int port = 0;
-    auto server = rpc::StartServer({}, {service_.get()}, &port);
+    auto server = rpc::StartServer({}, {counting_.get()}, &port);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     client_ = std::make_unique<MasterClient>(absl::StrCat("127.0.0.1:", port), "t", absl::Seconds(20));
@@ -67,6 +103,7 @@ class TaskLoopTest : public ::testing::Test {
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Master> master_;
   std::unique_ptr<MasterService> service_;
+  std::unique_ptr<CountingService> counting_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MasterClient> client_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
@@ -90,6 +127,10 @@ TEST_F(TaskLoopTest, EveryTaskIsTrainedOnceAndCountedWithItsSamples) {
   EXPECT_EQ(result->tasks_done, kChunks);
   EXPECT_EQ(seen.size(), kChunks);
   EXPECT_EQ(before_lease, kChunks + 1);  // and once more for the JOB_DONE answer
+  // One call a task: each trained task reported in the call that leases the next.
+  EXPECT_EQ(counting_->get_task.load(), kChunks + 1);
+  EXPECT_EQ(counting_->reported_with_lease.load(), kChunks);
+  EXPECT_EQ(counting_->task_finished.load(), 0);
   const proto::JobStatusResponse s = JobStatus();
   EXPECT_TRUE(s.job_done());
   EXPECT_EQ(s.done(), kChunks);
@@ -159,6 +200,36 @@ TEST_F(TaskLoopTest, ALeaveDuringATaskFinishesItAndLeasesNoMore) {
   EXPECT_EQ(s.pending(), 0) << s.ShortDebugString();
   EXPECT_EQ(s.tasks_returned(), 0) << s.ShortDebugString();
   EXPECT_EQ(s.samples_retrained(), 0) << s.ShortDebugString();
+}
+
+// Dropped by the master while training (here: its Leave made for it), the trainer's
+// report with its next lease does not count: it registers again, the task goes to the
+// queue and is trained again, and the caller learns the new id before its next task.
+TEST_F(TaskLoopTest, ATrainerDroppedWhileTrainingIsToldItsReportDidNotCountAndJoinsAgain) {
+  std::vector<int64_t> ids_seen;
+  callbacks_.before_lease = [&] { ids_seen.push_back(client_->trainer_id()); };
+  int trained = 0;
+  callbacks_.train_task = [&](const proto::Task&) -> StatusOr<TaskOutcome> {
+    // Every task is trained under the id the caller was last told.
+    EXPECT_EQ(ids_seen.back(), client_->trainer_id()) << "task " << trained + 1;
+    if (++trained == 2) {
+      proto::LeaveRequest leave;
+      leave.set_trainer_id(client_->trainer_id());
+      EXPECT_TRUE(master_->Leave(leave).ok());
+    }
+    return TaskOutcome::Trained(10);
+  };
+  auto result = Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->job_done);
+  EXPECT_EQ(trained, kChunks + 1);  // the second task trained twice
+  EXPECT_EQ(result->tasks_done, kChunks);
+  EXPECT_THAT(lines_, ::testing::Contains(HasSubstr("no longer ours (this trainer had been dropped")));
+  ASSERT_GE(ids_seen.size(), 2u);
+  EXPECT_NE(ids_seen.back(), ids_seen.front());
+  const proto::JobStatusResponse s = JobStatus();
+  EXPECT_EQ(s.done(), kChunks);
+  EXPECT_EQ(s.samples_done(), kChunks * 10);
 }
 
 // A stop after a leave still gives the task in hand back at once (the launcher's

@@ -2,7 +2,8 @@
 // replayed from the log alone, from a snapshot plus the log, with a torn last record
 // (dropped and reported), with a corrupt record in the middle (a one-line DATA_LOSS
 // naming the log and the byte), bytes per event that do not grow with the job, and a
-// log that cannot be written (the change refused and undone).
+// log that cannot be written (the change refused and undone); a finish reported with
+// the next lease (GetTaskRequest.finished).
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -129,6 +130,97 @@ TEST(MasterJournalTest, ARestartReplaysTheLogToExactlyTheStateItLeft) {
   Job third(dir.path(), clock, 12);
   ASSERT_TRUE(third.opened.ok()) << third.opened;
   EXPECT_EQ(Comparable(third.master->Snapshot()), Comparable(resumed));
+}
+
+// GetTaskRequest.finished: the task trained reported in the call that leases the next.
+proto::GetTaskRequest GetReporting(int64_t trainer, const proto::Task& done, int64_t samples) {
+  proto::GetTaskRequest get;
+  get.set_trainer_id(trainer);
+  proto::TaskFinishedRequest& f = *get.mutable_finished();
+  f.set_trainer_id(trainer);
+  f.set_task_id(done.id());
+  f.set_pass(done.pass());
+  f.set_num_samples(samples);
+  return get;
+}
+
+TEST(MasterJournalTest, AFinishReportedWithTheNextLeaseCountsOnceIsRefusedWhenNotOursAndIsReplayed) {
+  ScratchDir dir;
+  FakeClock clock;
+  proto::MasterState before;
+  {
+    Job job(dir.path(), clock, 4);
+    ASSERT_TRUE(job.opened.ok()) << job.opened;
+    Master& m = *job.master;
+    proto::RegisterTrainerRequest r;
+    r.set_name("a");
+    const int64_t a = m.RegisterTrainer(r)->trainer_id();
+    r.set_name("b");
+    const int64_t b = m.RegisterTrainer(r)->trainer_id();
+    proto::GetTaskRequest get;
+    get.set_trainer_id(a);
+    auto first = m.GetTask(get);
+    ASSERT_TRUE(first.ok() && first->result() == proto::GetTaskResponse::TASK);
+
+    // One call: the first task counted with its samples, the next one leased.
+    auto second = m.GetTask(GetReporting(a, first->task(), 10));
+    ASSERT_TRUE(second.ok()) << second.status();
+    ASSERT_EQ(second->result(), proto::GetTaskResponse::TASK);
+    EXPECT_EQ(second->finish_refused(), "");
+    EXPECT_NE(second->task().id(), first->task().id());
+    EXPECT_EQ(m.JobStatus({})->done(), 1);
+    EXPECT_EQ(m.JobStatus({})->samples_done(), 10);
+    // Its reply lost, the same call again: the report counts once, the same task comes back.
+    auto retried = m.GetTask(GetReporting(a, first->task(), 10));
+    ASSERT_TRUE(retried.ok()) << retried.status();
+    EXPECT_EQ(retried->task().id(), second->task().id());
+    EXPECT_EQ(retried->finish_refused(), "");
+    EXPECT_EQ(m.JobStatus({})->samples_done(), 10);
+
+    // b reports a's task: not counted, said why, and b still gets a task of its own.
+    auto from_b = m.GetTask(GetReporting(b, second->task(), 10));
+    ASSERT_TRUE(from_b.ok()) << from_b.status();
+    EXPECT_THAT(from_b->finish_refused(), HasSubstr("not leased to that trainer (it is leased to trainer " +
+                                                    std::to_string(a) + ")"));
+    ASSERT_EQ(from_b->result(), proto::GetTaskResponse::TASK);
+    EXPECT_EQ(m.JobStatus({})->done(), 1);
+
+    // A report in another trainer's name is refused whole: nothing counted, nothing leased.
+    proto::GetTaskRequest forged = GetReporting(a, second->task(), 10);
+    forged.set_trainer_id(b);
+    auto refused = m.GetTask(forged);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("a trainer reports its own tasks"));
+    EXPECT_EQ(m.JobStatus({})->done(), 1);
+    EXPECT_EQ(m.JobStatus({})->pending(), 2);
+    before = m.Snapshot();
+  }
+  Job again(dir.path(), clock, 4);  // the calls replayed from the log
+  ASSERT_TRUE(again.opened.ok()) << again.opened;
+  EXPECT_EQ(Comparable(again.master->Snapshot()), Comparable(before));
+  EXPECT_EQ(again.master->JobStatus({})->samples_done(), 10);
+}
+
+TEST(MasterJournalTest, ADroppedTrainersReportWithItsLeaseDoesNotCount) {
+  ScratchDir dir;
+  FakeClock clock;
+  Job job(dir.path(), clock, 2);
+  ASSERT_TRUE(job.opened.ok()) << job.opened;
+  Master& m = *job.master;
+  proto::RegisterTrainerRequest r;
+  r.set_name("a");
+  const int64_t a = m.RegisterTrainer(r)->trainer_id();
+  proto::GetTaskRequest get;
+  get.set_trainer_id(a);
+  auto task = m.GetTask(get);
+  ASSERT_TRUE(task.ok() && task->result() == proto::GetTaskResponse::TASK);
+  clock.now += 5000;  // silent past its lease: dropped, its task back in the queue
+  auto late = m.GetTask(GetReporting(a, task->task(), 10));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(late.status().message()), HasSubstr("did not count"));
+  EXPECT_EQ(m.JobStatus({})->done(), 0);
+  EXPECT_EQ(m.JobStatus({})->samples_done(), 0);
+  EXPECT_EQ(m.JobStatus({})->todo(), 2);
 }
 
 TEST(MasterJournalTest, ATrainerTargetIsStoredRefusedOutOfRangeAndSurvivesRestartsAndSnapshots) {
