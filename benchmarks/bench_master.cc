@@ -327,6 +327,9 @@ void RunOne(const std::string& bin, const std::string& data, int64_t tasks, int 
     if (again.ok()) {
       auto stub = proto::Master::NewStub(rpc::MakeChannel(again->address));
       if (WaitServing(*stub, std::chrono::seconds(120))) restore_ms = Ms(Clock::now() - restart);
+      for (absl::string_view line : absl::StrSplit(testing::ReadFileOrEmpty(dir + "/master-m.log"), '\n')) {
+        if (absl::StrContains(line, "resumed:")) std::printf("  restart: %s\n", std::string(line).c_str());
+      }
       (void)testing::KillPid(again->process->pid(), SIGKILL);
       (void)testing::WaitForExit(*again->process, std::chrono::seconds(10));
     }
@@ -381,6 +384,8 @@ void RunInProcess(int64_t tasks, int trainers) {
   std::atomic<int64_t> events{0};
   std::vector<std::vector<double>> latencies(threads);
   std::vector<std::thread> pool;
+  const bool combined = absl::GetFlag(FLAGS_report_with_lease);
+  std::vector<proto::Task> held(ids.size());  // reported with the next lease (combined)
   const auto start = Clock::now();
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -390,11 +395,22 @@ void RunInProcess(int64_t tasks, int trainers) {
           auto t0 = Clock::now();
           proto::GetTaskRequest get;
           get.set_trainer_id(ids[i]);
+          if (combined && held[i].id() != 0) {
+            proto::TaskFinishedRequest& done = *get.mutable_finished();
+            done.set_trainer_id(ids[i]);
+            done.set_task_id(held[i].id());
+            done.set_pass(held[i].pass());
+            done.set_num_samples(1);
+          }
+          held[i].Clear();
           auto task = m.GetTask(get);
           latencies[t].push_back(Ms(Clock::now() - t0));
           if (!task.ok()) continue;
           ++events;
-          if (task->result() == proto::GetTaskResponse::TASK) {
+          if (get.has_finished() && task->finish_refused().empty()) ++events;
+          if (task->result() == proto::GetTaskResponse::TASK && combined) {
+            held[i] = task->task();
+          } else if (task->result() == proto::GetTaskResponse::TASK) {
             proto::TaskFinishedRequest done;
             done.set_trainer_id(ids[i]);
             done.set_task_id(task->task().id());

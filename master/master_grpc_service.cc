@@ -18,9 +18,12 @@ grpc::Status Reply(StatusOr<Resp> result, Resp* out) {
 
 }  // namespace
 
+MasterService::MasterService(Master* master)
+    : master_(master), replies_([master](int64_t ticket) { return master->Durable(ticket); }) {}
+
 // A trainer's call about itself: from a trainer's certificate, carrying the token that
 // trainer_id's registration returned.
-grpc::Status MasterService::AuthorizeTrainerCall(const grpc::ServerContext* ctx, int64_t trainer_id,
+grpc::Status MasterService::AuthorizeTrainerCall(const grpc::ServerContextBase* ctx, int64_t trainer_id,
                                                  absl::string_view method) const {
   grpc::Status s = rpc::Authorize(ctx, {rpc::kTrainers}, method);
   if (!s.ok()) return s;
@@ -41,9 +44,6 @@ grpc::Status MasterService::AuthorizeTrainerCall(const grpc::ServerContext* ctx,
 PL_MASTER_HANDLER(RegisterTrainer, RegisterTrainer, rpc::Authorize(ctx, {rpc::kTrainers}, "RegisterTrainer"))
 PL_MASTER_HANDLER(RegisterPserver, RegisterPserver,
                   rpc::Authorize(ctx, {rpc::PserverOf(req->index())}, absl::StrCat("RegisterPserver ", req->index())))
-PL_MASTER_HANDLER(Heartbeat, Heartbeat, AuthorizeTrainerCall(ctx, req->trainer_id(), "Heartbeat"))
-PL_MASTER_HANDLER(GetTask, GetTask, AuthorizeTrainerCall(ctx, req->trainer_id(), "GetTask"))
-PL_MASTER_HANDLER(TaskFinished, TaskFinished, AuthorizeTrainerCall(ctx, req->trainer_id(), "TaskFinished"))
 PL_MASTER_HANDLER(TaskFailed, TaskFailed, AuthorizeTrainerCall(ctx, req->trainer_id(), "TaskFailed"))
 PL_MASTER_HANDLER(Leave, Leave, AuthorizeTrainerCall(ctx, req->trainer_id(), "Leave"))
 PL_MASTER_HANDLER(Membership, GetMembership, rpc::AuthorizeJobProcess(ctx, "Membership"))
@@ -55,5 +55,39 @@ PL_MASTER_HANDLER(ReplicaExited, ReplicaExited, rpc::Authorize(ctx, {rpc::kLaunc
 PL_MASTER_HANDLER(ScaleTrainers, ScaleTrainers, rpc::Authorize(ctx, {rpc::kLaunchers}, "ScaleTrainers"))
 
 #undef PL_MASTER_HANDLER
+
+template <typename Resp>
+void MasterService::ReplyWhenDurable(grpc::ServerUnaryReactor* reactor, Master::Unsynced<Resp> done, Resp* out) {
+  replies_.Add(done.ticket, [reactor, out, result = std::move(done.result)](const Status& stored) {
+    if (!stored.ok()) {
+      reactor->Finish(rpc::ToGrpc(stored));
+    } else {
+      reactor->Finish(Reply(result, out));
+    }
+  });
+}
+
+// The same checks as PL_MASTER_HANDLER's, then the call made at once and answered once
+// it is stored.
+#define PL_MASTER_DURABLE_HANDLER(Name)                                                                \
+  grpc::ServerUnaryReactor* MasterService::Name(grpc::CallbackServerContext* ctx,                      \
+                                                const proto::Name##Request* req, proto::Name##Response* resp) { \
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();                                         \
+    grpc::Status ok = rpc::CheckProtocol(ctx);                                                         \
+    if (ok.ok()) ok = AuthorizeTrainerCall(ctx, req->trainer_id(), #Name);                             \
+    if (ok.ok()) ok = rpc::ToGrpc(rpc::CheckStringLengths(*req));                                      \
+    if (!ok.ok()) {                                                                                    \
+      reactor->Finish(rpc::LogIfRefused(ctx, std::move(ok)));                                          \
+      return reactor;                                                                                  \
+    }                                                                                                  \
+    ReplyWhenDurable(reactor, master_->Name##Unsynced(*req), resp);                                    \
+    return reactor;                                                                                    \
+  }
+
+PL_MASTER_DURABLE_HANDLER(Heartbeat)
+PL_MASTER_DURABLE_HANDLER(GetTask)
+PL_MASTER_DURABLE_HANDLER(TaskFinished)
+
+#undef PL_MASTER_DURABLE_HANDLER
 
 }  // namespace pl

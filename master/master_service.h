@@ -127,6 +127,20 @@ class Master {
   // like every change. INVALID_ARGUMENT outside 0 .. kMaxTrainerTarget.
   StatusOr<proto::ScaleTrainersResponse> ScaleTrainers(const proto::ScaleTrainersRequest& req);
 
+  // The trainers' frequent calls without waiting for the disk: made and recorded, the
+  // answer to be given only once Durable(ticket) returned OK (the gRPC service waits for
+  // many calls' records at once on one thread: master/durable_replies.h).
+  template <typename Resp>
+  struct Unsynced {
+    StatusOr<Resp> result;
+    int64_t ticket = -1;  // -1: nothing to wait for
+  };
+  Unsynced<proto::HeartbeatResponse> HeartbeatUnsynced(const proto::HeartbeatRequest& req);
+  Unsynced<proto::GetTaskResponse> GetTaskUnsynced(const proto::GetTaskRequest& req);
+  Unsynced<proto::TaskFinishedResponse> TaskFinishedUnsynced(const proto::TaskFinishedRequest& req);
+  // Returns once the records up to `ticket` are durable (-1: at once).
+  Status Durable(int64_t ticket);
+
   // OK when `token` is what trainer_id's registration returned, or the id is unknown
   // (Membership::CheckToken).
   Status CheckTrainerToken(int64_t trainer_id, absl::string_view token) const;
@@ -156,6 +170,9 @@ class Master {
   // (RecordLocked) under the lock, then, outside it, waits for it to be on disk.
   template <typename Resp, typename Body>
   StatusOr<Resp> Run(proto::MasterEvent event, Body body);
+  // Run without the wait: the answer and what to wait for.
+  template <typename Resp, typename Body>
+  Unsynced<Resp> RunUnsynced(proto::MasterEvent event, Body body);
   // A read that judges the leases first (an "expire" event).
   template <typename Resp, typename Read>
   StatusOr<Resp> CheckLeasesThenRead(Read read);

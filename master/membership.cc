@@ -192,6 +192,9 @@ int64_t Membership::pserver_generation(int32_t index) const {
 
 int Membership::num_live_trainers() const {
   const int64_t now = now_ms_();
+  // No lease ends before next_expiry_ms_: every trainer known is live (a trainer's
+  // every heartbeat asks, so this must not walk the job's trainers).
+  if (now < next_expiry_ms_) return static_cast<int>(trainers_.size());
   int n = 0;
   for (const auto& [id, t] : trainers_) n += t.deadline_ms > now;
   return n;

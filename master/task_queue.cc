@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/log.h"
@@ -450,26 +449,29 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
     e.finished_before = r.finished_before();
     q.tasks_.push_back(std::move(e));
   }
-  std::set<int64_t> seen;
+  // Seen marks by task id (10^6 tasks: a set's node per task cost a restore ~0.3 s).
+  std::vector<bool> seen(static_cast<size_t>(q.num_tasks()) + 1, false);
   for (int64_t id : s.todo()) {
-    if (id < 1 || id > q.num_tasks() || q.tasks_[id - 1].state != proto::TaskRecord::TODO || !seen.insert(id).second) {
+    if (id < 1 || id > q.num_tasks() || q.tasks_[id - 1].state != proto::TaskRecord::TODO || seen[id]) {
       return bad(absl::StrCat("todo list names task ", id, " which is not a distinct todo task"));
     }
+    seen[id] = true;
     q.todo_.push_back(id);
   }
-  if (static_cast<int64_t>(seen.size()) != num_todo) {
-    return bad(absl::StrCat(num_todo, " tasks are todo but the todo list has ", seen.size()));
+  if (s.todo_size() != num_todo) {
+    return bad(absl::StrCat(num_todo, " tasks are todo but the todo list has ", s.todo_size()));
   }
   q.ahead_started_ = s.ahead_started();
-  std::set<int64_t> ahead_seen;
+  std::vector<bool> ahead_seen(static_cast<size_t>(q.num_tasks()) + 1, false);
   for (int64_t id : s.ahead_todo()) {
-    if (id < 1 || id > q.num_tasks() || !ahead_seen.insert(id).second) {
+    if (id < 1 || id > q.num_tasks() || ahead_seen[id]) {
       return bad(absl::StrCat("the next pass's todo list names task ", id, " twice or out of range"));
     }
+    ahead_seen[id] = true;
     q.ahead_todo_.push_back(id);
   }
   for (const Entry& e : q.tasks_) {
-    if (e.task.pass() != q.pass_ && e.state == proto::TaskRecord::TODO && ahead_seen.count(e.task.id()) == 0) {
+    if (e.task.pass() != q.pass_ && e.state == proto::TaskRecord::TODO && !ahead_seen[e.task.id()]) {
       return bad(absl::StrCat("task ", e.task.id(), " is todo in the next pass but not in its todo list"));
     }
   }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "master/master_grpc_service.h"
+#include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/rpc.h"
 #include "paddle_like/store/local_dir_store.h"
 #include "tests/master/test_util.h"
@@ -24,27 +25,29 @@ using ::testing::HasSubstr;
 
 constexpr int kChunks = 6;  // one chunk a task, 10 records each (MakeChunks)
 
-// The master's service, counting the calls the loop makes.
+// The master's service, counting the calls the loop makes: the trainer's frequent calls
+// made on the Master here (the service answers them asynchronously), the others passed
+// to the real service.
 class CountingService final : public proto::Master::Service {
  public:
-  explicit CountingService(MasterService* real) : real_(real) {}
+  CountingService(MasterService* real, Master* master) : real_(real), master_(master) {}
   grpc::Status RegisterTrainer(grpc::ServerContext* ctx, const proto::RegisterTrainerRequest* req,
                                proto::RegisterTrainerResponse* resp) override {
     return real_->RegisterTrainer(ctx, req, resp);
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
                          proto::HeartbeatResponse* resp) override {
-    return real_->Heartbeat(ctx, req, resp);
+    return Answer(ctx, req->trainer_id(), [&] { return master_->Heartbeat(*req); }, resp);
   }
   grpc::Status GetTask(grpc::ServerContext* ctx, const proto::GetTaskRequest* req, proto::GetTaskResponse* resp) override {
     ++get_task;
     if (req->has_finished()) ++reported_with_lease;
-    return real_->GetTask(ctx, req, resp);
+    return Answer(ctx, req->trainer_id(), [&] { return master_->GetTask(*req); }, resp);
   }
   grpc::Status TaskFinished(grpc::ServerContext* ctx, const proto::TaskFinishedRequest* req,
                             proto::TaskFinishedResponse* resp) override {
     ++task_finished;
-    return real_->TaskFinished(ctx, req, resp);
+    return Answer(ctx, req->trainer_id(), [&] { return master_->TaskFinished(*req); }, resp);
   }
   grpc::Status TaskFailed(grpc::ServerContext* ctx, const proto::TaskFailedRequest* req,
                           proto::TaskFailedResponse* resp) override {
@@ -56,7 +59,18 @@ class CountingService final : public proto::Master::Service {
   std::atomic<int> get_task{0}, reported_with_lease{0}, task_finished{0};
 
  private:
+  template <typename Call, typename Resp>
+  grpc::Status Answer(grpc::ServerContext* ctx, int64_t trainer_id, Call call, Resp* out) {
+    if (Status token = master_->CheckTrainerToken(trainer_id, rpc::CallerToken(ctx)); !token.ok()) {
+      return rpc::ToGrpc(token);
+    }
+    StatusOr<Resp> result = call();
+    if (!result.ok()) return rpc::ToGrpc(result.status());
+    *out = *std::move(result);
+    return grpc::Status::OK;
+  }
   MasterService* const real_;
+  Master* const master_;
 };
 
 class TaskLoopTest : public ::testing::Test {
@@ -75,7 +89,7 @@ class TaskLoopTest : public ::testing::Test {
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     service_ = std::make_unique<MasterService>(master_.get());
-    counting_ = std::make_unique<CountingService>(service_.get());
+    counting_ = std::make_unique<CountingService>(service_.get(), master_.get());
     int port = 0;
     auto server = rpc::StartServer({}, {counting_.get()}, &port);
     ASSERT_TRUE(server.ok()) << server.status();

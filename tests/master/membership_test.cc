@@ -45,6 +45,28 @@ TEST(MembershipTest, HeartbeatsKeepTrainersAndExpiryDropsThem) {
   EXPECT_THAT(LiveIds(m), ElementsAre(3));
 }
 
+// The count every heartbeat answers with: exact whether or not an expiry pass has run
+// since a lease ran out (it counts without walking the trainers only while none can
+// have run out).
+TEST(MembershipTest, TheLiveCountLeavesOutALeaseRunOutBeforeAnyExpiryPass) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  m.RegisterTrainer("host:1");
+  m.RegisterTrainer("host:2");
+  m.RegisterTrainer("host:3");
+  EXPECT_EQ(m.num_live_trainers(), 3);
+  clock.now += 600;
+  EXPECT_TRUE(m.Heartbeat(1));
+  EXPECT_TRUE(m.Heartbeat(2));
+  EXPECT_EQ(m.num_live_trainers(), 3);
+  clock.now += 600;  // trainer 3's lease ran out; nothing expired it yet
+  EXPECT_EQ(m.num_live_trainers(), 2);
+  EXPECT_THAT(m.ExpireTrainers(), ElementsAre(3));
+  EXPECT_EQ(m.num_live_trainers(), 2);
+  clock.now += 500;  // and then the others'
+  EXPECT_EQ(m.num_live_trainers(), 0);
+}
+
 // Issue 40: a report in the name of a dropped or never-registered trainer is refused
 // (NOT_FOUND: register again), with or without a token; a live trainer's own token
 // passes and another's does not.
