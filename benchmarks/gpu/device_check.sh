@@ -3,7 +3,7 @@
 #
 #   benchmarks/portable_bundle.sh --out .bundle cuda_test pl-bench-gpu pl-trainer pl-pserver \
 #       pl-master pl-launch pl-bench-dist pl-bench-ps pl-bench-scaling pl-bench-catchup-trainer \
-#       pl-gen-clicks
+#       pl-gen-clicks pl-bench-master
 #
 # and then, on the lent machine, from the repository root:
 #
@@ -13,7 +13,9 @@
 # apply); one mlp step's exchange per transport (--only exchange); one process against
 # the job, cnn on the GPU and mlp on the CPU, 5 passes (pl-bench-dist --only job); ctr on
 # the CPU and the GPU, one process and a job; the bfloat16 point across hosts at 10
-# Gbit/s (pl-bench-scaling); a replica's catch-up (bench_replication.py --parts catchup).
+# Gbit/s (pl-bench-scaling); issue 39's small tasks (8 ctr trainers, tasks of 250 against
+# 1,000 records) and the master under load (pl-bench-master); a replica's catch-up
+# (bench_replication.py --parts catchup).
 # Every log goes to OUT_DIR; the figures go to stdout.
 set -u
 bundle=$(cd "${1:?bundle directory}" && pwd)
@@ -63,6 +65,22 @@ for wire in "" "--pipeline --wire_dtype bfloat16"; do
     grep -E 'ceiling|model|samples/s' "$out/scaling${wire:+-bf16}.log" | tail -6
   fi
 done
+step "small tasks (issue 39): ctr 26 fields x 1M ids, 400k clicks, 4 pservers, 8 trainers, tasks of 250 and 1000 records"
+for records in 1000 250; do
+  small=$(mktemp -d)
+  "$run" pl-gen-clicks --out "$small" --fields 26 --vocab 1000000 --train 400000 --test 10000 \
+    --records_per_chunk "$records" > "$out/small-$records-gen.log" 2>&1
+  timeout 120 "$run" pl-launch --pservers 4 --trainers 8 --data "$small/train.plrec" --passes 1 --progress_every_s 1000 \
+    -- pl-trainer --model ctr --ctr_fields 26 --threads 1 --test_data "$small/test.plrec" --test_limit 2000 \
+    --log_every_s 1000 > "$out/small-$records.log" 2>&1
+  echo "  tasks of $records records: exit $?; $(grep -oE 'job done in [0-9.]+ s' "$out/small-$records.log"); \
+$(grep -E 'INFO trainer-0: per step' "$out/small-$records.log" | sed 's/.*INFO trainer-0: //')"
+  rm -rf "$small"
+done
+step "the master under load (pl-bench-master, 1,000 and 10,000 simulated trainers)"
+PL_BIN_DIR="$bundle/bin" timeout 120 "$run" pl-bench-master --trainers 1000 --tasks 100000 --seconds 4 --modes log,inproc > "$out/master.log" 2>&1
+PL_BIN_DIR="$bundle/bin" timeout 120 "$run" pl-bench-master --trainers 10000 --tasks 1000000 --seconds 4 --modes log >> "$out/master.log" 2>&1
+grep -E '^(log|inproc)' "$out/master.log" | cut -c1-170
 step "a replica's catch-up (bench_replication.py --parts catchup)"
 timeout 240 "$run" python3 "$(dirname "$0")/../bench_replication.py" --build "$bundle" --parts catchup \
   --catchup_reps 1 --catchup_lanes 4 > "$out/catchup.log" 2>&1
