@@ -99,6 +99,20 @@ class OneReplicatedShardTest : public ::testing::Test {
         [&] { return testing::ReadFileOrEmpty(Path("master.log")).find(text) != std::string::npos; }, within);
   }
 
+  // The address of a primary other than `old` once the master names one within
+  // `within`, else "". One Membership reading a check: a call that fails under load
+  // reads "" and never passes for a new primary.
+  std::string NewPrimaryAddress(const std::string& old, std::chrono::seconds within) {
+    std::string next;
+    const bool named = testing::WaitUntil(
+        [&] {
+          next = PrimaryAddress();
+          return !next.empty() && next != old;
+        },
+        within);
+    return named ? next : "";
+  }
+
   // The primary's address, as the master names it to trainers ("" if none).
   std::string PrimaryAddress() {
     auto stub = proto::Master::NewStub(rpc::MakeChannel(master_address_));

@@ -120,11 +120,11 @@ TEST_F(ReplicaFencingTest, PrimaryCutOffFromTheMasterRefusesPushesAndTheBackupTa
 
   // The master promoted the backup, which has all three acknowledged pushes and not
   // the refused one; once the link heals the old primary learns it was taken out.
-  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                                 std::chrono::seconds(20)))
+  const std::string next = NewPrimaryAddress(primary, std::chrono::seconds(20));
+  ASSERT_FALSE(next.empty())
       << testing::ReadFileOrEmpty(Path("master.log"));
   (*relay)->Heal();
-  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(next));
   auto taken_over = PullW(new_stub.get());
   ASSERT_TRUE(taken_over.ok()) << taken_over.status();
   EXPECT_EQ(*taken_over, *acknowledged);
@@ -151,10 +151,10 @@ TEST_F(ReplicaFencingTest, APromotedBackupServesTheFirstPushBeforeItsNextHeartbe
   const std::string primary = primary_address_;
 
   ASSERT_TRUE(primary_->Signal(SIGTERM).ok());  // hands over: the master promotes at once
-  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                                 std::chrono::seconds(5)))
+  const std::string next = NewPrimaryAddress(primary, std::chrono::seconds(5));
+  ASSERT_FALSE(next.empty())
       << testing::ReadFileOrEmpty(Path("master.log"));
-  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(next));
   proto::PushResponse resp;
   grpc::Status pushed = new_stub->Push(rpc::MakeContext(std::chrono::seconds(5)).get(), Push(4), &resp);
   EXPECT_TRUE(pushed.ok()) << pushed.error_message() << "\n" << testing::ReadFileOrEmpty(Path("ps-b.log"));
@@ -188,8 +188,8 @@ TEST_F(ReplicaFencingTest, ASigtermedPrimaryHandsOverAtOnceAndALeavingBackupHold
 
   const auto term = std::chrono::steady_clock::now();
   ASSERT_TRUE(primary_->Signal(SIGTERM).ok());
-  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                                 std::chrono::seconds(5)))
+  const std::string next = NewPrimaryAddress(primary, std::chrono::seconds(5));
+  ASSERT_FALSE(next.empty())
       << "no promotion within 5 s (the lease is 10 s)\n" << testing::ReadFileOrEmpty(Path("master.log"))
       << testing::ReadFileOrEmpty(Path("ps-a.log"));
   std::cout << "[measured] SIGTERM -> promotion "
@@ -201,7 +201,7 @@ TEST_F(ReplicaFencingTest, ASigtermedPrimaryHandsOverAtOnceAndALeavingBackupHold
   EXPECT_THAT(testing::ReadFileOrEmpty(Path("ps-a.log")), HasSubstr("left the shard (primary"));
   EXPECT_THAT(testing::ReadFileOrEmpty(Path("master.log")),
               HasSubstr("its primary is gone (it is shutting down)"));
-  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  auto new_stub = proto::ParameterServer::NewStub(rpc::MakeChannel(next));
   auto taken_over = PullW(new_stub.get());
   ASSERT_TRUE(taken_over.ok()) << taken_over.status();
   EXPECT_EQ(*taken_over, *acknowledged);

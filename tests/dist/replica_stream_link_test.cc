@@ -151,11 +151,11 @@ class ReplicaStreamLinkTest : public OneReplicatedShardTest, public ::testing::W
   StatusOr<Values> KillPrimaryAndPullFromTheNext(const std::string& primary) {
     PL_RETURN_IF_ERROR(primary_->Signal(SIGKILL));
     if (!primary_->WaitFor(std::chrono::seconds(10))) return absl::DeadlineExceededError("the primary did not die");
-    if (!testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                            std::chrono::seconds(20))) {
+    const std::string next = NewPrimaryAddress(primary, std::chrono::seconds(20));
+    if (next.empty()) {
       return absl::DeadlineExceededError("no new primary: " + testing::ReadFileOrEmpty(Path("master.log")));
     }
-    auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+    auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(next));
     StatusOr<Values> taken_over = absl::UnavailableError("not pulled");
     testing::WaitUntil(
         [&] {
@@ -222,7 +222,7 @@ TEST_P(ReplicaStreamLinkTest, EntriesOfEverySizeAndDtypeReachTheBackupWithoutDro
 
   // Promoted, the backup holds exactly what the primary acknowledged.
   StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
-  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status() << "\n" << testing::ReadFileOrEmpty(Path("master.log"));
   EXPECT_EQ(taken_over->a, acknowledged->a);
   EXPECT_EQ(taken_over->b, acknowledged->b);
 }
@@ -283,7 +283,7 @@ TEST_P(ReplicaStreamLinkTest, EntriesThatQueueBehindACallGoInTheNextOneTogether)
 
   // Promoted, the backup holds exactly what the primary acknowledged.
   StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
-  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status() << "\n" << testing::ReadFileOrEmpty(Path("master.log"));
   EXPECT_EQ(taken_over->a, acknowledged->a);
   EXPECT_EQ(taken_over->b, acknowledged->b);
 }
@@ -305,7 +305,7 @@ TEST_P(ReplicaStreamLinkTest, ABackupApplyingBehindItsAcknowledgementsIsNotWritt
   ASSERT_TRUE(stub->Stats(rpc::MakeContext(std::chrono::seconds(3)).get(), {}, &stats).ok());
   EXPECT_EQ(stats.stream_calls_rung(), shm() ? 8 : 0);
   StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
-  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status() << "\n" << testing::ReadFileOrEmpty(Path("master.log"));
   for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(taken_over->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
   for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(taken_over->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
 }
@@ -353,7 +353,7 @@ TEST_P(ReplicaStreamLinkTest, EntriesQueuedForAJoinerOutliveTheCallsTheyCameIn) 
       << testing::ReadFileOrEmpty(Path("master.log"));
 
   StatusOr<Values> taken_over = KillPrimaryAndPullFromTheNext(primary);
-  ASSERT_TRUE(taken_over.ok()) << taken_over.status();
+  ASSERT_TRUE(taken_over.ok()) << taken_over.status() << "\n" << testing::ReadFileOrEmpty(Path("master.log"));
   for (int64_t i = 0; i < kA; ++i) ASSERT_NEAR(taken_over->a[i], expected.a[i], 1e-5) << "a[" << i << "]";
   for (int64_t i = 0; i < kB; ++i) ASSERT_NEAR(taken_over->b[i], expected.b[i], 1e-5) << "b[" << i << "]";
 }

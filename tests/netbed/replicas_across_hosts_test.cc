@@ -128,10 +128,9 @@ TEST_P(ReplicasAcrossHostsTest, TheStreamGoesOverADenseLinkAndThePromotedBackupH
     ASSERT_TRUE(primary_->Signal(SIGKILL).ok());
   }
   ASSERT_TRUE(primary_->WaitFor(std::chrono::seconds(10)));
-  ASSERT_TRUE(testing::WaitUntil([&] { return !PrimaryAddress().empty() && PrimaryAddress() != primary; },
-                                 std::chrono::seconds(20)))
-      << testing::ReadFileOrEmpty(Path("master.log"));
-  auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(PrimaryAddress()));
+  const std::string next = NewPrimaryAddress(primary, std::chrono::seconds(20));
+  ASSERT_FALSE(next.empty()) << testing::ReadFileOrEmpty(Path("master.log"));
+  auto promoted = proto::ParameterServer::NewStub(rpc::MakeChannel(next));
   StatusOr<std::vector<float>> taken_over = absl::UnavailableError("not pulled");
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
