@@ -1,6 +1,15 @@
 // Adam: m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
 //       p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)   (g' = g + wd p).
 // Two slots: m, v, from 0; t is the block's (or row's) own step count.
+//
+// A gradient that is the mean of k pushes (a sync step of k trainers, UpdateBlock::
+// averaged) carries 1/k of one push's noise variance. v keeps k g'^2, the noise of one
+// push, and the step divides it by k again: with k constant this is Adam exactly (up to
+// rounding; k = 1 is bit for bit), and when a trainer leaves a sync job, v is not
+// calibrated to the quieter steps of more trainers. Without this each step after the
+// change was up to sqrt(k_before / k_after) too large until v caught up (~1 / (1 - b2)
+// steps), and the job's final accuracy fell the more the later a trainer left
+// (benchmarks/README.md, issue 40's sync chaos).
 #include <algorithm>
 #include <cmath>
 
@@ -45,6 +54,18 @@ void ApplyAdam(const OptimizerParams& o, const UpdateBlock& b) {
   // The bias corrections in double, then rounded to float (the GPU kernel does the same).
   const BiasCorrections& bc = CorrectionsFor(b1, b2, std::max<int64_t>(b.step, 1));
   const float c1 = bc.c1, c2 = bc.c2;
+  if (b.averaged != 1.0f) {
+    const float k = b.averaged, c2_per_push = c2 / k;
+    for (int64_t i = 0; i < b.n; ++i) {
+      const float gi = g[i] + wd * p[i];
+      const float mi = b1 * m[i] + a1 * gi;
+      const float vi = b2 * v[i] + a2 * (k * (gi * gi));
+      m[i] = mi;
+      v[i] = vi;
+      p[i] -= lr * (mi * c1) / (std::sqrt(vi * c2_per_push) + eps);
+    }
+    return;
+  }
   if (wd == 0.0f) {
     for (int64_t i = 0; i < b.n; ++i) {
       const float gi = g[i];

@@ -49,6 +49,10 @@ struct UpdateBlock {
   int64_t n;
   int64_t step;        // 1-based count of updates these elements received, this one included
   int64_t state_stride;
+  // How many pushes `grad` is the mean of (a sync step's contributors; 1 otherwise).
+  // Rules that track the gradient's noise (adam's v) keep it per push, so a step that
+  // averages fewer trainers than the last is not taken as less noisy (adam.cc).
+  float averaged = 1.0f;
 };
 
 struct HyperParam {
@@ -108,16 +112,17 @@ class UpdateRule {
   // every replica of a pserver and the Python bindings compute the same bits. A caller
   // applying many small blocks (sparse rows) keeps its own ScopedFlushDenormals around
   // the loop, which makes this one free.
-  void Apply(float* param, const float* grad, float* state, int64_t n, int64_t step,
-             int64_t state_stride) const {
+  // `averaged`: UpdateBlock::averaged.
+  void Apply(float* param, const float* grad, float* state, int64_t n, int64_t step, int64_t state_stride,
+             float averaged = 1.0f) const {
     ScopedFlushDenormals flush;
     if (schedule_ == nullptr) {
-      def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride});
+      def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride, averaged});
       return;
     }
     OptimizerParams scheduled = params_;
     scheduled.learning_rate = RateAt(step);
-    def_->apply(scheduled, UpdateBlock{param, grad, state, n, step, state_stride});
+    def_->apply(scheduled, UpdateBlock{param, grad, state, n, step, state_stride, averaged});
   }
   // The rate of an update with 1-based `step` (the base rate without a schedule).
   float RateAt(int64_t step) const {

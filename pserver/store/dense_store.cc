@@ -202,8 +202,10 @@ void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool 
   });
 }
 
-void DenseStore::ApplyAccumulated(float scale, const UpdateRule& rule) {
+void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule) {
   absl::ReaderMutexLock l(&mu_);
+  const int k = std::max(contributors, 1);
+  const float scale = 1.0f / static_cast<float>(k);
   std::vector<DenseBlock*> blocks;
   int64_t floats = 0;
   for (auto& [name, p] : params_) {
@@ -222,7 +224,7 @@ void DenseStore::ApplyAccumulated(float scale, const UpdateRule& rule) {
     if (blk->accum_delta) {
       for (int64_t j = 0; j < blk->n; ++j) value[j] += g[j];
     } else {
-      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n);
+      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n, static_cast<float>(k));
     }
     blk->has_accum = false;
   });

@@ -76,9 +76,10 @@ class DenseStore {
   // Sync: adds resolved blocks' gradients (`delta`: parameter changes) to the current
   // step's sums. A step's first push to a block decides which its sum holds.
   static void Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool delta);
-  // Sync: applies the step's sums times `scale` (the optimizer's step for gradients;
-  // added as they are for changes), and clears them.
-  void ApplyAccumulated(float scale, const UpdateRule& rule);
+  // Sync: applies the mean of the step's sums over its `contributors` (the optimizer's
+  // step for gradients, told how many pushes the mean is of; added as they are for
+  // changes), and clears them.
+  void ApplyAccumulated(int contributors, const UpdateRule& rule);
   // The pull's blocks into `frame`, or with `dense_out` block i to dense_out(i, n), after
   // checking all of them. Async blocks are sent in place; sync ones are copied under
   // their lock.

@@ -197,9 +197,10 @@ void ShardStore::Accumulate(const ResolvedPush& push) {
 
 void ShardStore::ApplyAccumulated(int contributors) {
   absl::ReaderMutexLock l(&mu_);
-  const float scale = 1.0f / static_cast<float>(std::max(contributors, 1));
-  dense_.ApplyAccumulated(scale, *rule_);
-  sparse_.ApplyAccumulated(scale);
+  dense_.ApplyAccumulated(contributors, *rule_);
+  // Sparse rows take the plain mean: a row's pushes in a step are its own count, not
+  // the step's contributors, so no noise scale follows from it.
+  sparse_.ApplyAccumulated(1.0f / static_cast<float>(std::max(contributors, 1)));
 }
 
 Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out) {

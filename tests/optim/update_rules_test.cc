@@ -9,6 +9,7 @@
 #include "paddle_like/core/flush_denormals.h"
 #include "paddle_like/nn/linear.h"
 #include "paddle_like/optim/optimizer.h"
+#include "paddle_like/optim/optimizer_registry.h"
 
 namespace pl {
 namespace {
@@ -68,6 +69,45 @@ TEST(UpdateRulesTest, AdamTwoSteps) {
   const double m = 0.9 * 0.2 + 0.1 * -1.0, v = 0.999 * 0.004 + 0.001 * 1.0;
   const double mhat = m / (1 - 0.81), vhat = v / (1 - 0.999 * 0.999);
   EXPECT_NEAR(p[0], 0.9 - 0.1 * mhat / (std::sqrt(vhat) + 1e-8), 1e-6);
+}
+
+// A sync step's gradient is the mean of k pushes (UpdateBlock::averaged). Adam keeps v
+// per push (k g^2) and divides it by k again: with k constant that is Adam on the mean
+// (up to rounding); k = 1 is the plain step bit for bit; and v carried over from steps of
+// 3 trainers makes a step of 2 the size Adam calibrated to 2 would take, not larger.
+TEST(UpdateRulesTest, AdamKeepsItsSecondMomentPerPushOfASyncStepsMean) {
+  auto rule = UpdateRule::Create(Spec(OptimizerKind::kAdam, 0.1f));
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto run = [&](const std::vector<float>& grads, const std::vector<float>& averaged, float* v_out = nullptr) {
+    float p[1] = {1.0f}, st[2];
+    rule->InitSlots(st, 1);
+    for (size_t t = 0; t < grads.size(); ++t) {
+      rule->Apply(p, &grads[t], st, 1, static_cast<int64_t>(t) + 1, 1, averaged[t]);
+    }
+    if (v_out != nullptr) *v_out = st[1];
+    return p[0];
+  };
+  const std::vector<float> g = {2.0f, -1.0f, 0.5f};
+  // k = 1: the plain step, bit for bit (the hand computation is AdamTwoSteps').
+  float plain_p[1] = {1.0f}, plain_st[2];
+  rule->InitSlots(plain_st, 1);
+  for (size_t t = 0; t < g.size(); ++t) rule->Apply(plain_p, &g[t], plain_st, 1, static_cast<int64_t>(t) + 1, 1);
+  EXPECT_EQ(run(g, {1, 1, 1}), plain_p[0]);
+  // k = 3 throughout: v holds 3 g^2, the step is Adam's on the mean.
+  float v3 = 0;
+  EXPECT_NEAR(run(g, {3, 3, 3}, &v3), plain_p[0], 1e-6);
+  EXPECT_NEAR(v3, 3.0 * plain_st[1], 1e-9);
+  // Two steps of 3 trainers, then one of 2, by hand: v = b2 v + (1 - b2) k g^2, and the
+  // step divides v^ by the step's own k.
+  double m = 0, v = 0, p = 1.0;
+  const double ks[3] = {3, 3, 2};
+  for (int t = 0; t < 3; ++t) {
+    m = 0.9 * m + 0.1 * g[t];
+    v = 0.999 * v + 0.001 * ks[t] * g[t] * g[t];
+    const double mhat = m / (1 - std::pow(0.9, t + 1)), vhat = v / (1 - std::pow(0.999, t + 1));
+    p -= 0.1 * mhat / (std::sqrt(vhat / ks[t]) + 1e-8);
+  }
+  EXPECT_NEAR(run(g, {3, 3, 2}), p, 1e-6);
 }
 
 // A parameter whose gradient stays zero (a pixel that is always black) has Adam's first
