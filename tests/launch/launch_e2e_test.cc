@@ -139,7 +139,7 @@ TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
   ASSERT_NO_FATAL_FAILURE(MakeData(2000, 100));
   const std::string fifo = dir_.path() + "/control";
   Launch({"--pservers", "1", "--trainers", "0", "--control", fifo, "--leave_grace_ms", "300"},
-         {"/bin/sh", "-c", "trap '' USR1; exec sleep 60"});
+         {"/bin/sh", "-c", "trap '' USR1; echo ignoring SIGUSR1; exec sleep 60"});
   ASSERT_TRUE(WaitForOutput("waiting for a trainer target", seconds(30))) << Output();
   auto send = [&](const std::string& line) {
     int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
@@ -152,6 +152,9 @@ TEST_F(LaunchE2ETest, ScaleOnTheControlFifoSetsATargetTheLauncherFollows) {
   send("scale 2\n");
   ASSERT_TRUE(WaitForOutput("started trainer-1", seconds(30))) << Output();
   EXPECT_THAT(Output(), HasSubstr("trainer target unset -> 2 (pl-launch control)"));
+  // Not before the shell ignores SIGUSR1: a signal that came first would end it (its
+  // default action), which once happened under load 1 ms after the start.
+  ASSERT_TRUE(WaitForOutput("[trainer-1] ignoring SIGUSR1", seconds(30))) << Output();
   send("scale 1\n");
   ASSERT_TRUE(WaitForOutput("SIGUSR1 trainer-1", seconds(30))) << Output();
   ASSERT_TRUE(WaitForOutput("its task did not end within --leave_grace_ms 300", seconds(30))) << Output();
