@@ -44,7 +44,21 @@ StatusOr<Resp> Master::Run(proto::MasterEvent event, Body body) {
   return std::move(done.result);
 }
 
-Status Master::Durable(int64_t ticket) { return journal_->Sync(ticket); }
+Status Master::Durable(int64_t ticket) {
+  if (ticket < 0) return absl::OkStatus();
+  const int64_t start = options_.monotonic_ms();
+  std::multiset<int64_t>::iterator wait;
+  {
+    std::lock_guard<std::mutex> l(durable_mu_);
+    wait = durable_waits_.insert(start);
+  }
+  Status stored = journal_->Sync(ticket);
+  const int64_t took = options_.monotonic_ms() - start;
+  std::lock_guard<std::mutex> l(durable_mu_);
+  durable_waits_.erase(wait);
+  if (start >= durable_counted_from_) durable_stalled_ms_ = std::max(durable_stalled_ms_, took);
+  return stored;
+}
 
 Status Master::ExpireNow() {
   proto::MasterEvent event;

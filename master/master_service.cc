@@ -201,6 +201,7 @@ void Master::ExpireLocked() {
   int64_t now_ms = pinned_->load();
   int64_t stall_now_ms = 0;
   int64_t gap_ms = 0;
+  int64_t storage_ms = 0;
   if (replaying_) {
     stall_now_ms = current_->stall_now_ms();
   } else {
@@ -208,7 +209,26 @@ void Master::ExpireLocked() {
     gap_ms = last_expiry_ms_ < 0 ? 0 : mono_ms - last_expiry_ms_;
     last_expiry_ms_ = mono_ms;
     const int64_t stalled_ms = std::max<int64_t>(4 * options_.expire_interval_ms, options_.pserver_lease_ms / 2);
-    if (options_.expire_interval_ms > 0 && gap_ms > stalled_ms) {
+    // The storage: a wait in flight this long holds renewals' answers (a pserver sends
+    // its next heartbeat once the last is answered), so no lease is judged now; one that
+    // took this long gives every lease a full term, as a stall of the master does.
+    // A stall of the master explains the waits that spanned it: only later ones count.
+    const bool master_stalled = options_.expire_interval_ms > 0 && gap_ms > stalled_ms;
+    {
+      std::lock_guard<std::mutex> l(durable_mu_);
+      if (master_stalled) {
+        durable_counted_from_ = mono_ms;
+        durable_stalled_ms_ = 0;
+      }
+      auto oldest = durable_waits_.lower_bound(durable_counted_from_);
+      if (oldest != durable_waits_.end() && mono_ms - *oldest > stalled_ms) {
+        current_->set_stall_now_ms(-1);
+        return;
+      }
+      storage_ms = std::exchange(durable_stalled_ms_, 0);
+    }
+    if (storage_ms <= stalled_ms) storage_ms = 0;
+    if (master_stalled || storage_ms > 0) {
       stall_now_ms = options_.now_ms();
       current_->set_stall_now_ms(stall_now_ms);
     }
@@ -219,8 +239,11 @@ void Master::ExpireLocked() {
     pinned_->store(now_ms);  // the rest of the call acts after the stall too
     membership_.ExtendLeases(now_ms + membership_.lease_ms(), now_ms + options_.pserver_lease_ms);
     queue_.ExtendLeases(now_ms + membership_.lease_ms());
-    Log(absl::StrCat("the master did not run for ", gap_ms, " ms (stopped or starved): every lease gets a full "
-                     "term from now rather than expiring"));
+    Log(storage_ms > 0 ? absl::StrCat("the master's storage took ", storage_ms, " ms to make a change durable (the "
+                                      "answers to renewals waited for it): every lease gets a full term from now "
+                                      "rather than expiring")
+                       : absl::StrCat("the master did not run for ", gap_ms, " ms (stopped or starved): every lease "
+                                      "gets a full term from now rather than expiring"));
   }
   for (int64_t id : membership_.ExpireTrainers(now_ms)) {
     expiry_changed_ = true;

@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +224,14 @@ class Master {
   // guarded by mu_: when leases were last judged (monotonic_ms; -1: not yet)
   int64_t last_expiry_ms_ = -1;
   bool stopping_ = false;      // guarded by mu_
+  // Waits for the storage (Durable) in flight, by start (monotonic_ms), and the longest
+  // finished wait not yet seen by a lease check: a storage that stalls (a slow fsync, an
+  // etcd election) holds the answers to every renewal, so leases are not judged while
+  // it stalls, and each gets a full term after it.
+  mutable std::mutex durable_mu_;
+  std::multiset<int64_t> durable_waits_;  // guarded by durable_mu_
+  int64_t durable_stalled_ms_ = 0;        // guarded by durable_mu_
+  int64_t durable_counted_from_ = 0;      // guarded by durable_mu_: waits from then on count
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
