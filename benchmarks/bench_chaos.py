@@ -16,13 +16,14 @@ with no checkpoint the shard starts over, exit 3). The summary counts runs that
 finished, finished within 3x the fault-free time, and kept the accuracy within 0.01.
 
     /usr/bin/python3 benchmarks/bench_chaos.py [--build build] [--modes sync,async]
-        [--seeds 20] [--faults 12] [--baseline_runs 3] [--limit_s 300] [--test_limit 10000]
+        [--seeds 20 | --seed_list 7,10] [--faults 12] [--baseline_runs 3] [--limit_s 300] [--test_limit 10000]
         [--checkpoint_every_s 0] [--kinds trainer,primary,backup,master]
 """
 import argparse
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -103,6 +104,8 @@ def main():
     p.add_argument("--data", default=None, help="the prepared data directory (default: BUILD/data)")
     p.add_argument("--modes", default="sync,async")
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--seed_list", default="", help="these seeds (comma-separated) instead of 1..--seeds")
+    p.add_argument("--keep_logs", default="", help="a directory to copy each run's launch.log into")
     p.add_argument("--faults", type=int, default=12)
     p.add_argument("--baseline_runs", type=int, default=3)
     p.add_argument("--limit_s", type=float, default=300)
@@ -112,6 +115,7 @@ def main():
     p.add_argument("--kinds", default="trainer,primary,backup,master",
                    help="the faults sent (the others of the seed's schedule are skipped): to tell their effects apart")
     a = p.parse_args()
+    seeds = [int(x) for x in a.seed_list.split(",")] if a.seed_list else list(range(1, a.seeds + 1))
     extra = dict(test_limit=a.test_limit, checkpoint_every_s=a.checkpoint_every_s, kinds=a.kinds.split(","))
     data = a.data or os.path.join(a.build, "data")
     for mode in a.modes.split(","):
@@ -126,10 +130,13 @@ def main():
             print("%s fault-free: %s s; accuracy %s (mean %.4f)" % (
                 mode, ", ".join("%.1f" % r["wall"] for r in base), ", ".join(str(r["acc"]) for r in base), base_acc))
             finished = within_time = within_acc = 0
-            for seed in range(1, a.seeds + 1):
-                d = os.path.join(tmp, "seed%d" % seed)
+            for run, seed in enumerate(seeds):
+                d = os.path.join(tmp, "run%d_seed%d" % (run, seed))
                 os.makedirs(d)
                 r = run_job(a.build, data, mode, seed, a.faults, a.limit_s, d, **extra)
+                if a.keep_logs:
+                    os.makedirs(a.keep_logs, exist_ok=True)
+                    shutil.copy(os.path.join(d, "launch.log"), os.path.join(a.keep_logs, "%s_run%d_seed%d.log" % (mode, run, seed)))
                 ok = r["rc"] in (0, 3) and r["every_chunk"] and (r["rc"] == 0) == (r["both_lost"] == 0)
                 finished += ok
                 within_time += ok and r["wall"] <= 3 * base_wall
@@ -140,7 +147,7 @@ def main():
                           mode, seed, r["faults"], r["rc"], r["wall"], r["wall"] / base_wall, r["every_chunk"],
                           r["acc"], delta if delta is not None else float("nan"), r["both_lost"]), flush=True)
             print("%s: finished %d/%d, within 3x the fault-free time %d/%d, accuracy within 0.01 %d/%d" % (
-                mode, finished, a.seeds, within_time, a.seeds, within_acc, a.seeds), flush=True)
+                mode, finished, len(seeds), within_time, len(seeds), within_acc, len(seeds)), flush=True)
 
 
 if __name__ == "__main__":

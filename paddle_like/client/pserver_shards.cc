@@ -98,10 +98,14 @@ Status PserverShards::CallWithRetry(int i, const Attempt& attempt,
       // A pserver restarted without a checkpoint knows no parameters: recreate them
       // (deterministically, so every trainer agrees) and try again.
       reinitialised = true;
-      Status init = InitShard(shard);
+      bool created = false;
+      Status init = InitShard(shard, &created);  // logs what it did when it created them
       if (init.ok()) {
-        log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") had no parameters (", s.message(),
-                                  "): initialised it again from the seed; what it had learned is lost"));
+        if (!created) {
+          log::Warning(absl::StrCat("pserver ", i, " (", shard.address, ") had no parameters (", s.message(),
+                                    "): another trainer had initialised it again; continuing at its version ",
+                                    shard.version));
+        }
         AlignSyncStep(i, shard, /*waited_in_vain=*/true);
         continue;
       }
@@ -118,13 +122,8 @@ Status PserverShards::CallWithRetry(int i, const Attempt& attempt,
       Status r = Resolve(i);
       (void)r;  // a failed lookup is retried with the call
     }
-    bool created = false;
-    if (options_->sync && InitShard(shard, &created).ok()) {
-      if (created) {
-        log::Warning(absl::StrCat("pserver ", i, " (", shard.address,
-                                  ") came back with no parameters: initialised it again from the seed; what it had "
-                                  "learned is lost"));
-      }
+    // A shard that came back with no parameters is made again here (InitShard logs it).
+    if (options_->sync && InitShard(shard).ok()) {
       AlignSyncStep(i, shard, /*waited_in_vain=*/absl::IsDeadlineExceeded(s));
     }
   }
@@ -161,12 +160,53 @@ Status PserverShards::ForEachShard(const std::function<Status(int)>& fn) {
 }
 
 Status PserverShards::InitShard(PserverShard& shard, bool* created) {
+  // What this trainer's copy of the shard has learned: 0 before its first exchange.
+  const int64_t seen = shard.version;
+  proto::InitRequest request = init_request_;  // shards are initialised in parallel
+  request.set_learned_version(seen);
   proto::InitResponse resp;
   auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_->call_timeout)));
-  PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), init_request_, &resp)));
+  PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), request, &resp)));
   if (created != nullptr) *created = resp.created();
   shard.version = resp.version();
   shard.wait_version = resp.version();
+  if (resp.restore_ticket() != 0) {
+    // The shard lost every copy and was made again from the seed (by this call or
+    // another trainer's): give it this trainer's copy of its values instead, which in
+    // sync mode is the last step's.
+    const Status restored = RestoreShard(shard, resp.restore_ticket(), seen);
+    log::Warning(restored.ok()
+                     ? absl::StrCat("pserver ", shard.index, " (", shard.address,
+                                    ") had lost its parameters: gave it this trainer's copy of them (version ", seen,
+                                    "); its optimizer state and sparse rows start over")
+                     : absl::StrCat("pserver ", shard.index, " (", shard.address,
+                                    ") had lost its parameters; this trainer's copy could not replace the seed's: ",
+                                    restored.message()));
+  } else if (resp.created() && seen > 0) {
+    log::Warning(absl::StrCat("pserver ", shard.index, " (", shard.address,
+                              ") had lost its parameters: initialised it again from the seed; what it had learned is "
+                              "lost"));
+  }
+  return absl::OkStatus();
+}
+
+Status PserverShards::RestoreShard(PserverShard& shard, uint64_t ticket, int64_t version) {
+  proto::InitRequest request;
+  request.set_restore_ticket(ticket);
+  request.set_learned_version(version);
+  for (const DenseSlot& slot : shard.slots) {
+    PL_ASSIGN_OR_RETURN(Parameter * p, keys_->Find(slot.param));
+    const float* values = p->var.value().f32() + int64_t{slot.block} * kDefaultBlockSize;
+    proto::DenseBlock& b = *request.add_restore();
+    b.set_param(slot.param);
+    b.set_block(slot.block);
+    b.set_values(reinterpret_cast<const char*>(values), slot.n * sizeof(float));
+  }
+  if (request.restore_size() == 0) return absl::OkStatus();  // a shard of sparse rows only
+  proto::InitResponse resp;
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(absl::ToInt64Milliseconds(options_->call_timeout)));
+  PL_RETURN_IF_ERROR(rpc::FromGrpc(shard.stub->Init(ctx.get(), request, &resp)));
+  if (!resp.restored()) return absl::InternalError("the pserver did not say it took the values");
   return absl::OkStatus();
 }
 

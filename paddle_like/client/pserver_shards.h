@@ -89,8 +89,13 @@ class PserverShards {
   // Updates the address and stub of shard `only` (-1: all) from the master.
   Status Resolve(int only = -1);
   Status ResolveWithRetry();
-  // `created`: whether this call created the shard's parameters (it had none).
+  // `created`: whether this call created the shard's parameters (it had none). A shard
+  // that lost every copy and was created again gives the first trainer with a learned
+  // copy a ticket; that trainer sends its copy of the dense values (RestoreShard).
   Status InitShard(PserverShard& shard, bool* created = nullptr);
+  // Sends the shard's dense blocks as this trainer holds them, with the ticket its
+  // creating Init returned (`version`: what the copy had seen, for the pserver's log).
+  Status RestoreShard(PserverShard& shard, uint64_t ticket, int64_t version);
   // Sync mode, after a shard was initialised again or found anew: the pending push and
   // pull follow the shard's step when it is behind this trainer's (beyond the one step
   // a replica that just took over may lag, unless `waited_in_vain`: a pull's deadline

@@ -57,7 +57,11 @@ grpc::Status PserverService::Init(grpc::ServerContext* context, const proto::Ini
     log::Warning(absl::StrCat("Init refused: ", result.status().message()));
     return rpc::ToGrpc(result.status());
   }
-  if (result->created()) {
+  if (result->restored()) {
+    log::Warning(absl::StrCat("restored ", request->restore_size(), " dense blocks from a trainer's copy (of version ",
+                              request->learned_version(), ") in place of the seed's values: this shard had lost every "
+                              "copy; its optimizer state and sparse rows start over"));
+  } else if (result->created()) {
     log::Info(absl::StrCat("initialised ", request->params_size(),
                           " parameters (", request->sync() ? "sync" : "async", ", seed ",
                           request->seed(), ")"));

@@ -307,6 +307,40 @@ Status DenseStore::Visit(ShardVisitor* v, int slots) const {
   return absl::OkStatus();
 }
 
+StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks, int slots,
+                                      const WhyNot& why) {
+  std::vector<DenseBlock*> found;
+  found.reserve(blocks.size());
+  for (const proto::DenseBlock& b : blocks) {
+    PL_ASSIGN_OR_RETURN(DenseBlock * blk, Find(b.param(), b.block(), why));
+    const std::string what = absl::StrCat("restore: parameter '", b.param(), "' block ", b.block());
+    if (!b.bf16_values().empty() || static_cast<int64_t>(b.values().size()) != blk->n * 4) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " carries ", b.values().size(),
+                                                     " bytes of float32 values; the block holds ", blk->n,
+                                                     " floats (", blk->n * 4, " bytes)"));
+    }
+    for (int64_t i = 0; i < blk->n; ++i) {
+      float v;
+      std::memcpy(&v, b.values().data() + 4 * i, 4);
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " has a non-finite value (", v, ") at element ", i));
+      }
+    }
+    found.push_back(blk);
+  }
+  int64_t floats = 0;
+  for (int i = 0; i < blocks.size(); ++i) {
+    DenseBlock* blk = found[i];
+    absl::MutexLock bl(&blk->mu);
+    float* data = blk->Writable(slots);
+    std::memcpy(data, blocks[i].values().data(), blk->n * 4);
+    std::fill(data + blk->n, data + (1 + slots) * blk->n, 0.0f);
+    blk->step = 0;
+    floats += blk->n;
+  }
+  return floats;
+}
+
 absl::Span<float> DenseStore::LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t step, int slots) {
   absl::ReaderMutexLock l(&mu_);
   auto pit = params_.find(name);

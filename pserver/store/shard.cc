@@ -24,6 +24,7 @@ void ParameterShard::Shutdown() {
 }
 
 StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& request) {
+  if (request.restore_size() > 0 || request.restore_ticket() != 0) return Restore(request);
   bool created = false;
   if (hook_ != nullptr) {
     int64_t position = 0;
@@ -40,6 +41,36 @@ StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& req
   }
   proto::InitResponse response;
   response.set_created(created);
+  if (created) restore_ticket_.Open(absl::Now());
+  // A trainer whose copy learned something, at a shard made again from the seed.
+  if (request.learned_version() > 0) response.set_restore_ticket(restore_ticket_.Issue(absl::Now()));
+  response.set_version(clock_.version());
+  return response;
+}
+
+StatusOr<proto::InitResponse> ParameterShard::Restore(const proto::InitRequest& request) {
+  if (request.restore_size() == 0) {
+    return absl::InvalidArgumentError("an Init with a restore ticket carries no values to restore");
+  }
+  PL_RETURN_IF_ERROR(store_.CheckInitialized());
+  PL_RETURN_IF_ERROR(restore_ticket_.Redeem(request.restore_ticket(), absl::Now()));
+  if (hook_ != nullptr) {
+    // A replicated primary: the backups take the same values at the same point.
+    int64_t position = 0;
+    PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
+    {
+      absl::MutexLock order(&order_mu_);
+      PL_RETURN_IF_ERROR(hook_->CheckPrimary());
+      PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
+      PL_ASSIGN_OR_RETURN(position, hook_->ForwardInit(request));
+    }
+    PL_RETURN_IF_ERROR(hook_->WaitAcked(position, absl::Now() + absl::Seconds(30)));
+  } else {
+    absl::MutexLock order(&order_mu_);  // a snapshot sees the restore whole or not at all
+    PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
+  }
+  proto::InitResponse response;
+  response.set_restored(true);
   response.set_version(clock_.version());
   return response;
 }

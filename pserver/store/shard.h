@@ -48,6 +48,7 @@
 #include "pserver/store/async_applier.h"
 #include "pserver/store/push_ledger.h"
 #include "pserver/store/replication_hook.h"
+#include "pserver/store/restore_ticket.h"
 #include "pserver/store/shard_serializer.h"
 #include "pserver/store/shard_snapshot.h"
 #include "pserver/store/shard_storage.h"
@@ -90,6 +91,10 @@ class ParameterShard {
   // Creates the blocks and rows' tables this shard owns that do not exist yet. The
   // first call fixes the optimizer, seed and mode; a later call with a different one,
   // or a parameter of the same name with another shape/dim, is FAILED_PRECONDITION.
+  // Once it is created, the first call from a trainer whose copy learned something
+  // gets a restore ticket (restore_ticket.h); a request with that ticket and `restore`
+  // blocks puts that copy of the values in place of the seed's (response.restored),
+  // once, checked whole first.
   StatusOr<proto::InitResponse> Init(const proto::InitRequest& request);
 
   // Fills `response` with the requested blocks and rows, after waiting (until
@@ -200,6 +205,8 @@ class ParameterShard {
 
  private:
   friend class ShardSnapshotTestAccess;  // sizes a snapshot's buffer apart from taking it
+  // Init with a restore ticket: the creator's values in place of the seed's.
+  StatusOr<proto::InitResponse> Restore(const proto::InitRequest& request);
   // The push pipeline's steps.
   Status Validate(PendingPush* push, bool sync, const DenseDestination& write_back);
   int64_t ApplyNow(const PendingPush& push);
@@ -225,6 +232,7 @@ class ParameterShard {
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_rejected_{0};
   NormGuard norm_guard_;
+  RestoreTicket restore_ticket_;
   std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};

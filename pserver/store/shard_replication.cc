@@ -122,7 +122,11 @@ StatusOr<int64_t> ParameterShard::FollowPush(PushFrame frame) {
   return clock_.Advance();
 }
 
-Status ParameterShard::FollowInit(const proto::InitRequest& request) { return store_.Init(request).status(); }
+Status ParameterShard::FollowInit(const proto::InitRequest& request) {
+  // The primary's restore (it checked the ticket and the values) is applied as it is.
+  if (request.restore_size() > 0) return store_.RestoreDense(request.restore()).status();
+  return store_.Init(request).status();
+}
 
 void ParameterShard::FollowStepComplete(int contributors) {
   barrier_.CompleteNow([this, contributors](int) { store_.ApplyAccumulated(contributors); });

@@ -81,6 +81,9 @@ class ShardStore {
   // nothing. A backup passes false for its primary's stream: the primary checked and
   // applied each push, so a replica must apply it as is, never refuse it.
   Status Resolve(const PushFrame& frame, ResolvedPush* out, bool check_finite = true) const;
+  // DenseStore::Restore on this shard's blocks, after Init: a trainer's copy of their
+  // values in place of the seed's. Returns the floats written.
+  StatusOr<int64_t> RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks);
   // Async: applies a resolved push with each block's and row's own step count, and
   // writes each block's new values to its write_back, if any.
   void Apply(const ResolvedPush& push);

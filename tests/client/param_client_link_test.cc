@@ -169,8 +169,9 @@ TEST_F(LinkedPserver, APushWhoseShardMovesGoesToTheNewPserverWithItsOwnGradients
   server_.reset();
   address_ = absl::StrCat("127.0.0.1:", port);
   ASSERT_TRUE(Step(*c, m, 1.0f).ok());
-  // The new pserver was initialised afresh (it had no parameters) and applied this push.
-  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 0.5f));
+  // The new pserver had no parameters: this trainer's Init made them and gave it its
+  // copy (which had learned the first step), and it applied this push on top.
+  ASSERT_NO_FATAL_FAILURE(ExpectShifted(m, reference, 1.0f));
   EXPECT_EQ(moved_shard.Counters().pushes_applied, 1);
   moved_shard.Shutdown();
   (*moved_server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
