@@ -188,6 +188,7 @@ struct SideRun {
   bool ok = false;
   double rate = 0;
   double compute_ms = 0, exchange_ms = 0, hidden_ms = 0;
+  double other_ms = 0, data_ms = 0, master_ms = 0;  // other: what is neither (of it: reading tasks, the master)
   double accuracy = -1;
 };
 
@@ -236,6 +237,9 @@ SideRun Job(const Options& o, int trainers, int pservers, const std::vector<std:
   r.compute_ms = LastNumberAfter(text, R"(per step: ([\d.]+) ms computing)");
   r.exchange_ms = LastNumberAfter(text, R"(ms computing, ([\d.]+) ms exchanging)");
   r.hidden_ms = std::max(0.0, LastNumberAfter(text, R"(([\d.]+) ms exchanging in the background)"));
+  r.other_ms = LastNumberAfter(text, R"(ms exchanging parameters, (-?[\d.]+) ms other)");
+  r.data_ms = LastNumberAfter(text, R"(ms other \(([\d.]+) ms reading tasks)");
+  r.master_ms = LastNumberAfter(text, R"(ms reading tasks, ([\d.]+) ms in the master)");
   r.accuracy = LastNumberAfter(text, R"(final test accuracy: ([\d.]+))");
   return r;
 }
@@ -285,10 +289,10 @@ void RunSideBySide(const Options& o) {
       const SideRun job = Job(o, t, p, flags, o.passes, tag);
       if (!job.ok) continue;
       ReportLine("    " + name, job.rate, "samples/s", one.rate, "samples/s", "one process, same run", job.rate / one.rate);
-      std::printf("      per step: %.2f ms computing, %.2f ms exchanging, %.2f ms exchanging hidden; "
-                  "test accuracy %.4f (one process %.4f, %+.4f)\n",
-                  job.compute_ms, job.exchange_ms, job.hidden_ms, job.accuracy, one.accuracy,
-                  job.accuracy - one.accuracy);
+      std::printf("      per step: %.2f ms computing, %.2f ms exchanging, %.2f ms exchanging hidden, %.2f ms other "
+                  "(%.2f reading tasks, %.2f in the master's calls); test accuracy %.4f (one process %.4f, %+.4f)\n",
+                  job.compute_ms, job.exchange_ms, job.hidden_ms, job.other_ms, job.data_ms, job.master_ms,
+                  job.accuracy, one.accuracy, job.accuracy - one.accuracy);
     }
   }
 }

@@ -146,6 +146,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   const process::CpuTimes cpu_at_start = process::SelfCpuTimes();
   double compute_s = 0, exchange_s = 0;  // per step: forward/backward, then push and pull
   double copy_s = 0;  // of compute_s: parameters to the backend, gradients back (a GPU's copies)
+  double data_s = 0;  // each task's records read and decoded
 
   // One leased task, step by step; RunTaskLoop reports it to the master.
   auto train_task = [&](const proto::Task& task) -> StatusOr<TaskOutcome> {
@@ -158,7 +159,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
         local->set_merge_scale(1.0f / live);
       }
     }
+    const double load_start = Now();
     auto data = LoadExampleChunks(ChunksOfTask(task), model.task());
+    data_s += Now() - load_start;
     if (!data.ok()) return TaskOutcome::BadTask(std::string(data.status().message()));
     std::vector<int64_t> order(data->size());
     std::iota(order.begin(), order.end(), 0);
@@ -243,7 +246,9 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     }
     // The task is done only once its last gradients are pushed.
     if (local == nullptr) {
+      const double drain_start = Now();
       if (Status drained = exchange->Drain(); step_error.ok()) step_error = drained;
+      exchange_s += Now() - drain_start;  // the task's last exchange, waited for
     } else if (interrupted && step_error.ok()) {
       step_error = EndLocalStep(*local, *backend, 0, /*task_ends=*/true);
     }
@@ -267,8 +272,11 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
                          loop.waited_s, elapsed)
       << std::endl;
   if (result.steps > 0) {
-    log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other", compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
-                           (elapsed - compute_s - exchange_s) * 1e3 / result.steps);
+    log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other (%.2f ms "
+                           "reading tasks, %.2f ms in the master's calls)",
+                           compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
+                           (elapsed - compute_s - exchange_s) * 1e3 / result.steps, data_s * 1e3 / result.steps,
+                           loop.leasing_s * 1e3 / result.steps);
     if (backend->name() != "cpu") {
       log << absl::StrFormat(" (computing includes %.2f ms of copies to and from the device)", copy_s * 1e3 / result.steps);
     }

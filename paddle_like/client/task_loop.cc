@@ -58,7 +58,9 @@ StatusOr<std::optional<proto::Task>> TaskLeaser::Lease(const proto::Task* finish
       }
       break;
     }
+    const auto called = std::chrono::steady_clock::now();
     auto got = finished != nullptr ? master_.FinishAndGetTask(*finished, samples) : master_.GetTask();
+    result_.leasing_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
     if (finished != nullptr) {
       heartbeat_.set_task(0);
       if (!got.ok()) {

@@ -71,6 +71,7 @@ struct TaskLoopResult {
   bool stopped = false;    // ended by `stop` or `leave`
   bool left = false;       // ended by `leave`, before a lease: nothing given back
   double waited_s = 0;     // told to wait for work (every task of the pass out)
+  double leasing_s = 0;    // in the master's calls that report and lease (waits apart)
 };
 
 StatusOr<TaskLoopResult> RunTaskLoop(MasterClient& master, HeartbeatThread& heartbeat,
