@@ -116,6 +116,9 @@ StatusOr<proto::RegisterPserverResponse> Master::RegisterPserverLocked(const pro
     for (size_t i = losses_before; !replica && i < membership_.losses().size(); ++i) {
       Log("loss: " + membership_.losses()[i]);
     }
+    if (std::optional<std::string> amended = membership_.NoteRestoredFromTrainer(req.index(), req.restored_from_trainer())) {
+      Log("loss, amended: " + *amended);
+    }
     for (const auto& [index, count] : membership_.pushes_refused()) {
       auto was = refused_before.find(index);
       if (count > 0 && (was == refused_before.end() || was->second == 0)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "paddle_like/rpc/caller.h"
 
@@ -106,6 +107,20 @@ Status CheckPserver(int32_t index, const std::string& address, int32_t num_pserv
 }
 
 }  // namespace
+
+std::optional<std::string> Membership::NoteRestoredFromTrainer(int32_t index, int64_t version) {
+  if (version <= 0) return std::nullopt;
+  const std::string replicated = absl::StrCat("shard ", index, " lost every replica");
+  const std::string single = absl::StrCat("pserver ", index, " restarted without its state");
+  constexpr absl::string_view kGivenBack = "; a trainer then gave it its copy of the dense values";
+  for (auto it = losses_.rbegin(); it != losses_.rend(); ++it) {
+    if (!absl::StartsWith(*it, replicated) && !absl::StartsWith(*it, single)) continue;
+    if (absl::StrContains(*it, kGivenBack)) return std::nullopt;
+    absl::StrAppend(&*it, kGivenBack, " (version ", version, "); its optimizer state and sparse rows stay lost");
+    return *it;
+  }
+  return std::nullopt;
+}
 
 PserverReport PserverReport::From(const proto::RegisterPserverRequest& request) {
   PserverReport r;

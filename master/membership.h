@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -86,6 +87,10 @@ class Membership {
   const std::vector<std::string>& losses() const { return losses_; }
   // Pushes refused as out of bounds, by pserver index (summed over its processes).
   std::map<int32_t, int64_t> pushes_refused() const;
+  // Pserver `index` says its shard's dense values came back from a trainer's copy of
+  // `version` (0: they did not): the last line that lost its state gets that appended,
+  // once. Returns the amended line when it changed.
+  std::optional<std::string> NoteRestoredFromTrainer(int32_t index, int64_t version);
   // Every loss as one line: losses(), then a line per pserver that refused pushes.
   std::vector<std::string> LossLines() const;
   // A replica of a replicated shard registers or heartbeats (shard_replicas.h); the

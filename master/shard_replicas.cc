@@ -109,7 +109,10 @@ void ShardReplicas::Heartbeat(const proto::RegisterPserverRequest& req, proto::R
     me->deadline_ms = now + lease_ms_;
     me->address = req.address();
     me->version = req.version();
-    if (me->role == proto::ReplicaInfo::PRIMARY) shard.last_version = std::max(shard.last_version, me->version);
+    if (me->role == proto::ReplicaInfo::PRIMARY) {
+      shard.last_version = std::max(shard.last_version, me->version);
+      shard.served_version = std::max(shard.served_version, me->version);
+    }
     if (me->role == proto::ReplicaInfo::PRIMARY && req.epoch() == shard.epoch) {
       for (uint64_t id : req.caught_up()) {
         Member* j = Find(shard, id);
@@ -205,14 +208,17 @@ void ShardReplicas::MaybeRestore(int32_t index, Shard& shard, const Log& log) {
   shard.members.insert(shard.members.begin(), primary);
   shard.restore_until_ms = 0;
   ++shard.epoch;
-  if (shard.last_version > 0 && primary.checkpoint_version < shard.last_version) {
+  if (shard.served_version > 0 && primary.checkpoint_version < shard.served_version) {
     losses_.push_back(absl::StrCat(
         "shard ", index, " lost every replica and ",
         primary.checkpoint_version < 0 ? std::string("started over from its seed (no checkpoint)")
                                        : absl::StrCat("restored a checkpoint of version ", primary.checkpoint_version),
-        "; its primary had served version ", shard.last_version, ": the updates in between are lost"));
+        "; its primary had served version ", shard.served_version, ": the updates in between are lost"));
     log("loss: " + losses_.back());
   }
+  // The versions from here on count from what the new primary restores (a shard that
+  // started over counts from 0 again).
+  shard.served_version = std::max<int64_t>(0, primary.checkpoint_version);
   log(absl::StrCat("shard ", index, ": ", Who(primary.id, primary.address), " restores ",
                    primary.checkpoint_version < 0
                        ? std::string("no checkpoint (none of the replicas back has one)")
@@ -259,6 +265,7 @@ void ShardReplicas::Serialize(proto::MembershipState* state) const {
     s->set_index(index);
     s->set_epoch(shard.epoch);
     s->set_last_version(shard.last_version);
+    s->set_served_version_plus_one(shard.served_version + 1);
     for (const Member& m : shard.members) {
       proto::ReplicaInfo* info = s->add_replicas();
       info->set_replica_id(m.id);
@@ -280,6 +287,7 @@ StatusOr<ShardReplicas> ShardReplicas::Deserialize(const proto::MembershipState&
     Shard& shard = r.shards_[s.index()];
     shard.epoch = s.epoch();
     shard.last_version = s.last_version();
+    shard.served_version = s.served_version_plus_one() > 0 ? s.served_version_plus_one() - 1 : s.last_version();
     for (const proto::ReplicaInfo& info : s.replicas()) {
       const bool primary = info.role() == proto::ReplicaInfo::PRIMARY;
       if (info.replica_id() == 0 || (primary && !shard.members.empty())) {

@@ -93,6 +93,7 @@ class ShardReplicas {
     std::vector<Member> members;  // the primary, if any, first
     std::set<uint64_t> removed;   // ids taken out: told REMOVED if they call again
     int64_t last_version = 0;     // the highest version a primary reported
+    int64_t served_version = 0;   // the same since the shard last lost every replica
     size_t peak_members = 0;      // the most members in sync (primary + backups) it had at once
     int64_t restore_until_ms = 0; // candidates gathering: when the best of them restores
   };

@@ -225,7 +225,10 @@ proto::RegisterPserverRequest Replicator::HeartbeatRequestLocked() const {
   req.set_address(options_.address);
   req.set_replica_id(replica_id_);
   req.set_version(shard_ != nullptr ? shard_->version() : 0);
-  if (shard_ != nullptr) req.set_pushes_refused(shard_->norm_guard().refused());
+  if (shard_ != nullptr) {
+    req.set_pushes_refused(shard_->norm_guard().refused());
+    req.set_restored_from_trainer(shard_->restored_from_trainer());
+  }
   req.set_epoch(epoch_);
   req.set_checkpoint_version(checkpoint_version_);
   for (uint64_t id : report_caught_up_) req.add_caught_up(id);

@@ -274,6 +274,7 @@ Status PserverProcess::Start() {
     wo.describe = [shard](proto::RegisterPserverRequest* request) {
       request->set_version(shard->version());
       request->set_pushes_refused(shard->norm_guard().refused());
+      request->set_restored_from_trainer(shard->restored_from_trainer());
     };
     p.watcher = std::make_unique<MembershipWatcher>(
         wo, [shard](const std::vector<int64_t>& live) { shard->SetLiveTrainers(live); });

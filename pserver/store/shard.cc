@@ -1,5 +1,6 @@
 #include "pserver/store/shard.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "paddle_like/core/log.h"
@@ -69,6 +70,7 @@ StatusOr<proto::InitResponse> ParameterShard::Restore(const proto::InitRequest& 
     absl::MutexLock order(&order_mu_);  // a snapshot sees the restore whole or not at all
     PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
   }
+  restored_from_trainer_.store(std::max<int64_t>(1, request.learned_version()));
   proto::InitResponse response;
   response.set_restored(true);
   response.set_version(clock_.version());

@@ -190,6 +190,9 @@ class ParameterShard {
   int64_t largest_request_bytes() const { return store_.largest_request_bytes(); }
   int64_t version() const { return clock_.version(); }
   ShardCounters Counters() const;
+  // The version of the trainer's copy the shard's dense values were restored from
+  // (Init with a restore, or a backup following one); 0: none.
+  int64_t restored_from_trainer() const { return restored_from_trainer_.load(); }
 
   // The whole shard (shard_serializer.h) as a byte stream, and back. In sync mode the
   // saved state is exactly the state at its version. LoadState requires a fresh shard
@@ -233,6 +236,7 @@ class ParameterShard {
   std::atomic<int64_t> pushes_rejected_{0};
   NormGuard norm_guard_;
   RestoreTicket restore_ticket_;
+  std::atomic<int64_t> restored_from_trainer_{0};
   std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> sparse_rows_pulled_{0};
   std::atomic<int64_t> sparse_rows_pushed_{0};

@@ -48,6 +48,10 @@ TEST_F(PserverStateTest, PserverKilledBeforeAnyCheckpointGetsATrainersCopyAndThe
   ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
   EXPECT_EQ(done->done(), kTasks);
   EXPECT_EQ(done->failed(), 0);
+  // The loss is still counted, and its line says what came back.
+  ASSERT_EQ(done->losses_size(), 1) << cluster_->AllLogs();
+  EXPECT_THAT(done->losses(0), HasSubstr("pserver 1 restarted without its state"));
+  EXPECT_THAT(done->losses(0), HasSubstr("a trainer then gave it its copy of the dense values"));
   // Pserver 1 lost what it had learned; the passes after it make most of it up.
   for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.60);
   const std::string logs = cluster_->TrainerLog(0) + cluster_->TrainerLog(1);

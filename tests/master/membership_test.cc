@@ -9,6 +9,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using pl::testing::FakeClock;
 
 Membership Make(FakeClock& clock, int pservers = 2) {
@@ -127,6 +128,28 @@ TEST(MembershipTest, APserverRestartedEmptyAfterTrainingIsRecordedAsALoss) {
   // A restarted master remembers the incarnation: the same process is no new loss.
   ASSERT_TRUE(restored->RegisterPserver(0, "h:1", Report(14, true), true).ok());
   EXPECT_EQ(restored->losses().size(), 1u);
+}
+
+// A shard that lost its state and then took a trainer's copy of its dense values: the
+// loss's line says so, once, and no other line (another index, another kind) changes.
+TEST(MembershipTest, ALossLineSaysWhenATrainerGaveTheShardItsValuesBack) {
+  FakeClock clock;
+  Membership m = Make(clock, /*pservers=*/11);
+  ASSERT_TRUE(m.RegisterPserver(1, "h:1", Report(31, true), false).ok());
+  ASSERT_TRUE(m.RegisterPserver(10, "h:9", Report(91, true), false).ok());
+  EXPECT_EQ(m.NoteRestoredFromTrainer(1, 417), std::nullopt) << "no loss of pserver 1 to amend yet";
+  ASSERT_TRUE(m.RegisterPserver(10, "h:9", Report(92, true), true).ok());  // pserver 10 lost its state
+  ASSERT_TRUE(m.RegisterPserver(1, "h:2", Report(32, true), true).ok());   // pserver 1 lost its state
+  ASSERT_EQ(m.losses().size(), 2u);
+  EXPECT_EQ(m.NoteRestoredFromTrainer(1, 0), std::nullopt);
+  const std::optional<std::string> amended = m.NoteRestoredFromTrainer(1, 417);
+  ASSERT_TRUE(amended.has_value());
+  EXPECT_THAT(*amended, HasSubstr("pserver 1 restarted without its state"));
+  EXPECT_THAT(*amended, HasSubstr("a trainer then gave it its copy of the dense values (version 417)"));
+  EXPECT_EQ(m.losses()[1], *amended);
+  EXPECT_THAT(m.losses()[0], Not(HasSubstr("gave it its copy"))) << "pserver 10's line is another's";
+  EXPECT_EQ(m.NoteRestoredFromTrainer(1, 417), std::nullopt) << "once";
+  EXPECT_EQ(m.losses()[1], *amended);
 }
 
 // A restart that restored a checkpoint older than the version its index had reported

@@ -3,6 +3,7 @@
 // every replica by the one that comes back with the newest checkpoint.
 #include "master/shard_replicas.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -175,6 +176,30 @@ TEST_F(ShardReplicasTest, ARestoreOlderThanWhatThePrimaryServedIsALossAndTheVers
                        "served version 300: the updates in between are lost");
   EXPECT_NE(Log().find("loss: shard 0 lost every replica"), std::string::npos) << Log();
   EXPECT_TRUE(map_.TakeLosses().empty());
+}
+
+// A shard that started over counts its versions from 0 again: a second loss names what
+// the shard served since the first, not before it.
+TEST_F(ShardReplicasTest, ASecondLossNamesTheVersionServedSinceTheFirst) {
+  Beat(1, -1, /*version=*/300);
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(Beat(3, -1), proto::ReplicaInfo::PRIMARY) << Log();
+  std::vector<std::string> losses = map_.TakeLosses();
+  ASSERT_EQ(losses.size(), 1u) << Log();
+  EXPECT_THAT(losses[0], ::testing::HasSubstr("started over from its seed (no checkpoint); its primary had served "
+                                              "version 300"));
+  Beat(3, -1, /*version=*/120);  // the new lineage, from 0
+  proto::MembershipState state;  // what a restarted master keeps of it
+  state.set_num_pservers(1);
+  map_.Serialize(&state);
+  auto restarted = ShardReplicas::Deserialize(state, kLeaseMs, [this] { return now_ms_; });
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  map_ = std::move(*restarted);
+  Advance(kLeaseMs + 1);
+  EXPECT_EQ(Beat(5, -1), proto::ReplicaInfo::PRIMARY) << Log();
+  losses = map_.TakeLosses();
+  ASSERT_EQ(losses.size(), 1u) << Log();
+  EXPECT_THAT(losses[0], ::testing::HasSubstr("its primary had served version 120:"));
 }
 
 TEST_F(ShardReplicasTest, ARestoreOfWhatThePrimaryServedOrOfAShardThatNeverTrainedIsNoLoss) {
