@@ -238,8 +238,8 @@ SideRun Job(const Options& o, int trainers, int pservers, const std::vector<std:
   r.exchange_ms = LastNumberAfter(text, R"(ms computing, ([\d.]+) ms exchanging)");
   r.hidden_ms = std::max(0.0, LastNumberAfter(text, R"(([\d.]+) ms exchanging in the background)"));
   r.other_ms = LastNumberAfter(text, R"(ms exchanging parameters, (-?[\d.]+) ms other)");
-  r.data_ms = LastNumberAfter(text, R"(ms other \(([\d.]+) ms reading tasks)");
-  r.master_ms = LastNumberAfter(text, R"(ms reading tasks, ([\d.]+) ms in the master)");
+  r.data_ms = LastNumberAfter(text, R"(ms other \(([\d.]+) ms reading task data)");
+  r.master_ms = LastNumberAfter(text, R"(ms reading task data; ([\d.]+) ms in the master)");
   r.accuracy = LastNumberAfter(text, R"(final test accuracy: ([\d.]+))");
   return r;
 }

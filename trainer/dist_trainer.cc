@@ -273,7 +273,7 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
       << std::endl;
   if (result.steps > 0) {
     log << absl::StrFormat("per step: %.2f ms computing, %.2f ms exchanging parameters, %.2f ms other (%.2f ms "
-                           "reading tasks, %.2f ms in the master's calls)",
+                           "reading task data; %.2f ms in the master's calls)",
                            compute_s * 1e3 / result.steps, exchange_s * 1e3 / result.steps,
                            (elapsed - compute_s - exchange_s) * 1e3 / result.steps, data_s * 1e3 / result.steps,
                            loop.leasing_s * 1e3 / result.steps);
