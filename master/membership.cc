@@ -113,13 +113,19 @@ std::optional<std::string> Membership::NoteRestoredFromTrainer(int32_t index, in
   const std::string replicated = absl::StrCat("shard ", index, " lost every replica");
   const std::string single = absl::StrCat("pserver ", index, " restarted without its state");
   constexpr absl::string_view kGivenBack = "; a trainer then gave it its copy of the dense values";
+  const std::string given_back =
+      absl::StrCat(kGivenBack, " (version ", version, "); its optimizer state and sparse rows stay lost");
   for (auto it = losses_.rbegin(); it != losses_.rend(); ++it) {
     if (!absl::StartsWith(*it, replicated) && !absl::StartsWith(*it, single)) continue;
     if (absl::StrContains(*it, kGivenBack)) return std::nullopt;
-    absl::StrAppend(&*it, kGivenBack, " (version ", version, "); its optimizer state and sparse rows stay lost");
+    absl::StrAppend(&*it, given_back);
     return *it;
   }
-  return std::nullopt;
+  // No line yet: the shard went before the master heard of a version or a finished
+  // task, but a trainer's copy had learned from it, so it had.
+  losses_.push_back(absl::StrCat(single, " (no checkpoint to restore): its shard started over from the seed",
+                                 given_back));
+  return losses_.back();
 }
 
 PserverReport PserverReport::From(const proto::RegisterPserverRequest& request) {
@@ -152,7 +158,7 @@ StatusOr<int64_t> Membership::RegisterPserver(int32_t index, const std::string& 
     // the shard over from its seed: whatever the old one held and no checkpoint kept is
     // gone. One that restored a checkpoint older than what the index served lost the
     // updates in between.
-    if (p.incarnation() != 0 && report.started_empty && job_trained) {
+    if (p.incarnation() != 0 && report.started_empty && (job_trained || p.version() > 0)) {
       losses_.push_back(absl::StrCat("pserver ", index, " restarted without its state (no checkpoint to restore): "
                                      "its shard started over from the seed"));
     } else if (p.incarnation() != 0 && !report.started_empty && report.restored_version >= 0 &&

@@ -89,7 +89,8 @@ class Membership {
   std::map<int32_t, int64_t> pushes_refused() const;
   // Pserver `index` says its shard's dense values came back from a trainer's copy of
   // `version` (0: they did not): the last line that lost its state gets that appended,
-  // once. Returns the amended line when it changed.
+  // once, or a line of its own when there was none (the shard went before the master
+  // knew it had trained). Returns the line when it changed or was added.
   std::optional<std::string> NoteRestoredFromTrainer(int32_t index, int64_t version);
   // Every loss as one line: losses(), then a line per pserver that refused pushes.
   std::vector<std::string> LossLines() const;

@@ -137,7 +137,6 @@ TEST(MembershipTest, ALossLineSaysWhenATrainerGaveTheShardItsValuesBack) {
   Membership m = Make(clock, /*pservers=*/11);
   ASSERT_TRUE(m.RegisterPserver(1, "h:1", Report(31, true), false).ok());
   ASSERT_TRUE(m.RegisterPserver(10, "h:9", Report(91, true), false).ok());
-  EXPECT_EQ(m.NoteRestoredFromTrainer(1, 417), std::nullopt) << "no loss of pserver 1 to amend yet";
   ASSERT_TRUE(m.RegisterPserver(10, "h:9", Report(92, true), true).ok());  // pserver 10 lost its state
   ASSERT_TRUE(m.RegisterPserver(1, "h:2", Report(32, true), true).ok());   // pserver 1 lost its state
   ASSERT_EQ(m.losses().size(), 2u);
@@ -150,6 +149,27 @@ TEST(MembershipTest, ALossLineSaysWhenATrainerGaveTheShardItsValuesBack) {
   EXPECT_THAT(m.losses()[0], Not(HasSubstr("gave it its copy"))) << "pserver 10's line is another's";
   EXPECT_EQ(m.NoteRestoredFromTrainer(1, 417), std::nullopt) << "once";
   EXPECT_EQ(m.losses()[1], *amended);
+
+  // A shard that went before the master heard it had trained (no version, no task
+  // finished): the trainer's copy had learned, so the loss gets a line of its own.
+  const std::optional<std::string> added = m.NoteRestoredFromTrainer(0, 55);
+  ASSERT_TRUE(added.has_value());
+  ASSERT_EQ(m.losses().size(), 3u);
+  EXPECT_THAT(m.losses()[2], HasSubstr("pserver 0 restarted without its state"));
+  EXPECT_THAT(m.losses()[2], HasSubstr("a trainer then gave it its copy of the dense values (version 55)"));
+  EXPECT_EQ(m.NoteRestoredFromTrainer(0, 55), std::nullopt);
+  EXPECT_EQ(m.losses().size(), 3u);
+}
+
+// A process that reported a version above 0 had learned state, finished task or not:
+// its replacement that began empty is a loss.
+TEST(MembershipTest, APserverThatReportedAVersionAndCameBackEmptyIsALossBeforeAnyTaskFinished) {
+  FakeClock clock;
+  Membership m = Make(clock);
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(51, true, -1, /*version=*/5), /*job_trained=*/false).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:2", Report(52, true), /*job_trained=*/false).ok());
+  ASSERT_EQ(m.losses().size(), 1u);
+  EXPECT_THAT(m.losses()[0], HasSubstr("pserver 0 restarted without its state"));
 }
 
 // A restart that restored a checkpoint older than the version its index had reported
@@ -183,8 +203,9 @@ TEST(MembershipTest, RefusedPushesAreCountedPerIndexAcrossRestartsAsALoss) {
   Membership m = Make(clock, 2);
   ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true)).ok());
   EXPECT_TRUE(m.LossLines().empty());
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 5, /*refused=*/2)).ok());
-  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 6, /*refused=*/3)).ok());
+  // (Version 0: it applied nothing, so its restart loses nothing but the refusals.)
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 0, /*refused=*/2)).ok());
+  ASSERT_TRUE(m.RegisterPserver(0, "h:1", Report(31, true, -1, 0, /*refused=*/3)).ok());
   ASSERT_TRUE(m.RegisterPserver(0, "h:2", Report(32, true, -1, 0, /*refused=*/1)).ok());  // restarted
   ASSERT_TRUE(m.RegisterPserver(1, "h:5", Report(41, true)).ok());
   EXPECT_EQ(m.pushes_refused(), (std::map<int32_t, int64_t>{{0, 4}}));
