@@ -10,6 +10,7 @@
 #define PADDLE_LIKE_TESTS_DIST_ONE_REPLICATED_SHARD_H_
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/rpc/rpc.h"
@@ -111,6 +113,14 @@ class OneReplicatedShardTest : public ::testing::Test {
         },
         within);
     return named ? next : "";
+  }
+
+  // The id replica `name` wrote to Path(name + ".id") (pl-pserver --replica_id_file), or 0.
+  uint64_t ReplicaId(const std::string& name) {
+    std::ifstream in(Path(name + ".id"));
+    std::string hex;
+    uint64_t id = 0;
+    return in >> hex && absl::SimpleHexAtoi(hex, &id) ? id : 0;
   }
 
   // The primary's address, as the master names it to trainers ("" if none).

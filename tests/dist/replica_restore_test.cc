@@ -6,11 +6,9 @@
 #include <signal.h>
 
 #include <cstring>
-#include <fstream>
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/numbers.h"
 #include "tests/dist/one_replicated_shard.h"
 
 namespace pl::dist_testing {
@@ -51,12 +49,6 @@ class ReplicaRestoreTest : public OneReplicatedShardTest {
       block->set_values(std::string(reinterpret_cast<const char*>(v.data() + b * 8), n * 4));
     }
     return req;
-  }
-  uint64_t ReplicaId(const std::string& name) {
-    std::ifstream in(Path(name + ".id"));
-    std::string hex;
-    uint64_t id = 0;
-    return in >> hex && absl::SimpleHexAtoi(hex, &id) ? id : 0;
   }
   // Tells the master a replica died, as pl-launch does when it reaps one.
   void Exited(const std::string& name) {

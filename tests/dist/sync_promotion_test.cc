@@ -6,11 +6,9 @@
 // ReplicaExited report promotes the replica, before it hears it is a backup.
 #include <signal.h>
 
-#include <fstream>
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/numbers.h"
 #include "tests/dist/one_replicated_shard.h"
 
 namespace pl::dist_testing {
@@ -43,12 +41,6 @@ class SyncPromotionTest : public OneReplicatedShardTest {
     const std::vector<float> g(8, 1.0f);
     b->set_values(std::string(reinterpret_cast<const char*>(g.data()), g.size() * 4));
     return req;
-  }
-  uint64_t ReplicaId(const std::string& name) {
-    std::ifstream in(Path(name + ".id"));
-    std::string hex;
-    uint64_t id = 0;
-    return in >> hex && absl::SimpleHexAtoi(hex, &id) ? id : 0;
   }
 };
 
