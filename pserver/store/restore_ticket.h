@@ -1,7 +1,8 @@
 // RestoreTicket: who may give a shard that lost every copy its values back. When an
 // Init creates the shard from the seed, the shard opens for a restore for kWindow. The
-// first Init in that time from a trainer whose copy has learned something (its
-// learned_version) gets the one ticket; with it that trainer alone may send its copy of
+// first Init in that time from a trainer whose copy has learned more than the shard has
+// applied (its learned_version above the shard's version: a copy of the shard's life
+// before) gets the one ticket; with it that trainer alone may send its copy of
 // the shard's dense values (InitRequest.restore), once. Anyone else, a second restore,
 // and one after the window are refused: a trainer certificate cannot overwrite the
 // parameters of a shard that serves.

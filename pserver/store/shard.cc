@@ -43,8 +43,12 @@ StatusOr<proto::InitResponse> ParameterShard::Init(const proto::InitRequest& req
   proto::InitResponse response;
   response.set_created(created);
   if (created) restore_ticket_.Open(absl::Now());
-  // A trainer whose copy learned something, at a shard made again from the seed.
-  if (request.learned_version() > 0) response.set_restore_ticket(restore_ticket_.Issue(absl::Now()));
+  // A trainer whose copy learned more than this shard ever applied: a copy from the
+  // shard's life before it was made again from the seed. (A copy pulled from this shard,
+  // even by a trainer that joined a moment ago, is at most its version: no ticket.)
+  if (request.learned_version() > clock_.version()) {
+    response.set_restore_ticket(restore_ticket_.Issue(absl::Now()));
+  }
   response.set_version(clock_.version());
   return response;
 }

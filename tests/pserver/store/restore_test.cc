@@ -159,6 +159,23 @@ TEST(RestoreTest, ABadRestoreIsRefusedWholeAndChangesNothing) {
   EXPECT_EQ(ParameterShard(0, 1).Init(RestoreOf(1)).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A serving shard in its first seconds (a new job): a trainer that joined and pulled
+// from it has a learned copy, but one of this shard's own life, which it never takes.
+TEST(RestoreTest, ACopyPulledFromTheShardItselfGetsNoTicket) {
+  ParameterShard shard(0, 1);
+  auto created = shard.Init(ModelInit());
+  ASSERT_TRUE(created.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(PushGradient(shard, 1.0f).ok());  // version 3
+  for (const int64_t learned : {1, 2, 3}) {
+    auto joined = shard.Init(ModelInit(learned));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    EXPECT_EQ(joined->restore_ticket(), 0u) << "learned " << learned << " of a shard at version 3";
+  }
+  auto before = shard.Init(ModelInit(/*learned=*/4));  // seen more than this shard applied
+  ASSERT_TRUE(before.ok());
+  EXPECT_NE(before->restore_ticket(), 0u);
+}
+
 // The window: no ticket once it has passed (a shard that serves a job), one ticket per
 // creation, and a ticket redeemed late is refused.
 TEST(RestoreTest, ATicketIsIssuedOnceWithinTheWindowOfACreation) {
