@@ -14,14 +14,12 @@ void RestoreTicket::Open(absl::Time now) {
 }
 
 uint64_t RestoreTicket::Issue(absl::Time now) {
-  std::random_device random;
-  uint64_t ticket = 0;
-  while (ticket == 0) ticket = (uint64_t{random()} << 32) | random();
   absl::MutexLock l(&mu_);
   if (!open_ || now > until_) return 0;
   open_ = false;  // one ticket per creation
-  ticket_ = ticket;
-  return ticket;
+  std::random_device random;
+  while (ticket_ == 0) ticket_ = (uint64_t{random()} << 32) | random();
+  return ticket_;
 }
 
 Status RestoreTicket::Redeem(uint64_t ticket, absl::Time now) {
