@@ -10,6 +10,18 @@
 // change was up to sqrt(k_before / k_after) too large until v caught up (~1 / (1 - b2)
 // steps), and the job's final accuracy fell the more the later a trainer left
 // (benchmarks/README.md, issue 40's sync chaos).
+//
+// A warm restart (OptimizerDef::restart) is what a block gets when its values come
+// back without their moments: a shard that lost every copy takes a trainer's copy of
+// its values. Started from zero with bias correction, m^ / sqrt(v^) is sign(g) on the
+// first step: lr in every element, several times what a trained Adam steps, late in a
+// job when it hurts most. A restarted element takes m uncorrected instead, so its step
+// ramps up over ~1 / (1 - b1) updates: the first is 0.1 lr sign(g) at b1 = 0.9. v^
+// stays bias-corrected, the mean of g^2 since the restart, which a few updates make a
+// fair estimate before m has grown into it. The mark is v's sign bit (v >= 0 otherwise): restart stores v = -0, and a
+// restarted element keeps its v negated until m's correction has vanished in float
+// (c1 == 1, ~160 steps at b1 = 0.9), when it is plain Adam again. Being in the values,
+// the mark travels with checkpoints, snapshots and the replication stream unchanged.
 #include <algorithm>
 #include <cmath>
 
@@ -38,6 +50,32 @@ const BiasCorrections& CorrectionsFor(float b1, float b2, int64_t step) {
   return e;
 }
 
+// Restarted elements (v's sign bit set), and any others in the same update. Rare (a
+// block's first ~160 updates after a restore), so one plain loop for every case.
+void ApplyRestarted(const OptimizerParams& o, const UpdateBlock& b, float c1, float c2) {
+  float* p = b.param;
+  float* m = b.state;
+  float* v = b.state + b.state_stride;
+  const float lr = o.learning_rate, wd = o.weight_decay, k = b.averaged;
+  const float b1 = o.hyper[kBeta1], b2 = o.hyper[kBeta2], eps = o.hyper[kEpsilon];
+  const float a1 = 1 - b1, a2 = 1 - b2, c2_per_push = c2 / k;
+  const bool warmed_up = c1 == 1.0f;
+  for (int64_t i = 0; i < b.n; ++i) {
+    const bool restarted = std::signbit(v[i]);
+    const float gi = b.grad[i] + wd * p[i];
+    const float mi = b1 * m[i] + a1 * gi;
+    const float vi = b2 * std::fabs(v[i]) + a2 * (k * (gi * gi));
+    m[i] = mi;
+    v[i] = restarted && !warmed_up ? -vi : vi;
+    p[i] -= lr * (restarted ? mi : mi * c1) / (std::sqrt(vi * c2_per_push) + eps);
+  }
+}
+
+void RestartAdam(float* state, int64_t n, int64_t state_stride) {
+  std::fill(state, state + n, 0.0f);
+  std::fill(state + state_stride, state + state_stride + n, -0.0f);
+}
+
 // One pass over the block, element by element: Eigen's three passes (m, v, then p)
 // read m and v twice, and without EIGEN_FAST_MATH (see CMakeLists.txt) its sqrt does not
 // vectorise; this loop does (-fno-math-errno), with the same exactly rounded sqrt and
@@ -54,6 +92,11 @@ void ApplyAdam(const OptimizerParams& o, const UpdateBlock& b) {
   // The bias corrections in double, then rounded to float (the GPU kernel does the same).
   const BiasCorrections& bc = CorrectionsFor(b1, b2, std::max<int64_t>(b.step, 1));
   const float c1 = bc.c1, c2 = bc.c2;
+  // A restart marks whole blocks, so the first element tells.
+  if (b.n > 0 && std::signbit(v[0])) {
+    ApplyRestarted(o, b, c1, c2);
+    return;
+  }
   if (b.averaged != 1.0f) {
     const float k = b.averaged, c2_per_push = c2 / k;
     for (int64_t i = 0; i < b.n; ++i) {
@@ -98,6 +141,7 @@ OptimizerDef AdamOptimizer() {
                     {"epsilon", 1e-8f, HyperParam::Range::kPositive}};
   d.slots = {"m", "v"};
   d.apply = ApplyAdam;
+  d.restart = RestartAdam;
   return d;
 }
 

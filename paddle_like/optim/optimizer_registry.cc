@@ -151,4 +151,12 @@ void UpdateRule::InitSlots(float* state, int64_t n) const {
   }
 }
 
+void UpdateRule::RestartSlots(float* state, int64_t n) const {
+  if (def_->restart == nullptr) {
+    InitSlots(state, n);
+    return;
+  }
+  def_->restart(state, n, n);
+}
+
 }  // namespace pl

@@ -72,6 +72,11 @@ struct OptimizerDef {
   std::vector<int> slot_init_param;     // empty: every slot starts at 0
   // Elementwise, so a block updated in parts equals the block updated whole.
   void (*apply)(const OptimizerParams& params, const UpdateBlock& block) = nullptr;
+  // Optional: the state of n elements whose values were restored without their state
+  // (a pserver shard given a trainer's copy), slot k at state + k * state_stride. Null:
+  // the initial state. Adam marks its moments so that its first steps after the restore
+  // ramp up instead of stepping lr * sign(g) in every element (adam.cc).
+  void (*restart)(float* state, int64_t n, int64_t state_stride) = nullptr;
 
   // Index of hyper-parameter `name` in hyper_params, -1 when it has none such.
   int HyperIndex(const std::string& name) const {
@@ -108,6 +113,10 @@ class UpdateRule {
   int num_slots() const { return static_cast<int>(def_->slots.size()); }
   // Initial state for n elements: NumSlots * n floats, slot-major.
   void InitSlots(float* state, int64_t n) const;
+  // The state for n elements whose values were restored without theirs, slot-major
+  // (OptimizerDef::restart; InitSlots when the rule has none). The block's step count
+  // starts again from 0 with it.
+  void RestartSlots(float* state, int64_t n) const;
   // Runs with denormals flushed to zero (core/flush_denormals.h), so the single process,
   // every replica of a pserver and the Python bindings compute the same bits. A caller
   // applying many small blocks (sparse rows) keeps its own ScopedFlushDenormals around

@@ -307,8 +307,9 @@ Status DenseStore::Visit(ShardVisitor* v, int slots) const {
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks, int slots,
-                                      const WhyNot& why) {
+StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
+                                      const UpdateRule& rule, const WhyNot& why) {
+  const int slots = rule.num_slots();
   std::vector<DenseBlock*> found;
   found.reserve(blocks.size());
   for (const proto::DenseBlock& b : blocks) {
@@ -334,7 +335,7 @@ StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<p
     absl::MutexLock bl(&blk->mu);
     float* data = blk->Writable(slots);
     std::memcpy(data, blocks[i].values().data(), blk->n * 4);
-    std::fill(data + blk->n, data + (1 + slots) * blk->n, 0.0f);
+    if (slots > 0) rule.RestartSlots(data + blk->n, blk->n);
     blk->step = 0;
     floats += blk->n;
   }

@@ -90,9 +90,10 @@ class DenseStore {
   // every copy and was created again from the seed: ParameterShard::Init). Checked whole
   // first (each block held here, its byte size, every value finite), so a refused
   // restore changes nothing; then each block's value is written, its optimizer state
-  // zeroed and its step count reset, as a new block's are. Returns the floats written.
-  StatusOr<int64_t> Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks, int slots,
-                            const WhyNot& why);
+  // restarted (UpdateRule::RestartSlots: Adam's first steps ramp up rather than move
+  // every element by lr) and its step count reset. Returns the floats written.
+  StatusOr<int64_t> Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
+                            const UpdateRule& rule, const WhyNot& why);
 
   // Every block's floats pinned as they are now, in the order Visit shows them. The
   // caller keeps updates out while it pins, and unpins before the store goes.

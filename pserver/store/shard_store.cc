@@ -183,7 +183,7 @@ Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out, bool check
 StatusOr<int64_t> ShardStore::RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks) {
   PL_RETURN_IF_ERROR(CheckInitialized());
   absl::ReaderMutexLock l(&mu_);
-  return dense_.Restore(blocks, rule_->num_slots(), [this](const std::string& n) { return WhyNotDense(n); });
+  return dense_.Restore(blocks, *rule_, [this](const std::string& n) { return WhyNotDense(n); });
 }
 
 void ShardStore::Apply(const ResolvedPush& push) {

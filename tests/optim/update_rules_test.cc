@@ -268,6 +268,60 @@ TEST(OptimizerTest, ImportStateRefusesBadStateAndChangesNothing) {
   EXPECT_FLOAT_EQ(after.dense[0].slots[0].f32()[0], 0.1f + 4.0f);  // accumulator a0 + g^2 kept
 }
 
+// A restart (values restored without their moments): Adam takes m uncorrected while v
+// keeps its correction, so the first step is 0.1 lr sign(g) rather than lr sign(g), and
+// the steps ramp up; once m's correction is 1 in float, the element is plain Adam again,
+// bit for bit. Every hand value below is the formula in adam.cc's header.
+TEST(UpdateRulesTest, AdamAfterARestartRampsUpAndThenIsPlainAdam) {
+  auto rule = UpdateRule::Create(Spec(OptimizerKind::kAdam, 0.1f));
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  float p[2] = {1.0f, -1.0f}, st[4] = {7.0f, 7.0f, 7.0f, 7.0f};
+  rule->RestartSlots(st, 2);
+  EXPECT_EQ(st[0], 0.0f);
+  EXPECT_TRUE(std::signbit(st[2])) << "v carries the restart's mark";
+  const float g1[2] = {2.0f, -0.5f}, g2[2] = {-1.0f, 0.25f};
+  rule->Apply(p, g1, st, 2, /*step=*/1, 2);
+  // t=1: m = 0.1 g, v^ = g^2: the step is 0.1 * 0.1 * sign(g).
+  EXPECT_NEAR(p[0], 1.0f - 0.01f, 1e-6);
+  EXPECT_NEAR(p[1], -1.0f + 0.01f, 1e-6);
+  rule->Apply(p, g2, st, 2, /*step=*/2, 2);
+  for (int i = 0; i < 2; ++i) {
+    const double m = 0.9 * 0.1 * g1[i] + 0.1 * g2[i];
+    const double v = 0.999 * 0.001 * g1[i] * g1[i] + 0.001 * g2[i] * g2[i];
+    const double before = (i == 0 ? 1.0 : -1.0) - 0.01 * (g1[i] > 0 ? 1 : -1);
+    EXPECT_NEAR(p[i], before - 0.1 * m / (std::sqrt(v / (1 - 0.999 * 0.999)) + 1e-8), 1e-6) << i;
+    EXPECT_TRUE(std::signbit(st[2 + i])) << i;
+  }
+  // Plain Adam from the same zero moments would have moved element 0 by lr at t=1.
+  float plain_p[1] = {1.0f}, plain_st[2];
+  rule->InitSlots(plain_st, 1);
+  rule->Apply(plain_p, g1, plain_st, 1, 1, 1);
+  EXPECT_NEAR(plain_p[0], 0.9f, 1e-6);
+
+  // Once 1 / (1 - b1^t) is 1 in float the mark goes, and from then on the element is
+  // plain Adam: the same state stepped either way gives the same bits.
+  int64_t t = 3;
+  for (; t < 400 && std::signbit(st[2]); ++t) rule->Apply(p, g2, st, 2, t, 2);
+  ASSERT_FALSE(std::signbit(st[2])) << "still marked after " << t << " steps";
+  EXPECT_GT(t, 100);
+  EXPECT_GE(st[3], 0.0f);
+  float q[2] = {p[0], p[1]}, qst[4] = {st[0], st[1], st[2], st[3]};
+  rule->Apply(p, g1, st, 2, t, 2);
+  ApplyUpdate(Spec(OptimizerKind::kAdam, 0.1f), q, g1, qst, 2, t);
+  EXPECT_EQ(p[0], q[0]);
+  EXPECT_EQ(p[1], q[1]);
+}
+
+// An optimizer without a restart of its own starts its state over.
+TEST(UpdateRulesTest, ARestartWithoutARuleOfItsOwnIsTheInitialState) {
+  auto rule = UpdateRule::Create(Spec(OptimizerKind::kAdagrad, 0.1f));
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  float restarted[3] = {5, 5, 5}, initial[3];
+  rule->RestartSlots(restarted, 3);
+  rule->InitSlots(initial, 3);
+  EXPECT_THAT(restarted, ::testing::ElementsAreArray(initial));
+}
+
 // The pserver updates a block in the pieces it received: for every rule that must
 // equal the update of the whole block (slots of the whole block, strided).
 TEST(UpdateRulesTest, ABlockUpdatedInPartsEqualsTheBlockUpdatedWhole) {
