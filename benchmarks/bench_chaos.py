@@ -17,7 +17,7 @@ finished, finished within 3x the fault-free time, and kept the accuracy within 0
 
     /usr/bin/python3 benchmarks/bench_chaos.py [--build build] [--modes sync,async]
         [--seeds 20 | --seed_list 7,10] [--faults 12] [--baseline_runs 3] [--limit_s 300] [--test_limit 10000]
-        [--checkpoint_every_s 0] [--kinds trainer,primary,backup,master]
+        [--checkpoint_every_s 0] [--kinds trainer,primary,backup,master] [--baseline_orders]
 """
 import argparse
 import os
@@ -31,13 +31,13 @@ import time
 
 
 def run_job(build, data_dir, mode, seed, faults, limit_s, workdir, test_limit=10000, checkpoint_every_s=0,
-            kinds=("trainer", "primary", "backup", "master")):
+            kinds=("trainer", "primary", "backup", "master"), task_order=0):
     train = os.path.join(data_dir, "fashion-mnist", "train.plrec")
     test = os.path.join(data_dir, "fashion-mnist", "test.plrec")
     fifo = os.path.join(workdir, "control")
     args = [os.path.join(build, "bin", "pl-launch"), "--pservers", "2", "--replicas", "2", "--trainers", "3",
             "--data", train, "--passes", "3", "--lease_ms", "1500", "--checkpoint_every_s", str(checkpoint_every_s),
-            "--workdir", os.path.join(workdir, "work"), "--control", fifo, "--insecure"]
+            "--workdir", os.path.join(workdir, "work"), "--control", fifo, "--insecure", "--seed", str(task_order)]
     if mode == "sync":
         args.append("--sync")
     args += ["--", os.path.join(build, "bin", "pl-trainer"), "--model", "mlp", "--threads", "1",
@@ -108,6 +108,9 @@ def main():
     p.add_argument("--keep_logs", default="", help="a directory to copy each run's launch.log into")
     p.add_argument("--faults", type=int, default=12)
     p.add_argument("--baseline_runs", type=int, default=3)
+    p.add_argument("--baseline_orders", action="store_true",
+                   help="give each fault-free run its own task order (pl-launch --seed i): their spread is what "
+                        "the accuracy varies by with the order of the data alone, faults aside")
     p.add_argument("--limit_s", type=float, default=300)
     p.add_argument("--test_limit", type=int, default=10000, help="test samples the accuracy is measured on")
     p.add_argument("--checkpoint_every_s", type=int, default=0,
@@ -124,11 +127,15 @@ def main():
             for i in range(a.baseline_runs):
                 d = os.path.join(tmp, "base%d" % i)
                 os.makedirs(d)
-                base.append(run_job(a.build, data, mode, 0, 0, a.limit_s, d, **extra))
+                order = i if a.baseline_orders else 0
+                base.append(run_job(a.build, data, mode, 0, 0, a.limit_s, d, task_order=order, **extra))
             base_wall = statistics.median(r["wall"] for r in base)
             base_acc = statistics.mean(r["acc"] for r in base if r["acc"] is not None)
-            print("%s fault-free: %s s; accuracy %s (mean %.4f)" % (
-                mode, ", ".join("%.1f" % r["wall"] for r in base), ", ".join(str(r["acc"]) for r in base), base_acc))
+            accs = [r["acc"] for r in base if r["acc"] is not None]
+            print("%s fault-free%s: %s s; accuracy %s (mean %.4f, sd %.4f)" % (
+                mode, ", task orders 0-%d" % (a.baseline_runs - 1) if a.baseline_orders else "",
+                ", ".join("%.1f" % r["wall"] for r in base), ", ".join(str(x) for x in accs), base_acc,
+                statistics.stdev(accs) if len(accs) > 1 else float("nan")))
             finished = within_time = within_acc = 0
             for run, seed in enumerate(seeds):
                 d = os.path.join(tmp, "run%d_seed%d" % (run, seed))

@@ -48,6 +48,7 @@ struct UpdateBlock {
   float* state;        // slot k of element i at state[k * state_stride + i]; null without slots
   int64_t n;
   int64_t step;        // 1-based count of updates these elements received, this one included
+                       // (since their state was restarted, if it was: UpdateRule::Apply)
   int64_t state_stride;
   // How many pushes `grad` is the mean of (a sync step's contributors; 1 otherwise).
   // Rules that track the gradient's noise (adam's v) keep it per push, so a step that
@@ -114,24 +115,27 @@ class UpdateRule {
   // Initial state for n elements: NumSlots * n floats, slot-major.
   void InitSlots(float* state, int64_t n) const;
   // The state for n elements whose values were restored without theirs, slot-major
-  // (OptimizerDef::restart; InitSlots when the rule has none). The block's step count
-  // starts again from 0 with it.
+  // (OptimizerDef::restart; InitSlots when the rule has none). Their updates then pass
+  // the step they were restored at as Apply's `restarted_at`.
   void RestartSlots(float* state, int64_t n) const;
   // Runs with denormals flushed to zero (core/flush_denormals.h), so the single process,
   // every replica of a pserver and the Python bindings compute the same bits. A caller
   // applying many small blocks (sparse rows) keeps its own ScopedFlushDenormals around
   // the loop, which makes this one free.
-  // `averaged`: UpdateBlock::averaged.
+  // `averaged`: UpdateBlock::averaged. `restarted_at`: for elements whose state was
+  // restarted (RestartSlots) at step r, r: the schedule goes on counting `step`, the
+  // rule counts its own updates from r (UpdateBlock::step is step - r).
   void Apply(float* param, const float* grad, float* state, int64_t n, int64_t step, int64_t state_stride,
-             float averaged = 1.0f) const {
+             float averaged = 1.0f, int64_t restarted_at = 0) const {
     ScopedFlushDenormals flush;
+    const UpdateBlock block{param, grad, state, n, step - restarted_at, state_stride, averaged};
     if (schedule_ == nullptr) {
-      def_->apply(params_, UpdateBlock{param, grad, state, n, step, state_stride, averaged});
+      def_->apply(params_, block);
       return;
     }
     OptimizerParams scheduled = params_;
     scheduled.learning_rate = RateAt(step);
-    def_->apply(scheduled, UpdateBlock{param, grad, state, n, step, state_stride, averaged});
+    def_->apply(scheduled, block);
   }
   // The rate of an update with 1-based `step` (the base rate without a schedule).
   float RateAt(int64_t step) const {

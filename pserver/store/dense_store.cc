@@ -164,7 +164,7 @@ void DenseStore::Apply(const std::vector<ResolvedPush::Dense>& dense, const Upda
     float* value = blk->Writable(rule.num_slots());
     float* slots = rule.num_slots() > 0 ? value + blk->n : nullptr;
     d.grad->ForEachChunk([&](int64_t offset, const float* grad, int64_t n) {
-      rule.Apply(value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n);
+      rule.Apply(value + offset, grad, slots ? slots + offset : nullptr, n, step, blk->n, 1.0f, blk->restarted_at);
       // The gradient chunk is consumed: its place may take the new values.
       if (d.write_back) std::memcpy(d.write_back + offset, value + offset, n * sizeof(float));
     });
@@ -224,7 +224,7 @@ void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule) {
     if (blk->accum_delta) {
       for (int64_t j = 0; j < blk->n; ++j) value[j] += g[j];
     } else {
-      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n, static_cast<float>(k));
+      rule.Apply(value, g, value + blk->n, blk->n, ++blk->step, blk->n, static_cast<float>(k), blk->restarted_at);
     }
     blk->has_accum = false;
   });
@@ -301,15 +301,17 @@ Status DenseStore::Visit(ShardVisitor* v, int slots) const {
     PL_RETURN_IF_ERROR(v->Param(p->spec, p->blocks.size()));
     for (const auto& [b, blk] : p->blocks) {
       absl::MutexLock bl(&blk->mu);
-      PL_RETURN_IF_ERROR(v->Block(b, blk->n, blk->step, {blk->data.get(), static_cast<size_t>((1 + slots) * blk->n)}));
+      PL_RETURN_IF_ERROR(v->Block(b, blk->n, StepRecord(blk->step, blk->restarted_at),
+                                  {blk->data.get(), static_cast<size_t>((1 + slots) * blk->n)}));
     }
   }
   return absl::OkStatus();
 }
 
 StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
-                                      const UpdateRule& rule, const WhyNot& why) {
+                                      const UpdateRule& rule, int64_t learned_version, const WhyNot& why) {
   const int slots = rule.num_slots();
+  learned_version = std::max<int64_t>(learned_version, 0);
   std::vector<DenseBlock*> found;
   found.reserve(blocks.size());
   for (const proto::DenseBlock& b : blocks) {
@@ -336,21 +338,53 @@ StatusOr<int64_t> DenseStore::Restore(const google::protobuf::RepeatedPtrField<p
     float* data = blk->Writable(slots);
     std::memcpy(data, blocks[i].values().data(), blk->n * 4);
     if (slots > 0) rule.RestartSlots(data + blk->n, blk->n);
-    blk->step = 0;
+    blk->step = learned_version;
+    blk->restarted_at = learned_version;
     floats += blk->n;
   }
   return floats;
 }
 
-absl::Span<float> DenseStore::LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t step, int slots) {
+namespace {
+// A restored block's record: -1 - (restarted_at << 23 | steps since), both non-negative.
+// Once 2^23 steps have passed since, the optimizer's count is past any bias correction
+// in float (b2 < 0.99999), and the record is the plain step count again.
+constexpr int kSinceBits = 23;
+constexpr int64_t kMaxRestartedAt = (int64_t{1} << (63 - kSinceBits)) - 1;
+}  // namespace
+
+int64_t DenseStore::StepRecord(int64_t step, int64_t restarted_at) {
+  const int64_t since = step - restarted_at;
+  if (restarted_at <= 0 || since < 0 || since >= (int64_t{1} << kSinceBits) || restarted_at > kMaxRestartedAt) {
+    return step;
+  }
+  return -1 - ((restarted_at << kSinceBits) | since);
+}
+
+bool DenseStore::ParseStepRecord(int64_t record, int64_t* step, int64_t* restarted_at) {
+  if (record >= 0) {
+    *step = record;
+    *restarted_at = 0;
+    return true;
+  }
+  const int64_t packed = -1 - record;  // record >= INT64_MIN, so this is >= 0
+  *restarted_at = packed >> kSinceBits;
+  *step = *restarted_at + (packed & ((int64_t{1} << kSinceBits) - 1));
+  return *restarted_at > 0;
+}
+
+absl::Span<float> DenseStore::LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t record, int slots) {
+  int64_t step = 0, restarted_at = 0;
+  if (!ParseStepRecord(record, &step, &restarted_at)) return {};
   absl::ReaderMutexLock l(&mu_);
   auto pit = params_.find(name);
   if (pit == params_.end()) return {};
   auto it = pit->second->blocks.find(b);
-  if (it == pit->second->blocks.end() || it->second->n != n || step < 0) return {};
+  if (it == pit->second->blocks.end() || it->second->n != n) return {};
   DenseBlock* blk = it->second.get();
   absl::MutexLock bl(&blk->mu);
   blk->step = step;
+  blk->restarted_at = restarted_at;
   return {blk->data.get(), static_cast<size_t>((1 + slots) * n)};
 }
 

@@ -89,11 +89,13 @@ class DenseStore {
   // A trainer's copy of this shard's blocks in place of their values (a shard that lost
   // every copy and was created again from the seed: ParameterShard::Init). Checked whole
   // first (each block held here, its byte size, every value finite), so a refused
-  // restore changes nothing; then each block's value is written, its optimizer state
+  // restore changes nothing; then each block's value is written and its optimizer state
   // restarted (UpdateRule::RestartSlots: Adam's first steps ramp up rather than move
-  // every element by lr) and its step count reset. Returns the floats written.
+  // every element by lr). Its step count becomes `learned_version`, the updates the copy
+  // had seen, so a learning-rate schedule goes on where it was; the optimizer counts
+  // its own steps from there (DenseBlock::restarted_at). Returns the floats written.
   StatusOr<int64_t> Restore(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
-                            const UpdateRule& rule, const WhyNot& why);
+                            const UpdateRule& rule, int64_t learned_version, const WhyNot& why);
 
   // Every block's floats pinned as they are now, in the order Visit shows them. The
   // caller keeps updates out while it pins, and unpins before the store goes.
@@ -102,9 +104,17 @@ class DenseStore {
   // Each parameter and its blocks, each block under its lock (ShardVisitor).
   Status Visit(ShardVisitor* visitor, int slots) const;
 
-  // For a Loader: block b of `name` with its step set to `step`, its value and `slots`
-  // slots to fill; empty when this shard holds no such block of n floats.
-  absl::Span<float> LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t step, int slots);
+  // A block's step count and the step it was restored at, as one int64 for the shard's
+  // state (shard_serializer.cc writes it where the step count alone was): the count
+  // itself for a block never restored, which is what older files hold; negative for a
+  // restored one, the two counts packed. ParseStepRecord is false for a record that is
+  // neither.
+  static int64_t StepRecord(int64_t step, int64_t restarted_at);
+  static bool ParseStepRecord(int64_t record, int64_t* step, int64_t* restarted_at);
+
+  // For a Loader: block b of `name` with its counts from `record` (StepRecord), its value
+  // and `slots` slots to fill; empty when this shard holds no such block of n floats.
+  absl::Span<float> LoadBlock(const std::string& name, int64_t b, int64_t n, int64_t record, int slots);
   // Blocks of `name` held here (0 if none); with `warmer`, its blocks' pages are
   // faulted in there ahead of the fill.
   size_t OwnedBlocks(const std::string& name, int slots = 0, std::unique_ptr<PageWarmer>* warmer = nullptr) const;

@@ -66,13 +66,13 @@ StatusOr<proto::InitResponse> ParameterShard::Restore(const proto::InitRequest& 
     {
       absl::MutexLock order(&order_mu_);
       PL_RETURN_IF_ERROR(hook_->CheckPrimary());
-      PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
+      PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore(), request.learned_version()).status());
       PL_ASSIGN_OR_RETURN(position, hook_->ForwardInit(request));
     }
     PL_RETURN_IF_ERROR(hook_->WaitAcked(position, absl::Now() + absl::Seconds(30)));
   } else {
     absl::MutexLock order(&order_mu_);  // a snapshot sees the restore whole or not at all
-    PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
+    PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore(), request.learned_version()).status());
   }
   restored_from_trainer_.store(std::max<int64_t>(1, request.learned_version()));
   proto::InitResponse response;

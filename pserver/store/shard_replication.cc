@@ -125,7 +125,7 @@ StatusOr<int64_t> ParameterShard::FollowPush(PushFrame frame) {
 Status ParameterShard::FollowInit(const proto::InitRequest& request) {
   // The primary's restore (it checked the ticket and the values) is applied as it is.
   if (request.restore_size() > 0) {
-    PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore()).status());
+    PL_RETURN_IF_ERROR(store_.RestoreDense(request.restore(), request.learned_version()).status());
     restored_from_trainer_.store(std::max<int64_t>(1, request.learned_version()));
     return absl::OkStatus();
   }

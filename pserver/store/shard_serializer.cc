@@ -81,10 +81,10 @@ class Writer : public ShardStore::Visitor {
     PL_RETURN_IF_ERROR(PutMessage(w_, spec));
     return Put<uint64_t>(w_, blocks);
   }
-  Status Block(int64_t block, int64_t n, int64_t step, absl::Span<const float> data) override {
+  Status Block(int64_t block, int64_t n, int64_t step_record, absl::Span<const float> data) override {
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, block));
     PL_RETURN_IF_ERROR(Put<int64_t>(w_, n));
-    PL_RETURN_IF_ERROR(Put<int64_t>(w_, step));
+    PL_RETURN_IF_ERROR(Put<int64_t>(w_, step_record));
     if (layout_ == kPayloadAfterLayout) return absl::OkStatus();  // sent after the head, from pinned blocks
     return w_(data.data(), data.size() * sizeof(float));
   }
@@ -179,13 +179,14 @@ Status ReadDense(const ByteReader& r, bool delta, ShardStore::Loader* loader, By
     return Corrupt(absl::StrCat("parameter '", spec.name(), "': ", num_blocks, " blocks saved, ", owned, " owned"));
   }
   for (uint64_t k = 0; k < num_blocks; ++k) {
-    int64_t b = 0, n = 0, step = 0;
+    int64_t b = 0, n = 0, step_record = 0;
     PL_RETURN_IF_ERROR(Get(r, &b));
     PL_RETURN_IF_ERROR(Get(r, &n));
-    PL_RETURN_IF_ERROR(Get(r, &step));
-    absl::Span<float> data = loader->Block(spec.name(), b, n, step);
+    PL_RETURN_IF_ERROR(Get(r, &step_record));
+    absl::Span<float> data = loader->Block(spec.name(), b, n, step_record);
     if (data.empty()) {
-      return Corrupt(absl::StrCat("parameter '", spec.name(), "': unexpected block ", b, " of ", n));
+      return Corrupt(absl::StrCat("parameter '", spec.name(), "': unexpected block ", b, " of ", n,
+                                  " (step record ", step_record, ")"));
     }
     if (deferred != nullptr) {
       deferred->emplace_back(reinterpret_cast<char*>(data.data()), data.size() * sizeof(float));

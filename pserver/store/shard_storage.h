@@ -59,7 +59,10 @@ struct DenseBlock {
   int64_t block = 0;
   int64_t offset = 0;
   int64_t n = 0;
-  int64_t step ABSL_GUARDED_BY(mu) = 0;  // updates applied to this block
+  int64_t step ABSL_GUARDED_BY(mu) = 0;  // updates applied to this block (a schedule's count)
+  // The step a trainer's copy restored this block at (DenseStore::Restore), 0 if never:
+  // the optimizer's own count (Adam's bias correction) runs from there, with its state.
+  int64_t restarted_at ABSL_GUARDED_BY(mu) = 0;
   // (1 + S) * n: value (n), then S slots of n. Shared: an async pull sends the values
   // in place, and gRPC may hold them a little longer than the shard exists.
   std::shared_ptr<float[]> data;

@@ -180,10 +180,11 @@ Status ShardStore::Resolve(const PushFrame& frame, ResolvedPush* out, bool check
   return sparse_.Resolve(frame.header(), check_finite, [this](const std::string& n) { return WhyNotTable(n); }, out);
 }
 
-StatusOr<int64_t> ShardStore::RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks) {
+StatusOr<int64_t> ShardStore::RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
+                                           int64_t learned_version) {
   PL_RETURN_IF_ERROR(CheckInitialized());
   absl::ReaderMutexLock l(&mu_);
-  return dense_.Restore(blocks, *rule_, [this](const std::string& n) { return WhyNotDense(n); });
+  return dense_.Restore(blocks, *rule_, learned_version, [this](const std::string& n) { return WhyNotDense(n); });
 }
 
 void ShardStore::Apply(const ResolvedPush& push) {
@@ -288,9 +289,9 @@ StatusOr<size_t> ShardStore::Loader::Add(const proto::ParamSpec& spec) ABSL_NO_T
   return store_->dense_.OwnedBlocks(spec.name(), NumSlots(store_->optimizer_.kind), &warmer_);
 }
 
-absl::Span<float> ShardStore::Loader::Block(const std::string& name, int64_t b, int64_t n, int64_t step)
+absl::Span<float> ShardStore::Loader::Block(const std::string& name, int64_t b, int64_t n, int64_t step_record)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  return store_->dense_.LoadBlock(name, b, n, step, NumSlots(store_->optimizer_.kind));
+  return store_->dense_.LoadBlock(name, b, n, step_record, NumSlots(store_->optimizer_.kind));
 }
 
 const proto::ParamSpec* ShardStore::Loader::Spec(const std::string& name) const {

@@ -82,8 +82,9 @@ class ShardStore {
   // applied each push, so a replica must apply it as is, never refuse it.
   Status Resolve(const PushFrame& frame, ResolvedPush* out, bool check_finite = true) const;
   // DenseStore::Restore on this shard's blocks, after Init: a trainer's copy of their
-  // values in place of the seed's. Returns the floats written.
-  StatusOr<int64_t> RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks);
+  // values in place of the seed's, as of its `learned_version`. Returns the floats written.
+  StatusOr<int64_t> RestoreDense(const google::protobuf::RepeatedPtrField<proto::DenseBlock>& blocks,
+                                 int64_t learned_version);
   // Async: applies a resolved push with each block's and row's own step count, and
   // writes each block's new values to its write_back, if any.
   void Apply(const ResolvedPush& push);
@@ -133,9 +134,10 @@ class ShardStore {
     bool Holds(const std::string& name) const;
     // Creates a parameter or table as Init does; returns the blocks it owns here.
     StatusOr<size_t> Add(const proto::ParamSpec& spec);
-    // Block b of dense parameter `name` with its step set to `step`: its value and
-    // slots to fill, or an empty span when this shard holds no such block of n floats.
-    absl::Span<float> Block(const std::string& name, int64_t b, int64_t n, int64_t step);
+    // Block b of dense parameter `name` with its counts set from `step_record`
+    // (DenseStore::StepRecord): its value and slots to fill, or an empty span when this
+    // shard holds no such block of n floats, or the record is not one.
+    absl::Span<float> Block(const std::string& name, int64_t b, int64_t n, int64_t step_record);
     // A new record for row `id` of `table`, to fill; empty when the row exists.
     absl::Span<float> NewRow(const std::string& table, int64_t id) { return sparse().LoadRow(table, id, true); }
     // Row `id`'s record, new or existing, to overwrite (an incremental checkpoint's).

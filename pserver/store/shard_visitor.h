@@ -21,8 +21,8 @@ class ShardVisitor {
   virtual ~ShardVisitor() = default;
   virtual Status Config(const proto::OptimizerConfig& optimizer, uint64_t seed, bool sync, size_t dense_params) = 0;
   virtual Status Param(const proto::ParamSpec& spec, size_t blocks) = 0;
-  // data: value (n) then S slots of n.
-  virtual Status Block(int64_t block, int64_t n, int64_t step, absl::Span<const float> data) = 0;
+  // data: value (n) then S slots of n. step_record: DenseStore::StepRecord.
+  virtual Status Block(int64_t block, int64_t n, int64_t step_record, absl::Span<const float> data) = 0;
   virtual Status Tables(size_t tables) = 0;
   virtual Status Table(const proto::ParamSpec& spec, int stripes) = 0;
   virtual Status Stripe(size_t rows) = 0;

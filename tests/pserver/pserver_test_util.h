@@ -2,6 +2,7 @@
 #ifndef TESTS_PSERVER_PSERVER_TEST_UTIL_H_
 #define TESTS_PSERVER_PSERVER_TEST_UTIL_H_
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,17 @@ inline std::string Dump(const ParameterShard& shard) {
   });
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+// Loads `state` (Dump's bytes) into a fresh shard.
+inline Status LoadDump(ParameterShard& shard, const std::string& state) {
+  size_t pos = 0;
+  return shard.LoadState([&](void* d, size_t n) {
+    if (pos + n > state.size()) return absl::DataLossError("short");
+    std::memcpy(d, state.data() + pos, n);
+    pos += n;
+    return absl::OkStatus();
+  });
 }
 
 // Ids in [0, limit) that shard `index` of `num_shards` owns.

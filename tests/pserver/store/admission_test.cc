@@ -66,19 +66,8 @@ TEST(Admission, TheSightingsTravelWithTheStateSoReplicasAdmitAlike) {
   auto primary = MakeShard(3);
   PushOnes(*primary, {9, 10});
   PushOnes(*primary, {9});
-  std::string state;
-  ASSERT_TRUE(primary->SaveState([&state](const void* d, size_t n) {
-    state.append(static_cast<const char*>(d), n);
-    return absl::OkStatus();
-  }).ok());
   ParameterShard joined(0, 1);
-  size_t pos = 0;
-  ASSERT_TRUE(joined.LoadState([&](void* d, size_t n) {
-    if (pos + n > state.size()) return absl::DataLossError("short");
-    std::memcpy(d, state.data() + pos, n);
-    pos += n;
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(LoadDump(joined, Dump(*primary)).ok());
   // One more update admits id 9 on both (its third); id 10 has had one only.
   for (ParameterShard* s : {primary.get(), &joined}) PushOnes(*s, {9, 10});
   EXPECT_EQ(PullRows(joined, "emb", {9, 10}), PullRows(*primary, "emb", {9, 10}));

@@ -3,10 +3,13 @@
 // copy of the values (InitRequest.restore), once. Issue 40: a sync job's shard whose two replicas were
 // both killed otherwise starts over and costs the job 0.01-0.02 of accuracy.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "paddle_like/optim/lr_schedule.h"
+#include "pserver/store/dense_store.h"
 #include "pserver/store/shard.h"
 #include "tests/pserver/pserver_test_util.h"
 
@@ -27,8 +30,8 @@ OptimizerSpec Adam() {
 }
 
 // `learned`: the version the caller's copy had seen (0: none, as at a job's start).
-proto::InitRequest ModelInit(int64_t learned = 0) {
-  proto::InitRequest r = MakeInit({DenseSpec("w", {kNumel}, kBlock)}, Adam(), /*seed=*/11);
+proto::InitRequest ModelInit(int64_t learned = 0, const OptimizerSpec& optimizer = Adam()) {
+  proto::InitRequest r = MakeInit({DenseSpec("w", {kNumel}, kBlock)}, optimizer, /*seed=*/11);
   r.set_learned_version(learned);
   return r;
 }
@@ -196,6 +199,61 @@ TEST(RestoreTest, ATicketIsIssuedOnceWithinTheWindowOfACreation) {
   const uint64_t again = ticket.Issue(t0);
   EXPECT_TRUE(ticket.Redeem(again, t0 + absl::Seconds(3)).ok());
   EXPECT_FALSE(ticket.Redeem(again, t0 + absl::Seconds(3)).ok()) << "spent";
+}
+
+// The restored blocks count on from the copy's version (42): a learning-rate schedule
+// goes on where it was, while Adam counts its own updates from the restore. Both counts
+// survive the shard's state (a checkpoint, a snapshot).
+TEST(RestoreTest, ARestoredShardKeepsItsScheduleAndBothCountsSurviveItsState) {
+  OptimizerSpec halving = Adam();
+  LrSchedule schedule;
+  schedule.kind = LrSchedule::Kind::kStep;
+  schedule.step_size = 40;
+  schedule.gamma = 0.5;
+  ASSERT_TRUE(EncodeLrSchedule(schedule, &halving).ok());
+  ParameterShard shard(0, 1);
+  auto created = shard.Init(ModelInit(/*learned=*/5, halving));
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_NE(created->restore_ticket(), 0u);
+  ASSERT_TRUE(shard.Init(RestoreOf(created->restore_ticket())).ok());
+  const std::vector<float> restored = AllValues(shard);
+  ASSERT_TRUE(PushGradient(shard, -1.0f).ok());
+  // Update 43: the rate is 0.05 * 0.5 (after 42 updates, one halving); Adam's first step
+  // since the restore is a tenth of it. Counted from 0 it would be 0.005.
+  const std::vector<float> after = AllValues(shard);
+  for (int i = 0; i < kNumel; ++i) EXPECT_NEAR(after[i] - restored[i], 0.0025f, 1e-6f) << i;
+
+  // The shard's state, loaded into a fresh shard, steps on exactly as the original.
+  const std::string state = Dump(shard);
+  ParameterShard reloaded(0, 1);
+  ASSERT_TRUE(LoadDump(reloaded, state).ok());
+  for (float g : {0.5f, -2.0f, 1.0f}) {
+    ASSERT_TRUE(PushGradient(shard, g).ok());
+    ASSERT_TRUE(PushGradient(reloaded, g).ok());
+  }
+  EXPECT_EQ(AllValues(reloaded), AllValues(shard));
+  EXPECT_EQ(Dump(reloaded), Dump(shard));
+}
+
+// A block's two counts in the one int64 the shard's state has for them: a block never
+// restored keeps the plain count older files hold; a restored one packs both; anything
+// else negative is refused.
+TEST(RestoreTest, TheStepRecordKeepsBothCountsAndRefusesWhatIsNotOne) {
+  int64_t step = -1, restarted_at = -1;
+  ASSERT_TRUE(DenseStore::ParseStepRecord(DenseStore::StepRecord(417, 0), &step, &restarted_at));
+  EXPECT_EQ(DenseStore::StepRecord(417, 0), 417);
+  EXPECT_EQ(step, 417);
+  EXPECT_EQ(restarted_at, 0);
+  for (const auto& [s, r] : std::vector<std::pair<int64_t, int64_t>>{{42, 42}, {43, 42}, {1'000'000'123, 1'000'000'000}}) {
+    const int64_t record = DenseStore::StepRecord(s, r);
+    EXPECT_LT(record, 0);
+    ASSERT_TRUE(DenseStore::ParseStepRecord(record, &step, &restarted_at)) << record;
+    EXPECT_EQ(step, s);
+    EXPECT_EQ(restarted_at, r);
+  }
+  // 2^23 updates after the restore no bias correction is left: the plain count.
+  EXPECT_EQ(DenseStore::StepRecord(5 + (int64_t{1} << 23), 5), 5 + (int64_t{1} << 23));
+  EXPECT_FALSE(DenseStore::ParseStepRecord(-1, &step, &restarted_at)) << "restored at step 0 is no restore";
 }
 
 // A backup applies the primary's restore from its stream as it is (the primary checked
