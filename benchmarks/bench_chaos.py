@@ -13,7 +13,11 @@ Per run: the exit status, the wall time and its ratio to the fault-free median, 
 the master counted every chunk once per pass, the final test accuracy and its difference
 to the fault-free mean, and the shards that lost both copies (the only loss allowed:
 with no checkpoint the shard starts over, exit 3). The summary counts runs that
-finished, finished within 3x the fault-free time, and kept the accuracy within 0.01.
+finished, finished within 3x the fault-free time, and kept the accuracy within 0.01, then the mean
+accuracy against the fault-free mean with its standard error: one run's accuracy swings
+by up to 0.01 with the order of the data alone (benchmarks/README.md), so the mean is
+what the runs can resolve. --baseline_orders gives each fault-free run its own task
+order, so that the reference spans that spread.
 
     /usr/bin/python3 benchmarks/bench_chaos.py [--build build] [--modes sync,async]
         [--seeds 20 | --seed_list 7,10] [--faults 12] [--baseline_runs 3] [--limit_s 300] [--test_limit 10000]
@@ -137,6 +141,7 @@ def main():
                 ", ".join("%.1f" % r["wall"] for r in base), ", ".join(str(x) for x in accs), base_acc,
                 statistics.stdev(accs) if len(accs) > 1 else float("nan")))
             finished = within_time = within_acc = 0
+            chaos_accs = []
             for run, seed in enumerate(seeds):
                 d = os.path.join(tmp, "run%d_seed%d" % (run, seed))
                 os.makedirs(d)
@@ -148,6 +153,8 @@ def main():
                 finished += ok
                 within_time += ok and r["wall"] <= 3 * base_wall
                 delta = (r["acc"] - base_acc) if r["acc"] is not None else None
+                if ok and r["acc"] is not None:
+                    chaos_accs.append(r["acc"])
                 within_acc += ok and delta is not None and abs(delta) <= 0.01
                 print("%s seed %2d: %d faults, rc %s, %.1f s (%.2fx), every chunk once: %s, accuracy %s (%+.4f), "
                       "shards that lost both copies %d" % (
@@ -155,6 +162,12 @@ def main():
                           r["acc"], delta if delta is not None else float("nan"), r["both_lost"]), flush=True)
             print("%s: finished %d/%d, within 3x the fault-free time %d/%d, accuracy within 0.01 %d/%d" % (
                 mode, finished, len(seeds), within_time, len(seeds), within_acc, len(seeds)), flush=True)
+            # What the runs can resolve: the mean difference and its standard error, from
+            # the spread of both sets (one run's accuracy swings with the data's order).
+            if len(chaos_accs) > 1 and len(accs) > 1:
+                se = (statistics.variance(chaos_accs) / len(chaos_accs) + statistics.variance(accs) / len(accs)) ** 0.5
+                print("%s: mean accuracy %.4f against the fault-free %.4f: %+.4f (standard error %.4f)" % (
+                    mode, statistics.mean(chaos_accs), base_acc, statistics.mean(chaos_accs) - base_acc, se), flush=True)
 
 
 if __name__ == "__main__":
