@@ -309,14 +309,33 @@ StatusOr<proto::LeaveResponse> Master::Leave(const proto::LeaveRequest& req) {
   return Run<proto::LeaveResponse>(std::move(event), [&] { return LeaveLocked(req); });
 }
 
+StatusOr<proto::TrainerExitedResponse> Master::TrainerExited(const proto::TrainerExitedRequest& req) {
+  proto::MasterEvent event;
+  proto::LeaveRequest& leave = *event.mutable_leave();
+  leave.set_trainer_id(req.trainer_id());
+  leave.set_exited(req.why().empty() ? "its process exited" : req.why());
+  const proto::LeaveRequest as_leave = leave;
+  return Run<proto::TrainerExitedResponse>(std::move(event), [&]() -> StatusOr<proto::TrainerExitedResponse> {
+    PL_ASSIGN_OR_RETURN(proto::LeaveResponse left, LeaveLocked(as_leave));
+    proto::TrainerExitedResponse resp;
+    resp.set_known(left.known());
+    return resp;
+  });
+}
+
 StatusOr<proto::LeaveResponse> Master::LeaveLocked(const proto::LeaveRequest& req) {
   ExpireLocked();
   bool known = membership_.Leave(req.trainer_id());
   int n = queue_.ReleaseTrainer(req.trainer_id(), /*count_failure=*/false);
   if (known) {
-    Log(absl::StrCat("trainer ", req.trainer_id(), " left", n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : ""));
+    const std::string back = n > 0 ? absl::StrCat("; ", n, " task(s) back to todo") : "";
+    Log(req.exited().empty() ? absl::StrCat("trainer ", req.trainer_id(), " left", back)
+                             : absl::StrCat("trainer ", req.trainer_id(), " dropped: its process exited (",
+                                            req.exited(), ")", back));
   }
-  return proto::LeaveResponse();
+  proto::LeaveResponse resp;
+  resp.set_known(known);
+  return resp;
 }
 
 template <typename Resp, typename Read>

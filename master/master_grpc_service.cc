@@ -50,6 +50,8 @@ PL_MASTER_HANDLER(Membership, GetMembership, rpc::AuthorizeJobProcess(ctx, "Memb
 PL_MASTER_HANDLER(JobStatus, JobStatus, rpc::AuthorizeJobProcess(ctx, "JobStatus"))
 // Only the supervisor that reaped the process knows it is gone.
 PL_MASTER_HANDLER(ReplicaExited, ReplicaExited, rpc::Authorize(ctx, {rpc::kLaunchers}, "ReplicaExited"))
+// The same for a trainer: a trainer certificate cannot drop another trainer.
+PL_MASTER_HANDLER(TrainerExited, TrainerExited, rpc::Authorize(ctx, {rpc::kLaunchers}, "TrainerExited"))
 // Sizing the job is the operator's (pl-launch --control, pl-autoscale): a trainer
 // certificate cannot shrink a job to nothing.
 PL_MASTER_HANDLER(ScaleTrainers, ScaleTrainers, rpc::Authorize(ctx, {rpc::kLaunchers}, "ScaleTrainers"))

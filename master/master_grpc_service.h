@@ -43,6 +43,8 @@ class MasterService final : public MasterServiceBase {
                          proto::JobStatusResponse* resp) override;
   grpc::Status ReplicaExited(grpc::ServerContext* ctx, const proto::ReplicaExitedRequest* req,
                              proto::ReplicaExitedResponse* resp) override;
+  grpc::Status TrainerExited(grpc::ServerContext* ctx, const proto::TrainerExitedRequest* req,
+                             proto::TrainerExitedResponse* resp) override;
   grpc::Status ScaleTrainers(grpc::ServerContext* ctx, const proto::ScaleTrainersRequest* req,
                              proto::ScaleTrainersResponse* resp) override;
 

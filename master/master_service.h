@@ -121,6 +121,8 @@ class Master {
   StatusOr<proto::TaskFinishedResponse> TaskFinished(const proto::TaskFinishedRequest& req);
   StatusOr<proto::TaskFailedResponse> TaskFailed(const proto::TaskFailedRequest& req);
   StatusOr<proto::LeaveResponse> Leave(const proto::LeaveRequest& req);
+  // The launcher saw the trainer's process exit: a Leave that says why.
+  StatusOr<proto::TrainerExitedResponse> TrainerExited(const proto::TrainerExitedRequest& req);
   StatusOr<proto::MembershipResponse> GetMembership(const proto::MembershipRequest& req);
   StatusOr<proto::JobStatusResponse> JobStatus(const proto::JobStatusRequest& req);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& req);

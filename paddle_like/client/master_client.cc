@@ -1,5 +1,8 @@
 #include "paddle_like/client/master_client.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -78,7 +81,21 @@ StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
     credential_ = Credential{resp.trainer_id(), resp.token()};
   }
   if (resp.lease_ms() > 0) lease_ms_ = resp.lease_ms();
+  WriteTrainerIdFile(resp.trainer_id());
   return resp;
+}
+
+void MasterClient::WriteTrainerIdFile(int64_t trainer_id) {
+  const char* path = std::getenv("PL_TRAINER_ID_FILE");
+  if (path == nullptr || *path == '\0') return;
+  // Whole or not at all: the launcher may read it the moment this process dies.
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << trainer_id << "\n";
+    if (!out.good()) return;  // the lease still tells the master; nothing else depends on it
+  }
+  std::rename(tmp.c_str(), path);
 }
 
 StatusOr<proto::GetTaskResponse> MasterClient::GetTask() { return GetTask(nullptr, 0); }
@@ -217,6 +234,13 @@ StatusOr<proto::ReplicaExitedResponse> MasterClient::ReplicaExited(const proto::
                                                                    const MasterCallPolicy& policy) {
   proto::ReplicaExitedResponse resp;
   PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::ReplicaExited, request, &resp, policy, "", "ReplicaExited"));
+  return resp;
+}
+
+StatusOr<proto::TrainerExitedResponse> MasterClient::TrainerExited(const proto::TrainerExitedRequest& request,
+                                                                   const MasterCallPolicy& policy) {
+  proto::TrainerExitedResponse resp;
+  PL_RETURN_IF_ERROR(Call(&proto::Master::Stub::TrainerExited, request, &resp, policy, "", "TrainerExited"));
   return resp;
 }
 

@@ -89,6 +89,8 @@ class MasterClient {
   StatusOr<proto::JobStatusResponse> JobStatus(const MasterCallPolicy& policy);
   StatusOr<proto::ReplicaExitedResponse> ReplicaExited(const proto::ReplicaExitedRequest& request,
                                                        const MasterCallPolicy& policy);
+  StatusOr<proto::TrainerExitedResponse> TrainerExited(const proto::TrainerExitedRequest& request,
+                                                       const MasterCallPolicy& policy);
   StatusOr<proto::ScaleTrainersResponse> ScaleTrainers(const proto::ScaleTrainersRequest& request,
                                                        const MasterCallPolicy& policy);
 
@@ -120,6 +122,10 @@ class MasterClient {
   mutable std::mutex stub_mu_;
   std::shared_ptr<proto::Master::Stub> stub_;  // guarded by stub_mu_
   absl::Time dialled_;                         // guarded by stub_mu_
+  // With PL_TRAINER_ID_FILE set (pl-launch sets it), writes the id there, so the
+  // launcher can tell the master the moment this process exits (TrainerExited).
+  static void WriteTrainerIdFile(int64_t trainer_id);
+
   std::string name_;
   absl::Duration give_up_after_;
   mutable std::mutex credential_mu_;

@@ -198,6 +198,14 @@ TEST_F(CallerRightsTest, EachProcessMakesOnlyItsOwnCallsAndARefusedCallChangesNo
   EXPECT_DENIED(other_shard.master->ReplicaExited(Ctx().get(), gone, &noted));
   trainer = Caller("trainer");
   EXPECT_DENIED(trainer.master->ReplicaExited(Ctx().get(), gone, &noted));
+  // Nor may a trainer say another trainer's process is gone (its token or none).
+  proto::TrainerExitedRequest exited;
+  exited.set_trainer_id(t1.trainer_id());
+  proto::TrainerExitedResponse dropped;
+  trainer = Caller("trainer");
+  EXPECT_DENIED(trainer.master->TrainerExited(Ctx(t2.token()).get(), exited, &dropped));
+  EXPECT_DENIED(trainer.master->TrainerExited(Ctx(t1.token()).get(), exited, &dropped));
+  EXPECT_DENIED(other_shard.master->TrainerExited(Ctx().get(), exited, &dropped));
 
   // Trainer 2 finishing, failing or leaving trainer 1's task; a call carrying no token.
   trainer = Caller("trainer");

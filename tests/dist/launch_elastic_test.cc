@@ -1,7 +1,8 @@
 // pl-launch end to end on a Fashion-MNIST subset: one trainer is SIGKILLed in the middle
 // of a task (through the control FIFO, once it has logged a step, so it provably holds
-// a lease) and another is added by the --add_trainer_after_s timer while the job runs;
-// the job still completes, pl-launch exits 0 and a trainer prints the final accuracy.
+// a lease; pl-launch tells the master, which drops it without waiting for the lease)
+// and another is added by the --add_trainer_after_s timer while the job runs; the job
+// still completes, pl-launch exits 0 and a trainer prints the final accuracy.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,9 +62,12 @@ TEST(DistLaunchTest, TrainerKilledMidTaskAndAddedByTimerAndTheJobStillCompletes)
   EXPECT_THAT(out, HasSubstr("SIGKILL trainer-0 (pid "));
   EXPECT_THAT(out, HasSubstr("started trainer-2 (pid "));
   EXPECT_THAT(out, HasSubstr("(--add_trainer_after_s 1.5)"));
-  // The killed trainer's task came back through its lease.
-  EXPECT_THAT(out, HasSubstr(absl::StrCat("trainer ", id[1].str(), " dropped: its lease expired")))
-      << "trainer-0 was killed holding a task, so its lease must expire";
+  // The killed trainer's task came back at once: pl-launch reaped the process and told
+  // the master (TrainerExited), so the master did not wait for its lease.
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("told the master that trainer-0 (trainer ", id[1].str(), ") exited")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("trainer ", id[1].str(), " dropped: its process exited (trainer-0 ")))
+      << "trainer-0 was killed holding a task";
+  EXPECT_THAT(out, Not(HasSubstr(absl::StrCat("trainer ", id[1].str(), " dropped: its lease expired"))));
   // The added trainer joined the job (it registered with the master and trained).
   EXPECT_THAT(out, HasSubstr("INFO trainer-2: registered as trainer"));
   std::smatch m;

@@ -65,6 +65,10 @@ std::string JobLayout::ReplicaIdFile(const std::string& name) const {
   return absl::StrCat(workdir_, "/ports/", name, ".replica");
 }
 
+std::string JobLayout::TrainerIdFile(const std::string& name) const {
+  return absl::StrCat(workdir_, "/ports/", name, ".trainer_id");
+}
+
 std::string JobLayout::LogDir() const {
   if (options_->logdir.empty()) return "";
   std::error_code ec;

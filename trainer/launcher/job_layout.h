@@ -53,6 +53,8 @@ class JobLayout {
   std::string PortFile(const std::string& name) const;
   // Where pserver process `name` writes its replica id (--replica_id_file).
   std::string ReplicaIdFile(const std::string& name) const;
+  // Where trainer process `name` writes its master-assigned id (PL_TRAINER_ID_FILE).
+  std::string TrainerIdFile(const std::string& name) const;
   // --logdir, absolute ("" without it).
   std::string LogDir() const;
 

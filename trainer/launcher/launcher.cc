@@ -324,6 +324,10 @@ Status Launcher::StartTrainer(const std::string& why) {
   // A trainer's command may be any program (a Python script): its certificate comes by
   // the environment. Every trainer is "trainer".
   spec.child.env.push_back({"PL_TLS_DIR", tls_.Dir("trainer")});
+  // Its master-assigned id, for ReportTrainerExit.
+  const std::string id_file = layout_.TrainerIdFile(spec.name);
+  ::unlink(id_file.c_str());
+  spec.child.env.push_back({"PL_TRAINER_ID_FILE", id_file});
   telemetry_.Watch(spec.name);
   spec.restart = RestartPolicy::kNever;
   Status s = supervisor_->Start(spec);
@@ -484,6 +488,7 @@ void Launcher::HandleEvents(const std::vector<ProcessEvent>& events) {
         continue;
       }
       if (e.exit.success()) ++trainers_ok_;
+      if (outcome_ == Outcome::kRunning && !e.exit.success()) ReportTrainerExit(e);
       if (outcome_ == Outcome::kRunning && !e.exit.success() && have_status_ && status_.has_trainer_target()) {
         // FollowTarget replaces it; a command that fails at once must not loop forever.
         const auto now = Clock::now();

@@ -147,6 +147,8 @@ class Launcher {
   // A replicated pserver's process exited: tells the master at once (it would otherwise
   // wait out the replica's lease before promoting a backup), once per incarnation.
   void ReportReplicaExit(const ProcessEvent& e);
+  // A trainer process that died: the master drops it now, not when its lease runs out.
+  void ReportTrainerExit(const ProcessEvent& e);
   // The address of shard `index`'s primary, from the master ("" if none or unreachable).
   std::string PrimaryAddress(int index);
   // The control command checkpoint-pserver: shard `index`'s primary checkpoints now.

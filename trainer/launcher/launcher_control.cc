@@ -220,6 +220,26 @@ void Launcher::ReportReplicaExit(const ProcessEvent& e) {
   }
 }
 
+void Launcher::ReportTrainerExit(const ProcessEvent& e) {
+  if (!master_) return;
+  const std::string file = layout_.TrainerIdFile(e.name);
+  std::ifstream in(file);
+  int64_t id = 0;
+  if (!(in >> id) || id <= 0) return;  // it never registered, or is not ours to name
+  in.close();
+  ::unlink(file.c_str());  // reported once
+  proto::TrainerExitedRequest req;
+  req.set_trainer_id(id);
+  req.set_why(absl::StrCat(e.name, " ", e.exit.Describe()));
+  const StatusOr<proto::TrainerExitedResponse> resp = master_->TrainerExited(req, MasterCallPolicy::Once(absl::Seconds(1)));
+  if (!resp.ok()) {
+    supervisor_->Log(absl::StrCat("could not tell the master that ", e.name, " exited (its lease will tell it): ",
+                                  resp.status().message()));
+  } else if (resp->known()) {
+    supervisor_->Log(absl::StrCat("told the master that ", e.name, " (trainer ", id, ") exited"));
+  }
+}
+
 std::string Launcher::PserverServing(int index) {
   const std::vector<std::string> names = layout_.PserverNames(index);
   if (options_.replicas <= 1) return names.empty() ? "" : names.front();
