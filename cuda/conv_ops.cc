@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "cuda/allocator.h"
 #include "cuda/check.h"
+#include "cuda/dynamic_api.h"
 #include "cuda/kernels.h"
 #include "cuda/status.h"
 
@@ -23,10 +24,10 @@ struct ConvPlan::Impl {
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
 
   ~Impl() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (x) dyn::cudnnDestroyTensorDescriptor(x);
+    if (y) dyn::cudnnDestroyTensorDescriptor(y);
+    if (w) dyn::cudnnDestroyFilterDescriptor(w);
+    if (conv) dyn::cudnnDestroyConvolutionDescriptor(conv);
   }
 };
 
@@ -80,34 +81,33 @@ StatusOr<std::unique_ptr<ConvPlan>> ConvPlan::Create(const GpuContext& ctx, cons
   PL_RETURN_IF_ERROR(guard.status());
   auto impl = std::make_unique<Impl>();
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
-  PL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&impl->x));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&impl->y));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&impl->w));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&impl->conv));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(impl->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                      i32(s.n), i32(s.c), i32(s.h), i32(s.w)));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(impl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                      i32(s.o), i32(s.c), i32(s.kh), i32(s.kw)));
-  PL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolution2dDescriptor(impl->conv, i32(s.pad), i32(s.pad),
-                                                           i32(s.stride), i32(s.stride), 1, 1,
-                                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnCreateTensorDescriptor(&impl->x));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnCreateTensorDescriptor(&impl->y));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnCreateFilterDescriptor(&impl->w));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnCreateConvolutionDescriptor(&impl->conv));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnSetTensor4dDescriptor(impl->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(s.n),
+                                                           i32(s.c), i32(s.h), i32(s.w)));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnSetFilter4dDescriptor(impl->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(s.o),
+                                                           i32(s.c), i32(s.kh), i32(s.kw)));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnSetConvolution2dDescriptor(impl->conv, i32(s.pad), i32(s.pad), i32(s.stride),
+                                                                i32(s.stride), 1, 1, CUDNN_CROSS_CORRELATION,
+                                                                CUDNN_DATA_FLOAT));
   // FMA math forbids TF32 (cuDNN's default allows it), so results match the CPU.
-  PL_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(
-      impl->conv, ctx.allow_tf32() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-  int n = 0, c = 0, h = 0, w = 0;
   PL_CUDNN_RETURN_IF_ERROR(
-      cudnnGetConvolution2dForwardOutputDim(impl->conv, impl->x, impl->w, &n, &c, &h, &w));
+      dyn::cudnnSetConvolutionMathType(impl->conv, ctx.allow_tf32() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  int n = 0, c = 0, h = 0, w = 0;
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnGetConvolution2dForwardOutputDim(impl->conv, impl->x, impl->w, &n, &c, &h, &w));
   if (n != s.n || c != s.o || h != s.out_h() || w != s.out_w()) {
     return absl::InternalError(absl::StrFormat("ConvPlan: cuDNN output [%d, %d, %d, %d] differs from %s",
                                                n, c, h, w, ShapeToString(s.y_shape())));
   }
-  PL_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(impl->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnSetTensor4dDescriptor(impl->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 
   cudnnHandle_t handle = ctx.cudnn();
   {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
-    PL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(
+    PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnGetConvolutionForwardAlgorithm_v7(
         handle, impl->x, impl->w, impl->conv, impl->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
     PL_ASSIGN_OR_RETURN(auto choice, (Choose<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
                                          perf, count, max_ws, "conv forward", desc)));
@@ -117,7 +117,7 @@ StatusOr<std::unique_ptr<ConvPlan>> ConvPlan::Create(const GpuContext& ctx, cons
   {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
-    PL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, impl->w, impl->y, impl->conv, impl->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
     PL_ASSIGN_OR_RETURN(auto choice, (Choose<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
                                          perf, count, max_ws, "conv backward-data", desc)));
@@ -127,7 +127,7 @@ StatusOr<std::unique_ptr<ConvPlan>> ConvPlan::Create(const GpuContext& ctx, cons
   {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int count = 0;
-    PL_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, impl->x, impl->y, impl->conv, impl->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
     PL_ASSIGN_OR_RETURN(auto choice,
                         (Choose<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
@@ -154,9 +154,9 @@ Status ConvPlan::Forward(const GpuContext& ctx, const Tensor& x, const Tensor& w
   if (b.defined()) PL_RETURN_IF_ERROR(CheckGpu(b, DType::kFloat32, {shape_.o}, op, "b"));
   PL_ASSIGN_OR_RETURN(Tensor ws, Workspace(ctx, impl_->fwd_ws));
   const float one = 1.0f, zero = 0.0f;
-  PL_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(ctx.cudnn(), &one, impl_->x, x.f32(), impl_->w, w.f32(),
-                                                   impl_->conv, impl_->fwd_algo, ws.raw_data(),
-                                                   impl_->fwd_ws, &zero, impl_->y, y.f32()));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnConvolutionForward(ctx.cudnn(), &one, impl_->x, x.f32(), impl_->w, w.f32(),
+                                                        impl_->conv, impl_->fwd_algo, ws.raw_data(), impl_->fwd_ws,
+                                                        &zero, impl_->y, y.f32()));
   if (b.defined()) {
     PL_RETURN_IF_ERROR(FromCuda(kernels::BiasAdd(y.f32(), b.f32(), shape_.n, shape_.o,
                                                  shape_.out_h() * shape_.out_w(), ctx.stream()),
@@ -173,9 +173,9 @@ Status ConvPlan::BackwardData(const GpuContext& ctx, const Tensor& w, const Tens
   PL_RETURN_IF_ERROR(CheckGpu(dx, DType::kFloat32, shape_.x_shape(), op, "dx"));
   PL_ASSIGN_OR_RETURN(Tensor ws, Workspace(ctx, impl_->bwd_data_ws));
   const float one = 1.0f, zero = 0.0f;
-  PL_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(
-      ctx.cudnn(), &one, impl_->w, w.f32(), impl_->y, gy.f32(), impl_->conv, impl_->bwd_data_algo,
-      ws.raw_data(), impl_->bwd_data_ws, &zero, impl_->x, dx.f32()));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnConvolutionBackwardData(ctx.cudnn(), &one, impl_->w, w.f32(), impl_->y, gy.f32(),
+                                                             impl_->conv, impl_->bwd_data_algo, ws.raw_data(),
+                                                             impl_->bwd_data_ws, &zero, impl_->x, dx.f32()));
   return absl::OkStatus();
 }
 
@@ -187,9 +187,9 @@ Status ConvPlan::BackwardFilter(const GpuContext& ctx, const Tensor& x, const Te
   PL_RETURN_IF_ERROR(CheckGpu(dw, DType::kFloat32, shape_.w_shape(), op, "dw"));
   PL_ASSIGN_OR_RETURN(Tensor ws, Workspace(ctx, impl_->bwd_filter_ws));
   const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  PL_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(
-      ctx.cudnn(), &one, impl_->x, x.f32(), impl_->y, gy.f32(), impl_->conv, impl_->bwd_filter_algo,
-      ws.raw_data(), impl_->bwd_filter_ws, &beta, impl_->w, dw.f32()));
+  PL_CUDNN_RETURN_IF_ERROR(dyn::cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, impl_->x, x.f32(), impl_->y, gy.f32(),
+                                                               impl_->conv, impl_->bwd_filter_algo, ws.raw_data(),
+                                                               impl_->bwd_filter_ws, &beta, impl_->w, dw.f32()));
   return absl::OkStatus();
 }
 

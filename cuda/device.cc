@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "cuda/cuda_libraries.h"
 #include "cuda/status.h"
 
 namespace pl::cuda {
@@ -19,11 +20,22 @@ StatusOr<int> DeviceCount() {
   return count;
 }
 
-bool GpuAvailable() { return DeviceCount().ok(); }
+namespace {
+
+// A model runs on a GPU when there is a device and the libraries its layers call load.
+Status GpuUsable() {
+  PL_RETURN_IF_ERROR(DeviceCount().status());
+  PL_RETURN_IF_ERROR(LoadCudaLibrary(CudaLibrary::kCublas));
+  return LoadCudaLibrary(CudaLibrary::kCudnn);
+}
+
+}  // namespace
+
+bool GpuAvailable() { return GpuUsable().ok(); }
 
 std::string GpuUnavailableReason() {
-  StatusOr<int> n = DeviceCount();
-  return n.ok() ? std::string() : std::string(n.status().message());
+  Status s = GpuUsable();
+  return s.ok() ? std::string() : std::string(s.message());
 }
 
 Status CheckDevice(int device) {

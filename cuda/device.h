@@ -21,7 +21,8 @@ namespace pl::cuda {
 // runtime's reason ("cudaGetDeviceCount: cudaErrorInsufficientDriver (...)") when
 // there are none.
 StatusOr<int> DeviceCount();
-// True when at least one device can be used.
+// True when at least one device can be used and cuBLAS and cuDNN load
+// (cuda_libraries.h; NCCL is needed only by NcclCommunicator).
 bool GpuAvailable();
 // Why no GPU can be used ("" when one can); for skip messages and logs.
 std::string GpuUnavailableReason();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cuda/check.h"
+#include "cuda/dynamic_api.h"
 #include "cuda/kernels.h"
 #include "cuda/status.h"
 
@@ -27,11 +28,10 @@ Status Gemm(const GpuContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_
   const int ldc = static_cast<int>(N);
   // Column-major C^T (N, M) = op(B)^T (N, K) * op(A)^T (K, M).
   return FromCublas(
-      cublasGemmEx(ctx.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                   static_cast<int>(K), &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
-                   CUDA_R_32F, ldc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT),
+      dyn::cublasGemmEx(ctx.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B, CUDA_R_32F, ldb, A,
+                        CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+                        tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
 }
 

@@ -6,6 +6,7 @@
 #include "cuda/activation_ops.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
+#include "cuda/dynamic_api.h"
 #include "cuda/status.h"
 
 namespace pl::cuda {
@@ -22,17 +23,18 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(std::vector
       return absl::InvalidArgumentError(absl::StrFormat("NcclCommunicator: GPU %d listed twice", d));
     }
   }
+  PL_RETURN_IF_ERROR(LoadCudaLibrary(CudaLibrary::kNccl));
   std::unique_ptr<NcclCommunicator> comm(new NcclCommunicator);
   comm->devices_ = devices;
   comm->comms_.assign(devices.size(), nullptr);
   PL_NCCL_RETURN_IF_ERROR(
-      ncclCommInitAll(comm->comms_.data(), static_cast<int>(devices.size()), comm->devices_.data()));
+      dyn::ncclCommInitAll(comm->comms_.data(), static_cast<int>(devices.size()), comm->devices_.data()));
   return comm;
 }
 
 NcclCommunicator::~NcclCommunicator() {
   for (ncclComm_t c : comms_) {
-    if (c != nullptr) ncclCommDestroy(c);
+    if (c != nullptr) dyn::ncclCommDestroy(c);
   }
 }
 
@@ -64,15 +66,15 @@ Status NcclCommunicator::AllReduce(const std::vector<Tensor>& buffers, const std
   }
   const size_t count = static_cast<size_t>(buffers[0].numel());
   if (count == 0) return absl::OkStatus();
-  PL_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  PL_NCCL_RETURN_IF_ERROR(dyn::ncclGroupStart());
   Status status;
   for (size_t i = 0; i < n && status.ok(); ++i) {
-    status = FromNccl(ncclAllReduce(buffers[i].raw_data(), buffers[i].raw_data(), count, ncclFloat, ncclSum,
-                                    comms_[i], streams[i]),
+    status = FromNccl(dyn::ncclAllReduce(buffers[i].raw_data(), buffers[i].raw_data(), count, ncclFloat, ncclSum,
+                                         comms_[i], streams[i]),
                       "ncclAllReduce");
   }
   // The group must be closed even after a failed enqueue.
-  Status end = FromNccl(ncclGroupEnd(), "ncclGroupEnd");
+  Status end = FromNccl(dyn::ncclGroupEnd(), "ncclGroupEnd");
   PL_RETURN_IF_ERROR(status);
   PL_RETURN_IF_ERROR(end);
   if (!average || n == 1) return absl::OkStatus();

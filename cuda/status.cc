@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "cuda/dynamic_api.h"
 
 namespace pl::cuda {
 namespace {
@@ -14,7 +15,20 @@ std::string CallName(const char* what) {
   size_t paren = s.find('(');
   if (paren != std::string::npos && paren > 0) s.resize(paren);
   while (!s.empty() && s.back() == ' ') s.pop_back();
+  // Calls go through dynamic_api.h's wrappers; the message names the library's function.
+  if (s.rfind("dyn::", 0) == 0) s.erase(0, 5);
   return s;
+}
+
+// The library's own text for a code, or the number where the library could not be loaded.
+std::string CudnnErrorText(cudnnStatus_t err) {
+  if (!LoadCudaLibrary(CudaLibrary::kCudnn).ok()) return absl::StrFormat("cuDNN status %d", static_cast<int>(err));
+  return dyn::cudnnGetErrorString(err);
+}
+
+std::string NcclErrorText(ncclResult_t err) {
+  if (!LoadCudaLibrary(CudaLibrary::kNccl).ok()) return absl::StrFormat("NCCL result %d", static_cast<int>(err));
+  return dyn::ncclGetErrorString(err);
 }
 
 }  // namespace
@@ -79,7 +93,7 @@ Status FromCublas(cublasStatus_t err, const char* what) {
 
 Status FromCudnn(cudnnStatus_t err, const char* what) {
   if (err == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrFormat("%s: %s", CallName(what), cudnnGetErrorString(err));
+  std::string msg = absl::StrFormat("%s: %s", CallName(what), CudnnErrorText(err));
   if (err == CUDNN_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
   if (err == CUDNN_STATUS_BAD_PARAM) return absl::InvalidArgumentError(msg);
   if (err == CUDNN_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(msg);
@@ -88,7 +102,7 @@ Status FromCudnn(cudnnStatus_t err, const char* what) {
 
 Status FromNccl(ncclResult_t err, const char* what) {
   if (err == ncclSuccess) return absl::OkStatus();
-  std::string msg = absl::StrFormat("%s: %s", CallName(what), ncclGetErrorString(err));
+  std::string msg = absl::StrFormat("%s: %s", CallName(what), NcclErrorText(err));
   if (err == ncclInvalidArgument || err == ncclInvalidUsage) return absl::InvalidArgumentError(msg);
   if (err == ncclSystemError || err == ncclRemoteError) return absl::UnavailableError(msg);
   return absl::InternalError(msg);

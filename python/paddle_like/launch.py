@@ -10,6 +10,12 @@ and exits 0 when the job is done. Every pl-launch flag is accepted before the sc
 (see ``pl-launch --help``); everything from the script on is the script's. "--" may
 separate the two.
 
+The built-in trainer runs the same way, named instead of a script (it is in the wheel's
+bin/, and runs on a GPU where one is usable, see paddle_like.cuda):
+
+    python -m paddle_like.launch --pservers 2 --trainers 2 --data train.plrec \\
+        pl-trainer --model cnn --device auto
+
 pl-launch (with pl-master and pl-pserver beside it) is looked for in $PL_BIN_DIR, in
 the package's bin/ (pip installs), in the build tree (<build>/bin when the package is
 imported from <build>/python), then on PATH.
@@ -25,6 +31,8 @@ __all__ = ["find_binary", "main"]
 # --nosync or --sync=false, never "--sync false").
 _BOOLEAN_FLAGS = {"--sync", "--nosync", "-sync", "-nosync", "--help", "-h", "--helpfull", "--version"}
 _INFO_FLAGS = ("--help", "-h", "--helpfull", "--version")
+# Programs of the package that may stand where a script would.
+_TRAINER_PROGRAMS = ("pl-trainer",)
 
 
 def _candidate_dirs():
@@ -78,9 +86,16 @@ def main(argv=None):
         print("usage: python -m paddle_like.launch --pservers P --trainers T [pl-launch flags] "
               "script.py [args]", file=sys.stderr)
         return 2
+    program = None
     if script and not os.path.isfile(script[0]):
-        print(f"paddle_like.launch: no such script: {script[0]}", file=sys.stderr)
-        return 2
+        if script[0] not in _TRAINER_PROGRAMS:
+            print(f"paddle_like.launch: no such script: {script[0]}", file=sys.stderr)
+            return 2
+        program = find_binary(script[0])
+        if program is None:
+            print(f"paddle_like.launch: cannot find {script[0]} (looked in $PL_BIN_DIR, the package's bin/, "
+                  "the build tree and PATH)", file=sys.stderr)
+            return 2
     launcher = find_binary("pl-launch")
     if launcher is None:
         print("paddle_like.launch: cannot find pl-launch (looked in $PL_BIN_DIR, the package's bin/, "
@@ -95,7 +110,10 @@ def main(argv=None):
         os.environ["PYTHONPATH"] = os.pathsep.join([pkg_parent] + paths)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")   # trainer lines reach the launcher as printed
     interpreter = sys.executable or "/usr/bin/python3"
-    trainer = [interpreter, os.path.abspath(script[0])] + script[1:]
+    if program is not None:
+        trainer = [program] + script[1:]
+    else:
+        trainer = [interpreter, os.path.abspath(script[0])] + script[1:]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(launcher, [launcher] + flags + ["--"] + trainer)

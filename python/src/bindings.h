@@ -28,6 +28,7 @@ void RegisterDistributed(pybind11::module_& m);
 void RegisterTelemetry(pybind11::module_& m);
 void RegisterKVWorker(pybind11::module_& m);
 void RegisterElastic(pybind11::module_& m);
+void RegisterCuda(pybind11::module_& m);
 
 // x summed (or averaged) over `dim`: None (all, a scalar unless keepdim), an int or a
 // sequence of ints, negative counting from the end (ops_bindings.cc; Tensor.sum/mean).

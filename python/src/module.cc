@@ -22,6 +22,7 @@ PYBIND11_MODULE(_C, m) {
   pl::python::RegisterTelemetry(m);
   pl::python::RegisterKVWorker(m);
   pl::python::RegisterElastic(m);
+  pl::python::RegisterCuda(m);
 
   // Small batches gain little from threads, and on an oversubscribed machine (other
   // trainers, pservers, builds) OpenMP threads cost far more than they bring.

