@@ -2,8 +2,9 @@
 # Packs built binaries, the shared libraries they need (gRPC, protobuf, abseil, OpenSSL,
 # RocksDB, ...) and the prepared test data into one folder that runs on another x86-64
 # Linux machine with none of our dependencies installed: a lent GPU machine, a cluster
-# node. CUDA's own libraries (cudart, cuBLAS, cuDNN, NCCL) are not packed, being large
-# and tied to the driver: the bundle's run.sh looks for them on the target machine.
+# node. CUDA's own libraries (cuBLAS, cuDNN, NCCL) are not packed, being large and tied
+# to the driver: the binaries open them at run time (the runtime is linked in), and the
+# bundle's run.sh puts the target machine's folders of them on LD_LIBRARY_PATH.
 #
 #   benchmarks/portable_bundle.sh [--build DIR] [--out DIR] [--full_data] [BINARY...]
 #
@@ -78,7 +79,7 @@ cat > "$out/run.sh" <<'EOS'
 # benchmarks/portable_bundle.sh in the paddle_like repository.
 here="$(cd "$(dirname "$0")" && pwd)"
 libdirs="$here/lib"
-for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+for so in libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
   f=$(find /usr/local /opt /usr/lib -name "$so" 2>/dev/null | head -1)
   if [ -n "$f" ]; then libdirs="$libdirs:$(dirname "$f")"; else echo "run.sh: $so not found (its GPU parts will skip)" >&2; fi
 done

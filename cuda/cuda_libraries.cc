@@ -198,6 +198,15 @@ std::vector<CudaLibraryInfo> DescribeCudaLibraries() {
           DescribeCudaLibrary(CudaLibrary::kNccl)};
 }
 
+std::string SummarizeCudaLibraries() {
+  std::vector<std::string> parts;
+  for (const CudaLibraryInfo& info : DescribeCudaLibraries()) {
+    parts.push_back(info.status.ok() ? absl::StrCat(info.name, " ", info.version, " (", info.path, ")")
+                                     : absl::StrCat(info.name, ": not found"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 namespace internal {
 
 void* CudaSymbol(CudaLibrary library, int index) {

@@ -44,6 +44,9 @@ Status LoadCudaLibrary(CudaLibrary library);
 // Where the library came from, or why it could not be used (opens it if not yet tried).
 CudaLibraryInfo DescribeCudaLibrary(CudaLibrary library);
 std::vector<CudaLibraryInfo> DescribeCudaLibraries();
+// One line for logs: "cuBLAS 13.1.0 (/usr/local/cuda/lib64/libcublas.so.13), cuDNN ...",
+// a library that cannot be used reading "NCCL: not found".
+std::string SummarizeCudaLibraries();
 // The directories tried before the dynamic linker's search, in order.
 std::vector<std::string> CudaLibrarySearchPath();
 

@@ -3,6 +3,7 @@
 #ifdef PL_WITH_CUDA
 #include "absl/strings/str_cat.h"
 #include "cuda/allocator.h"
+#include "cuda/cuda_libraries.h"
 #include "cuda/device.h"
 #include "cuda/embedding_ops.h"
 #include "cuda/gpu_model.h"
@@ -128,15 +129,15 @@ StatusOr<std::unique_ptr<StepBackend>> MakeStepBackend(const std::string& device
   } else if (Sequential* seq = AsSequential(model)) {
     auto gpu = cuda::GpuModel::Create(seq, /*device=*/0);
     if (gpu.ok()) {
-      log << "running the model on GPU 0" << std::endl;
+      log << "running the model on GPU 0 with " << cuda::SummarizeCudaLibraries() << std::endl;
       return std::unique_ptr<StepBackend>(new GpuBackend(std::move(gpu).value()));
     }
     why = gpu.status();
   } else if (std::optional<EmbeddingTower> parts = AsEmbeddingTower(model)) {
     auto tower = cuda::GpuModel::Create(parts->tower, /*device=*/0);
     if (tower.ok()) {
-      log << "running the model's embedding lookups and dense tower on GPU 0 (the table stays in host memory)"
-          << std::endl;
+      log << "running the model's embedding lookups and dense tower on GPU 0 (the table stays in host memory) with "
+          << cuda::SummarizeCudaLibraries() << std::endl;
       return std::unique_ptr<StepBackend>(new GpuEmbeddingTowerBackend(std::move(tower).value(), *parts));
     }
     why = tower.status();

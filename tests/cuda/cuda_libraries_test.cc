@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cuda/cuda_libraries.h"
 #include "cuda/dynamic_api.h"
 
@@ -32,6 +33,14 @@ TEST(CudaLibrariesTest, EachNamesItsFileAndVersionAndTheMajorMatchesTheHeaders) 
     EXPECT_EQ(stat(info.path.c_str(), &st), 0) << info.path;
     const std::string major = info.soname.substr(info.soname.rfind('.') + 1);
     EXPECT_THAT(info.version, StartsWith(major + ".")) << info.name << " " << info.version;
+  }
+}
+
+TEST(CudaLibrariesTest, TheLogLineNamesEachLibraryWithItsVersionAndFile) {
+  const std::string line = SummarizeCudaLibraries();
+  for (const CudaLibraryInfo& info : DescribeCudaLibraries()) {
+    EXPECT_THAT(line, HasSubstr(info.status.ok() ? absl::StrCat(info.name, " ", info.version, " (", info.path, ")")
+                                                 : absl::StrCat(info.name, ": not found")));
   }
 }
 
