@@ -12,8 +12,9 @@ import os
 import sys
 
 # The CUDA 13 wheels put cuBLAS (and the runtime, nvrtc) in nvidia/cu13/lib; cuDNN and
-# NCCL keep folders of their own. The older per-library layout is kept for cuBLAS.
-WHEEL_LIBRARY_DIRS = ("nvidia/cu13/lib", "nvidia/cublas/lib", "nvidia/cudnn/lib", "nvidia/nccl/lib")
+# NCCL keep folders of their own. (CUDA 12's nvidia/cublas/lib holds libcublas.so.12,
+# which this build never opens, so it is not added.)
+WHEEL_LIBRARY_DIRS = ("nvidia/cu13/lib", "nvidia/cudnn/lib", "nvidia/nccl/lib")
 ENV = "PL_CUDA_LIBRARY_PATH"
 
 
