@@ -308,7 +308,7 @@ TEST_F(DistFaultTest, KilledPserverRestoresItsCheckpointAndTheJobCompletes) {
   EXPECT_GE(done->chunks_trained(), kPasses * kChunks);
   int64_t retries = 0;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+    EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
     retries += std::max<int64_t>(TrainerRetries(r), 0);
   }
   EXPECT_GT(retries, 0) << "the trainers never noticed the pserver was gone\n" << cluster_->AllLogs();
@@ -369,7 +369,7 @@ TEST_F(DistFaultTest, KilledMasterResumesFromItsStateAndNoTaskIsLost) {
   EXPECT_EQ(done->done(), kTasks);
   EXPECT_EQ(done->failed(), 0);
   EXPECT_GE(done->chunks_trained(), kPasses * kChunks);
-  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
   // Leases got a full term on restart and the trainers were back well within it: no
   // trainer was dropped, none registered again, and no task was trained twice.
   EXPECT_THAT(cluster_->MasterLog(), Not(HasSubstr("dropped")));
@@ -397,7 +397,7 @@ TEST_F(DistFaultTest, SyncModeSurvivesAKilledTrainer) {
   EXPECT_EQ(done->done(), kTasks);
   EXPECT_EQ(done->failed(), 0);
   EXPECT_GE(done->chunks_trained(), kPasses * kChunks);
-  for (int r = 1; r < 3; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+  for (int r = 1; r < 3; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
   // The pservers really ran the sync barrier: one version per completed step, so
   // fewer versions than the survivors' pushes together.
   for (int i = 0; i < 2; ++i) {

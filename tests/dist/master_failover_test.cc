@@ -66,7 +66,7 @@ class MasterFailoverTest : public MlpJobTest {
     EXPECT_EQ(done->done(), tasks);
     EXPECT_EQ(done->failed(), 0);
     EXPECT_EQ(done->chunks_trained(), 2 * kChunks) << "a chunk was lost or trained twice";
-    for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+    for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
     const std::string standby = cluster_->StandbyMasterLog(1);
     EXPECT_THAT(standby, HasSubstr("leading: "));
     EXPECT_THAT(standby, HasSubstr("resumed: pass "));

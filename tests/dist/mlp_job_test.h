@@ -27,6 +27,12 @@ inline constexpr int kSamples = 12000;
 inline constexpr int kPerChunk = 100;
 inline constexpr int kChunks = kSamples / kPerChunk;
 
+// The final accuracy a test asserts when it is about something else (every chunk trained
+// once, a failover): the model learned, chance being 0.10. Async trainers over two passes
+// reach 0.72-0.79 on the first 2000 test images; the interleaving under load moves it
+// below that (0.697 in a CI run beside the rest of the suite), so the bound leaves room.
+inline constexpr double kLearnedAccuracy = 0.62;
+
 class MlpJobTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -157,7 +157,7 @@ TEST_F(MultiHostTest, PserverHostCutOffForTenSecondsAndTheJobStillFinishes) {
   std::cout << "[measured] job done " << SecondsBetween(healed, Clock::now()) << " s after pserver 1's host healed"
             << std::endl;
   ExpectEveryChunkTrainedOncePerPass(*done, kPasses, kPerTask);
-  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
   ExpectDenseLinks(2);
 }
 
@@ -247,7 +247,7 @@ TEST_F(MultiHostTest, MasterHostCutOffForTenSecondsAndNothingIsCountedTwice) {
   EXPECT_EQ(CountOf(cluster_->MasterLog(), ") registered"), 4) << cluster_->MasterLog();
   int64_t tasks = 0;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+    EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
     tasks += TasksTrained(r);
   }
   // The tasks held through the cut were leased again and trained by someone: the
@@ -313,7 +313,7 @@ TEST_F(MultiHostTest, PserverRestartedOnAnotherHostIsFoundThroughTheMaster) {
   auto done = cluster_->WaitForJobDone(seconds(120));
   ASSERT_TRUE(done.ok()) << done.status() << "\n" << cluster_->AllLogs();
   ExpectEveryChunkTrainedOncePerPass(*done, kPasses, kPerTask);
-  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
   auto stats = cluster_->PserverStats(1);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GT(stats->pushes_applied(), 0) << "the trainers never reached pserver 1 at its new address";
@@ -336,7 +336,7 @@ TEST_F(MultiHostTest, TwoMsLatencyAndOnePercentLossOnTheTrainersLink) {
   // The event: the link really dropped frames of this job.
   EXPECT_GT(relay.lost, 0);
   ExpectEveryChunkTrainedOncePerPass(*done, kPasses, kPerTask);
-  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), 0.70);
+  for (int r = 0; r < 2; ++r) EXPECT_GE(ExpectFinishedWithAccuracy(r), kLearnedAccuracy);
   ExpectDenseLinks(2);
 }
 

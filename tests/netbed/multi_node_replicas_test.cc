@@ -215,7 +215,7 @@ TEST_P(MultiNodeReplicasTest, AMachineGoneMidJobLosesNoShardAndItsCopiesComeBack
     if (r == victim && lost_host) continue;  // its first trainer died with the host
     const double acc = LastNumberAfter(out, "final test accuracy: ").value_or(0);
     std::cout << "[measured] node " << r << ": final test accuracy " << acc << std::endl;
-    EXPECT_GE(acc, 0.70) << out;
+    EXPECT_GE(acc, kLearnedAccuracy) << out;
   }
 }
 
