@@ -19,14 +19,15 @@
      whole all the while): its primary killed, the restarted process copies the whole
      shard; --catchup_reps jobs each with the job's mutual TLS (the default; the
      reference also includes a TLS 1.3 AES-128-GCM stream through 127.0.0.1 with the
-     job's certificates) and with --insecure, each over every --catchup_lanes count
-     (alternating). A second reference: the same raw copy while the job trains, just
+     job's certificates) and with --insecure, each way of --catchup_lanes in turn:
+     through the stream's shared memory (the default to a joiner on the same host) and
+     over each count of snapshot lanes (the way to another host). A second reference: the same raw copy while the job trains, just
      before the kill (what the machine's loopback gives with the trainer and the
      pservers on the same cores).
   4. Memory: each pserver process's resident set (VmRSS), R x the shard.
 
     /usr/bin/python3 benchmarks/bench_replication.py [--build build] [--passes N] [--kills N] [--reps N]
-        [--parts exchange,failover,catchup] [--catchup_dim D] [--catchup_reps N] [--catchup_lanes 1,4]
+        [--parts exchange,failover,catchup] [--catchup_dim D] [--catchup_reps N] [--catchup_lanes shm,1,4]
 """
 import argparse
 import os
@@ -219,7 +220,7 @@ def failover(build, tmp, passes, kills):
         while text().count("now a backup in sync") <= in_sync and time.time() < deadline + 30:
             time.sleep(0.05)
     proc.wait(timeout=600)
-    snaps = [(float(a), b) for a, b in re.findall(r"snapshot of ([\d.]+) MB in ([^)]+)\)", text())]
+    snaps = [(float(a), b) for a, b in re.findall(r"snapshot of ([\d.]+) MB in ([^,)]+)", text())]
     rss = [float(x) for x in re.findall(r"rss [\d.]+ MB -> ([\d.]+) MB", text())]
     return promotions, first_push, snaps, rss
 
@@ -233,7 +234,9 @@ def rss_mb(pid):
 
 
 def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
-    """The 205 MB shard over `lanes` snapshot lanes: (snapshot MB, seconds, RSS of each
+    """The 205 MB shard over `lanes` snapshot lanes, or through the stream's shared
+    memory when `lanes` is "shm" (the default way to a joiner on the same host; with a
+    number, PL_SNAPSHOT_SHM=0 turns it off): (snapshot MB, seconds, RSS of each
     pserver process in MB, the job's tls/ directory or None, raw loopback MB/s measured
     while the job trains or None, the joiner's split of its time: connecting the lanes
     and receiving). `loaded_reference`: measure the raw loopback, just before the kill."""
@@ -241,7 +244,11 @@ def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
     control = work + ".ctl"
     os.mkfifo(control)
     data = os.path.join(build, "data", "fashion-mnist", "train.plrec")
-    env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim), PL_SNAPSHOT_LANES=str(lanes))
+    env = dict(os.environ, BENCH_CATCHUP_DIM=str(dim))
+    if lanes == "shm":
+        env["PL_SNAPSHOT_SHM"] = "1"
+    else:
+        env.update(PL_SNAPSHOT_SHM="0", PL_SNAPSHOT_LANES=str(lanes))
     argv = [os.path.join(build, "bin", "pl-launch"), "--workdir", work, "--data", data, "--pservers", "1",
             "--replicas", "2", "--trainers", "1", "--passes", "1", "--checkpoint_every_s", "0",
             "--progress_every_s", "5", "--control", control] + (["--insecure"] if insecure else []) + [
@@ -263,11 +270,14 @@ def big_catchup(build, tmp, dim, insecure, rep, lanes, loaded_reference):
             f.write("kill-pserver 0\n")
         seen_big = None
         while True:
-            m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^)]+)\)", text())
+            m = re.findall(r"caught up at position \d+ \(snapshot of ([\d.]+) MB in ([^,)]+)", text())
             big = [(float(mb), duration_s(t)) for mb, t in m if float(mb) > 100]
             phases = re.findall(r"\(([\d.]+) MB over [^;]+; connecting took ([^,]+), receiving and loading it ([^)]+)\)",
                                 text())
             phases = [f"connecting {c}, receiving {r}" for mb, c, r in phases if float(mb) > 100]
+            phases += [f"receiving {r}" for mb, r in re.findall(
+                r"\(([\d.]+) MB through shared memory[^;]*; receiving and loading it took ([^)]+)\)", text())
+                if float(mb) > 100]
             # The joiner's line may trail the primary's by a moment (an older pl-pserver has none).
             seen_big = seen_big or (time.time() if big else None)
             if big and (phases or time.time() > seen_big + 2):
@@ -296,8 +306,9 @@ def main():
                    help="which measurements, comma-separated: exchange, failover, catchup")
     p.add_argument("--catchup_dim", type=int, default=7168, help="the catch-up shard: Linear(D, D), 4 D^2 bytes")
     p.add_argument("--catchup_reps", type=int, default=3, help="catch-up jobs per transport and lane count")
-    p.add_argument("--catchup_lanes", default="1,4",
-                   help="snapshot lanes to compare (pl-pserver --snapshot_lanes, through PL_SNAPSHOT_LANES)")
+    p.add_argument("--catchup_lanes", default="shm,1,4",
+                   help="ways to compare: shm (through the stream's shared memory, PL_SNAPSHOT_SHM=1) and counts "
+                        "of snapshot lanes (pl-pserver --snapshot_lanes, through PL_SNAPSHOT_LANES, PL_SNAPSHOT_SHM=0)")
     p.add_argument("--insecure", action="store_true",
                    help="exchange and failover jobs without TLS (catch-up measures both anyway)")
     a = p.parse_args()
@@ -342,10 +353,10 @@ def main():
                       "(4 processes: 2 shards x 2 replicas) ==")
         if "catchup" in parts:
             print(f"\n== catch-up of a big shard while training (1 trainer pushing and pulling all of it), "
-                  f"{a.catchup_reps} jobs each, lanes alternating ==")
+                  f"{a.catchup_reps} jobs each, ways alternating ==")
             tls_loop = None
             loaded_refs = []
-            lane_counts = [int(x) for x in a.catchup_lanes.split(",")]
+            lane_counts = [x if x == "shm" else int(x) for x in a.catchup_lanes.split(",")]
             for insecure in (False, True):
                 for rep in range(a.catchup_reps):
                     for lanes in lane_counts:
@@ -355,7 +366,8 @@ def main():
                             loaded_refs.append(loaded)
                         if tls_dir and tls_loop is None:
                             tls_loop = loopback_mb_s(tls_dir=tls_dir)
-                        line = (f"{'--insecure' if insecure else 'mutual TLS':10s} {lanes:2d} lane(s) {mb:.0f} MB: "
+                        way = "shared memory" if lanes == "shm" else f"{lanes:2d} lane(s)    "
+                        line = (f"{'--insecure' if insecure else 'mutual TLS':10s} {way} {mb:.0f} MB: "
                                 f"{mb / seconds:6.0f} MB/s ({seconds:.2f} s); ratio to raw loopback TCP ({loop:.0f} "
                                 f"MB/s) {mb / seconds / loop:4.2f}")
                         if loaded:

@@ -16,10 +16,10 @@
 #include "paddle_like/core/cli.h"
 #include "paddle_like/core/log.h"
 #include "paddle_like/dist/dense_link.h"
+#include "paddle_like/dist/snapshot_lanes.h"
 #include "paddle_like/metrics/telemetry_flags.h"
 #include "paddle_like/rpc/caller.h"
 #include "paddle_like/rpc/tls_flags.h"
-#include "pserver/replication/snapshot_lanes.h"
 #include "pserver/service/pserver_process.h"
 
 ABSL_FLAG(int, index, -1, "this pserver's index in [0, num_pservers): which blocks and rows it holds");
@@ -100,6 +100,9 @@ ABSL_FLAG(bool, stream_link, true,
 ABSL_FLAG(bool, stream_shm, true,
           "replicated: a primary sends its stream's dense blocks to a backup on this host through shared memory "
           "(tried before --stream_link; a backup with --noshm or /dev/shm of its own refuses it)");
+ABSL_FLAG(bool, snapshot_shm, true,
+          "replicated, with --stream_shm: a joining replica on this host gets its snapshot through the stream's shared "
+          "memory, a window at a time read straight into its shard (--nosnapshot_shm: as --snapshot_socket says)");
 ABSL_FLAG(bool, stream_doorbell, true,
           "replicated, with --stream_shm: a primary rings such a backup through the shared memory (a futex) "
           "instead of calling it over gRPC for each update");
@@ -164,6 +167,7 @@ PserverOptions OptionsFromFlags() {
   o.stream_link = absl::GetFlag(FLAGS_stream_link);
   o.stream_shm = absl::GetFlag(FLAGS_stream_shm);
   o.stream_doorbell = absl::GetFlag(FLAGS_stream_doorbell);
+  o.snapshot_shm = absl::GetFlag(FLAGS_snapshot_shm);
   o.stream_link_lanes = absl::GetFlag(FLAGS_stream_link_lanes);
   o.heartbeat_ms = absl::GetFlag(FLAGS_heartbeat_ms);
   o.shm = absl::GetFlag(FLAGS_shm);
@@ -187,6 +191,7 @@ int PserverMain(int argc, char** argv, Env* env) {
        {"stream_link", "PL_STREAM_LINK"},
        {"stream_link_lanes", "PL_STREAM_LINK_LANES"},
        {"stream_shm", "PL_STREAM_SHM"},
+       {"snapshot_shm", "PL_SNAPSHOT_SHM"},
        {"stream_doorbell", "PL_STREAM_DOORBELL"}}};
   program.env = rpc::WithTlsEnv(program.env);
   cli::ParseOrExit(program, argc, argv);

@@ -23,7 +23,10 @@
 // and are overwritten by the next exchange.
 //
 // The same channels carry a replicated pserver's stream to its other replicas
-// (Replicate), with regions of their own laid out per call instead of per slot.
+// (Replicate), with regions of their own laid out per call instead of per slot, and a
+// joining replica's snapshot before it (SendSnapshot: catch-up): gRPC in pieces, or over
+// sockets of its own that the joiner opens (snapshot_lanes.h); shared memory a window at
+// a time, read by the joiner straight into its shard's blocks.
 //
 // Failure: a channel whose region the pserver forgot, or whose link broke, answers
 // ABORTED. The caller then takes the push back as a gRPC frame (TakePushForGrpc) and goes
@@ -36,7 +39,9 @@
 #ifndef PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
 #define PADDLE_LIKE_CLIENT_DENSE_CHANNEL_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +49,7 @@
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/bf16.h"
+#include "paddle_like/dist/byte_io.h"
 #include "paddle_like/dist/dense_frame.h"
 
 namespace pl {
@@ -85,6 +91,26 @@ struct PreparedPush {
     const char* source = nullptr;  // nullptr: the region at offset
   };
   std::vector<Span> spans;       // what a link sends
+};
+
+// A joining replica's snapshot, as a shard's primary hands it to SendSnapshot: `size`
+// bytes (header.total()), the last `payload` of them the shard's dense floats.
+struct SnapshotTransfer {
+  proto::SnapshotChunk header;  // replica_epoch, seq, replica_id, total: on every call
+  uint64_t payload = 0;
+  SnapshotSource read;
+  // One InstallSnapshot call to the joiner.
+  std::function<Status(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack)> install;
+  // gRPC: offer sockets of their own on up to this many lanes (0: pieces only), dialled
+  // at `host` and checked to be `peer` (the shard's TLS identity).
+  int lanes = 0;
+  std::string host, peer;
+  int64_t piece_bytes = 8 << 20;
+  int pieces_in_flight = 4;
+  absl::Duration timeout = absl::Seconds(5);  // a call's, and the longest stall of a socket
+  const std::atomic<bool>* cancel = nullptr;  // set: the transfer ends (CANCELLED)
+  // Out: how it went, for the logs ("over 4 sockets", "in pieces", "through shared memory").
+  std::string* how = nullptr;
 };
 
 class DenseChannel {
@@ -137,6 +163,12 @@ class DenseChannel {
                            const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) = 0;
   // The most bytes of dense blocks one Replicate call may carry (-1: no bound).
   virtual int64_t stream_room() const { return -1; }
+
+  // Catch-up: sends `snapshot` to the joining replica and returns the status of its
+  // install. UNIMPLEMENTED, before a byte is sent: this channel cannot carry it (the
+  // joiner reads no snapshot from this region, a region too small for a window); send
+  // it another way and keep the channel.
+  virtual Status SendSnapshot(const SnapshotTransfer& snapshot) = 0;
 };
 
 }  // namespace pl

@@ -2,7 +2,8 @@
 // DenseFrame payloads (paddle_like/dist/dense_frame.h): the path that always works, on
 // any host, and what a region channel falls back to. With bfloat16 on the wire it rounds
 // each gradient block with error feedback into the push, and the pserver sends values as
-// bfloat16 (PullRequest.bf16), widened on receipt. See dense_channel.h.
+// bfloat16 (PullRequest.bf16), widened on receipt. A joining replica's snapshot goes
+// over sockets the joiner opens, else in gRPC pieces. See dense_channel.h.
 //
 // Thread-safety: as DenseChannel.
 #ifndef PADDLE_LIKE_CLIENT_GRPC_DENSE_CHANNEL_H_
@@ -35,6 +36,11 @@ class GrpcDenseChannel final : public DenseChannel {
   // The blocks referenced in the call, not copied; one push entry a call.
   Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
                    const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
+  // Over sockets the joiner opens when offered (snapshot.lanes > 0; the dense floats
+  // split over the lanes, read straight into its blocks), else in InstallSnapshot pieces
+  // of snapshot.piece_bytes, several in flight, each placed at its offset by the joiner
+  // (grpc_snapshot.cc).
+  Status SendSnapshot(const SnapshotTransfer& snapshot) override;
 
  private:
   const WireDtype wire_;

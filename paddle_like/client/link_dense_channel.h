@@ -41,6 +41,12 @@ class LinkDenseChannel final : public RegionDenseChannel {
   // The blocks sent from where they lie, under the call's link_seq.
   Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
                    const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
+  // UNIMPLEMENTED: a link's region is sized for the stream's entries; a snapshot to
+  // another host takes sockets of its own (GrpcDenseChannel), read straight into the
+  // joiner's blocks instead of through a mirrored region.
+  Status SendSnapshot(const SnapshotTransfer&) override {
+    return absl::UnimplementedError("a dense link carries no snapshot: it goes over sockets of its own");
+  }
 
  protected:
   bool bf16() const override { return bf16_; }

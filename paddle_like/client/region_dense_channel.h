@@ -102,6 +102,11 @@ class ShmDenseChannel final : public RegionDenseChannel {
   int64_t rung_calls() const { return rung_calls_; }
   Status Replicate(PserverFrameStub& stub, grpc::ClientContext* context, ReplicateFrame& call,
                    const std::vector<const PushFrame*>& pushes, proto::ReplicateResponse* response) override;
+  // A window at a time in each half of the region, two in flight: while the joiner reads
+  // one half straight into its blocks, the other is filled (shm_snapshot.cc).
+  Status SendSnapshot(const SnapshotTransfer& snapshot) override;
+  // The most bytes of a snapshot one window carries.
+  static constexpr int64_t kSnapshotWindowBytes = int64_t{8} << 20;
 
   std::string Describe() const override;
   int64_t WireBytes(int64_t values) const override { return values * 4; }

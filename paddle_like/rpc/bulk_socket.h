@@ -1,5 +1,5 @@
 // A plain TCP connection (TLS when the job's gRPC has it) for bulk bytes that bypass
-// gRPC: a joining replica's snapshot (pserver/replication/snapshot_lanes.h) and the dense blocks a
+// gRPC: a joining replica's snapshot (paddle_like/dist/snapshot_lanes.h) and the dense blocks a
 // trainer on another host exchanges with a pserver (paddle_like/dist/wire_link.h). The
 // bytes go from the sender's memory straight into the receiver's, two kernel copies in
 // all, where gRPC's pieces copied them several more times (into a message, serialised,

@@ -9,11 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "paddle_like/core/log.h"
-#include "paddle_like/rpc/rpc.h"
-#include "paddle_like/rpc/caller.h"
 #include "paddle_like/client/dense_channel_attach.h"
-#include "pserver/replication/snapshot_lanes.h"
+#include "paddle_like/core/log.h"
+#include "paddle_like/rpc/caller.h"
+#include "paddle_like/rpc/rpc.h"
 
 namespace pl::pserver {
 
@@ -124,6 +123,11 @@ absl::Duration ReplicaStream::snapshot_time() const {
   return snapshot_time_;
 }
 
+std::string ReplicaStream::snapshot_how() const {
+  absl::MutexLock l(&mu_);
+  return snapshot_how_;
+}
+
 void ReplicaStream::Run() {
   Status st;
   if (!snapshot_.empty()) {
@@ -180,103 +184,51 @@ void ReplicaStream::Run() {
 }
 
 Status ReplicaStream::SendSnapshot() {
-  int64_t start = 0;
+  SnapshotTransfer t;
   {
     absl::MutexLock l(&mu_);
-    start = acked_;
+    t.header.set_seq(acked_);
   }
-  if (options_.snapshot_socket) {
-    proto::SnapshotChunk open;
-    open.set_replica_epoch(epoch_);
-    open.set_seq(start);
-    open.set_total(static_cast<int64_t>(snapshot_.size()));
-    open.set_replica_id(options_.replica_id);
-    open.set_open_socket(true);
-    open.set_socket_lanes(options_.snapshot_lanes);
-    proto::SnapshotAck ack;
+  t.header.set_replica_epoch(epoch_);
+  t.header.set_total(static_cast<int64_t>(snapshot_.size()));
+  t.header.set_replica_id(options_.replica_id);
+  t.payload = snapshot_.payload_bytes();
+  t.read = [this](uint64_t from, uint64_t to, const ByteWriter& write) { return snapshot_.Send(from, to, write); };
+  t.install = [this](const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
     Call call(this);
-    PL_RETURN_IF_ERROR(Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), open, &ack)), "snapshot socket"));
-    if (ack.socket_port() > 0) {
-      const std::string host = rpc::HostOf(options_.address);
-      StatusOr<SnapshotLanes> lanes =
-          DialLanes(host, ack.socket_port(), std::max(1, ack.socket_lanes()), ack.socket_token(),
-                    snapshot_.payload_bytes(), options_.call_timeout, &cancel_, rpc::PserverIdentity(options_.index));
-      // The joiner reads the bytes straight into its shard as they come; a stall of the
-      // whole call timeout means it is gone.
-      if (lanes.ok()) {
-        return SendOverLanes(*lanes, snapshot_.size(), snapshot_.payload_bytes(),
-                             [this](uint64_t from, uint64_t to, const ByteWriter& write) {
-                               return snapshot_.Send(from, to, write);
-                             },
-                             options_.call_timeout);
-      }
-      // A firewall that lets only the gRPC port through, say: nothing is sent yet, and
-      // the pieces take the gRPC port.
-      log::Warning(absl::StrCat("shard ", options_.index, ": cannot reach the snapshot socket of replica ",
-                                absl::Hex(options_.replica_id), " at ", host, ":", ack.socket_port(), " (",
-                                lanes.status().message(), "); sending the snapshot through gRPC instead"));
-    }
-  }
-  return SendSnapshotInPieces(start);
-}
-
-Status ReplicaStream::SendSnapshotInPieces(int64_t start) {
-  const int64_t total = static_cast<int64_t>(snapshot_.size());
-  const int64_t piece = std::max<int64_t>(1, options_.snapshot_piece_bytes);
-  const int64_t pieces = (total + piece - 1) / piece;
-  // The receiver places each piece at its offset, so they may arrive in any order.
-  std::atomic<int64_t> next{0};
-  absl::Mutex error_mu;
-  Status error;
-  auto send_pieces = [&] {
-    for (int64_t i = next.fetch_add(1); i < pieces; i = next.fetch_add(1)) {
-      {
-        absl::MutexLock l(&mu_);
-        if (stop_) {
-          absl::MutexLock e(&error_mu);
-          if (error.ok()) error = absl::CancelledError("stream stopped");
-          return;
-        }
-      }
-      const int64_t offset = i * piece;
-      const int64_t n = std::min(piece, total - offset);
-      proto::SnapshotChunk chunk;
-      chunk.set_replica_epoch(epoch_);
-      chunk.set_seq(start);
-      chunk.set_offset(offset);
-      std::string* data = chunk.mutable_data();
-      data->reserve(n);
-      Status copied = snapshot_.Send(offset, offset + n, [data](const void* bytes, size_t k) {
-        data->append(static_cast<const char*>(bytes), k);
-        return absl::OkStatus();
-      });
-      if (!copied.ok()) {
-        next = pieces;
-        absl::MutexLock e(&error_mu);
-        if (error.ok()) error = copied;
-        return;
-      }
-      chunk.set_last(offset + n == total);
-      chunk.set_total(total);
-      chunk.set_replica_id(options_.replica_id);
-      proto::SnapshotAck ack;
-      Call call(this);
-      Status s = Annotate(rpc::FromGrpc(stub_->InstallSnapshot(call.get(), chunk, &ack)), "snapshot");
-      if (!s.ok()) {
-        next = pieces;  // the others stop after their piece
-        absl::MutexLock e(&error_mu);
-        if (error.ok()) error = s;
-        return;
-      }
-    }
+    return rpc::FromGrpc(stub_->InstallSnapshot(call.get(), chunk, ack));
   };
-  const int helpers = static_cast<int>(std::min<int64_t>(std::max(options_.snapshot_calls_in_flight, 1), pieces)) - 1;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < helpers; ++t) threads.emplace_back(send_pieces);
-  send_pieces();
-  for (std::thread& t : threads) t.join();
-  absl::MutexLock e(&error_mu);
-  return error;
+  t.lanes = options_.snapshot_socket ? options_.snapshot_lanes : 0;
+  t.host = rpc::HostOf(options_.address);
+  t.peer = rpc::PserverIdentity(options_.index);
+  t.piece_bytes = options_.snapshot_piece_bytes;
+  t.pieces_in_flight = options_.snapshot_calls_in_flight;
+  t.timeout = options_.call_timeout;
+  t.cancel = &cancel_;
+  std::string how;
+  t.how = &how;
+  Status sent = absl::UnimplementedError("");
+  // Through the stream's own channel where it carries snapshots: shared memory with a
+  // joiner on this host (a window in each half of the region). The region is let go
+  // after it, for one sized by the entries (the replica drops the old one when the
+  // stream attaches again), so catch-up's windows do not hold memory for the job's rest.
+  // Else over the gRPC channel: sockets of its own, or pieces.
+  if (options_.snapshot_shm && options_.shared_memory && !shm_refused_) {
+    const int64_t window = std::min<int64_t>(ShmDenseChannel::kSnapshotWindowBytes, (t.header.total() + 63) & ~63);
+    // The region holds twice what it is opened for: a window in each half.
+    if (OpenRegion(window, /*shm_only=*/true).ok() && shm_channel_ != nullptr) {
+      sent = region_channel_->SendSnapshot(t);
+      if (absl::IsUnimplemented(sent)) {
+        log::Info(absl::StrCat("shard ", options_.index, ": the snapshot for replica ", absl::Hex(options_.replica_id),
+                               " goes another way than shared memory: ", sent.message()));
+      }
+    }
+    DropRegion();
+  }
+  if (absl::IsUnimplemented(sent)) sent = inline_.SendSnapshot(t);
+  absl::MutexLock l(&mu_);
+  snapshot_how_ = how;
+  return sent;
 }
 
 Status ReplicaStream::Send(const StreamEntry& entry, bool count_bytes) {
@@ -364,7 +316,7 @@ void ReplicaStream::DropRegion() {
   region_channel_.reset();
 }
 
-Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
+Status ReplicaStream::OpenRegion(int64_t payload_bytes, bool shm_only) {
   ChannelOffer offer;
   offer.index = options_.index;
   offer.address = options_.address;
@@ -398,6 +350,7 @@ Status ReplicaStream::OpenRegion(int64_t payload_bytes) {
     log::Info(absl::StrCat("shard ", options_.index, ": replica ", absl::Hex(options_.replica_id),
                            " shares no memory with this process (", attached.refusal, ")"));
   }
+  if (shm_only) return absl::UnimplementedError("no shared memory with the replica");
   if (options_.dense_link_lanes <= 0 || link_refused_) {
     return absl::UnimplementedError("neither shared memory nor a dense link reaches the replica");
   }

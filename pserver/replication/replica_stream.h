@@ -2,8 +2,10 @@
 // replica. The primary appends entries (pushes, Inits, ends of sync steps) in stream
 // order; one thread per stream sends them in that order, one call at a time, and
 // records the last position the replica acknowledged. A joining replica's stream first
-// sends the shard's snapshot, then the entries after it: over sockets the joiner opens
-// (snapshot_lanes.h) when it offers them, else in InstallSnapshot pieces.
+// sends the shard's snapshot, then the entries after it, over the same channels
+// (DenseChannel::SendSnapshot): through the shared memory of the stream to a joiner on
+// this host, else over sockets the joiner opens (paddle_like/dist/snapshot_lanes.h) when
+// it offers them, else in InstallSnapshot pieces.
 //
 // Each call is a Replicate (proto::ReplicateRequest) of one or more entries. Their dense
 // blocks travel over the same channels as a trainer's (paddle_like/client/
@@ -86,6 +88,8 @@ class ReplicaStream {
     bool snapshot_socket = true;
     // on up to this many at once (the joiner may take fewer).
     int snapshot_lanes = 4;
+    // Send it through shared memory (with shared_memory, to a joiner on this host) first.
+    bool snapshot_shm = false;
     // Send the entries' dense blocks over a dense link to the replica of this many
     // connections each way (paddle_like/dist/dense_link.h; 0: inline in the gRPC calls),
     // so their copies and, with TLS, the cipher run on several cores. A link that fails
@@ -123,11 +127,13 @@ class ReplicaStream {
   Status failure() const;
   int64_t snapshot_bytes() const { return snapshot_bytes_; }
   absl::Duration snapshot_time() const;
+  // How the snapshot went ("through shared memory", "over 4 sockets", "in pieces").
+  std::string snapshot_how() const;
 
  private:
   void Run();
+  // Through the region channel when it takes it, else the gRPC channel (dense_channel.h).
   Status SendSnapshot();
-  Status SendSnapshotInPieces(int64_t start);
   // The most entries one call carries.
   static constexpr size_t kMaxEntriesPerCall = 32;
   // One entry, through the region where it can, else inline; `count_bytes`: into
@@ -142,8 +148,9 @@ class ReplicaStream {
   // first). ABORTED when the channel failed (the caller drops it and sends them
   // inline), UNIMPLEMENTED when these entries cannot use it (inline, the channel kept).
   Status SendThroughRegion(const std::vector<const StreamEntry*>& entries);
-  // A region channel for entries of `payload_bytes`: shared memory, else a link.
-  Status OpenRegion(int64_t payload_bytes);
+  // A region channel for entries of `payload_bytes`: shared memory, else (unless
+  // `shm_only`) a link.
+  Status OpenRegion(int64_t payload_bytes, bool shm_only = false);
   void DropRegion();
   // A gRPC call's context, registered with the stream while it lives: the destructor
   // cancels every call out, since a replica whose host is gone (no FIN, no RST) answers
@@ -192,6 +199,7 @@ class ReplicaStream {
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
   bool snapshot_sent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration snapshot_time_ ABSL_GUARDED_BY(mu_);
+  std::string snapshot_how_ ABSL_GUARDED_BY(mu_);
   Status failure_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> cancel_{false};  // set with stop_: ends a socket's or a link's blocked send

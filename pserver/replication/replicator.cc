@@ -341,10 +341,10 @@ void Replicator::Apply(const proto::RegisterPserverResponse& resp, absl::Time se
           if (c != catching_up_.end() && it->second->snapshot_sent() && it->second->acked() >= c->second) {
             catching_up_.erase(c);
             report_caught_up_.push_back(it->first);
-            log::Info(absl::StrFormat("shard %d: replica %x at %s caught up at position %d (snapshot of %.1f MB in %s)",
-                                      options_.index, it->first, it->second->address(), it->second->acked(),
-                                      it->second->snapshot_bytes() / 1e6,
-                                      absl::FormatDuration(it->second->snapshot_time())));
+            log::Info(absl::StrFormat(
+                "shard %d: replica %x at %s caught up at position %d (snapshot of %.1f MB in %s, %s)", options_.index,
+                it->first, it->second->address(), it->second->acked(), it->second->snapshot_bytes() / 1e6,
+                absl::FormatDuration(it->second->snapshot_time()), it->second->snapshot_how()));
           }
         }
         ++it;
@@ -411,6 +411,7 @@ void Replicator::TakeSnapshotFor(ParameterShard* shard, const proto::ReplicaInfo
       so.snapshot_lanes = options_.snapshot_lanes;
       so.dense_link_lanes = options_.stream_link_lanes;
       so.shared_memory = options_.stream_shm;
+      so.snapshot_shm = options_.stream_shm && options_.snapshot_shm;
       so.doorbell = options_.stream_doorbell;
       so.counters = &stream_counters_;
       so.on_progress = [this] {

@@ -83,6 +83,8 @@ struct ReplicatorOptions {
   int stream_link_lanes = 0;
   // and, to a backup on this host, through shared memory (tried first),
   bool stream_shm = false;
+  // a joiner's snapshot too (off: sockets or pieces, as above),
+  bool snapshot_shm = true;
   // ringing it there instead of calling it over gRPC (paddle_like/dist/stream_doorbell.h).
   bool stream_doorbell = false;
   // Where a joiner's snapshot socket listens: the interfaces gRPC serves on.
@@ -129,8 +131,10 @@ class Replicator : public ReplicationHook {
   // in order and applied on the applier's thread; the shard's version. And a joiner's
   // snapshot.
   StatusOr<int64_t> OnEntry(int64_t epoch, StreamApplier::Update update);
-  Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack) {
-    return snapshots_->OnChunk(chunk, ack);
+  // `region`: the shared memory the chunk names (shm_region), when this process holds it.
+  Status OnSnapshotChunk(const proto::SnapshotChunk& chunk, std::shared_ptr<SharedRegion> region,
+                         proto::SnapshotAck* ack) {
+    return snapshots_->OnChunk(chunk, std::move(region), ack);
   }
 
   // ReplicationHook (the primary side).

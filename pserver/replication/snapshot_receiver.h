@@ -1,8 +1,11 @@
 // SnapshotReceiver: a joining replica's receipt of its primary's snapshot, the shard's
-// state at a position of the primary's stream. Either in gRPC pieces (OnChunk: each lands
-// at its offset in a buffer of the announced size, in any order, and the shard loads it
-// once every byte is in), or read off TCP sockets of their own that the primary's first
-// call opens (snapshot_lanes.h), straight into the shard's blocks and rows.
+// state at a position of the primary's stream. In gRPC pieces (OnChunk: each lands at its
+// offset in a buffer of the announced size, in any order, and the shard loads it once
+// every byte is in); or, straight into the shard's blocks and rows, read off TCP sockets
+// of their own that the primary's first call opens (paddle_like/dist/snapshot_lanes.h),
+// or out of the shared memory of the primary's stream, a window a call
+// (snapshot_windows.h). The primary picks by its channel (paddle_like/client/
+// dense_channel.h, SendSnapshot).
 //
 // The replicator decides whether a snapshot is welcome (Hooks: for this replica, while
 // it joins, of an epoch not older than its own) and hears when one is installed, from
@@ -26,8 +29,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
+#include "paddle_like/dist/shared_region.h"
 #include "paddle_like/rpc/bulk_socket.h"
 #include "proto/pserver.pb.h"
+#include "pserver/replication/snapshot_windows.h"
 #include "pserver/store/shard.h"
 
 namespace pl::pserver {
@@ -37,6 +42,7 @@ class SnapshotReceiver {
   struct Options {
     int index = 0;                       // the shard, for logs and the sockets' identity
     bool socket = true;                  // take the primary's offer of sockets
+    bool shared_memory = true;           // and of its stream's shared memory
     int lanes = 4;                       // on up to this many at once
     std::string listen_host = "127.0.0.1";
     absl::Duration slow_joiner;          // a test's fault (faults.h): slower once installed
@@ -58,28 +64,41 @@ class SnapshotReceiver {
   SnapshotReceiver(const SnapshotReceiver&) = delete;
   SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
 
-  // One InstallSnapshot call: a piece, or the primary's offer of sockets (answered with
-  // a port, a token and the lanes taken, or with none of them: the pieces follow).
-  Status OnChunk(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
-  // Ends a socket transfer under way (its thread takes follow_mu, so call it unheld).
+  // One InstallSnapshot call: a piece; the primary's offer of sockets (answered with a
+  // port, a token and the lanes taken, or with none of them: the pieces follow); its
+  // offer of shared memory, `region` being the one the call names (null when this
+  // process holds none by its id: the snapshot then goes another way); or a window in it.
+  Status OnChunk(const proto::SnapshotChunk& chunk, std::shared_ptr<SharedRegion> region, proto::SnapshotAck* ack);
+  // Ends a socket or shared-memory transfer under way (its thread takes follow_mu, so
+  // call it unheld).
   void Stop();
   bool installed() const { return installed_.load(); }
   // The installed snapshot was past version 0 (the shard had trained).
   bool joined_trained() const { return joined_trained_.load(); }
 
  private:
-  // The sockets offered to the primary, and the thread reading the snapshot off them.
-  struct SocketInstall {
-    ~SocketInstall();  // cancels and joins
+  // A transfer offered to the primary: the sockets, or the windows of shared memory,
+  // and the thread installing the snapshot from them.
+  struct Transfer {
+    ~Transfer();  // cancels and joins
     std::atomic<bool> cancel{false};
     std::unique_ptr<rpc::BulkListener> listener;
+    std::shared_ptr<SnapshotWindows> windows;
     std::thread thread;
   };
   // Hooks::accept, and the checks of the snapshot itself (one only; a sane size).
   StatusOr<ParameterShard*> Accept(const proto::SnapshotChunk& chunk);
   void Installed(const ParameterShard& shard, int64_t position);
   Status OpenSocket(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
-  void InstallFromSocket(SocketInstall* install, const proto::SnapshotChunk& chunk, int lanes);
+  void InstallFromSocket(Transfer* install, const proto::SnapshotChunk& chunk, int lanes);
+  Status OpenWindows(const proto::SnapshotChunk& chunk, std::shared_ptr<SharedRegion> region, proto::SnapshotAck* ack);
+  void InstallFromWindows(SnapshotWindows* windows, const proto::SnapshotChunk& chunk);
+  Status DeliverWindow(const proto::SnapshotChunk& chunk, proto::SnapshotAck* ack);
+  // Reads the snapshot of `chunk` through `read` and `scatter` into the shard, under
+  // follow_mu_; *version: the installed shard's. A failure other than CANCELLED leaves
+  // the replica untrustworthy (Hooks::fatal).
+  Status InstallStreamed(const proto::SnapshotChunk& chunk, const ByteReader& read, const ScatterReader& scatter,
+                         int64_t* version);
 
   const Options options_;
   const Hooks hooks_;
@@ -92,7 +111,7 @@ class SnapshotReceiver {
   int64_t received_ = 0;
   std::set<int64_t> offsets_;
   absl::Mutex socket_mu_;  // before follow_mu_
-  std::unique_ptr<SocketInstall> socket_install_ ABSL_GUARDED_BY(socket_mu_);
+  std::unique_ptr<Transfer> transfer_ ABSL_GUARDED_BY(socket_mu_);
 };
 
 }  // namespace pl::pserver

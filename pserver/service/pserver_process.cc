@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "paddle_like/core/log.h"
+#include "paddle_like/core/parallel_for.h"
 #include "paddle_like/core/runtime.h"
 #include "paddle_like/dist/dense_link.h"
+#include "paddle_like/dist/snapshot_lanes.h"
 #include "paddle_like/metrics/hot_row_rates.h"
 #include "paddle_like/metrics/pserver_sampler.h"
 #include "paddle_like/rpc/caller.h"
@@ -21,11 +23,9 @@
 #include "paddle_like/rpc/tls.h"
 #include "pserver/checkpoint/checkpoint.h"
 #include "pserver/replication/replicator.h"
-#include "pserver/replication/snapshot_lanes.h"
 #include "pserver/service/membership_watcher.h"
 #include "pserver/service/pserver_service.h"
 #include "pserver/store/disk_tier.h"
-#include "paddle_like/core/parallel_for.h"
 #include "pserver/store/row_evictor.h"
 #include "pserver/store/shard.h"
 
@@ -144,15 +144,17 @@ ReplicatorOptions ReplicatorOptionsOf(const PserverOptions& o, const std::string
   // to a backup on this host, else over a dense link whenever the backups take links
   // (their --shm and --dense_link, the defaults).
   ro.stream_shm = o.stream_shm;
+  ro.snapshot_shm = o.snapshot_shm;
   ro.stream_doorbell = o.stream_doorbell;
   if (o.stream_link) {
     ro.stream_link_lanes =
         o.stream_link_lanes > 0 ? o.stream_link_lanes : DefaultDenseLinkLanes(rpc::TransportIsSecure());
   }
   ro.faults = o.env->faults();
-  if (ro.faults.snapshot_piece_bytes > 0) {  // many small pieces: never the socket
+  if (ro.faults.snapshot_piece_bytes > 0) {  // many small pieces: never the socket or shared memory
     ro.snapshot_piece_bytes = ro.faults.snapshot_piece_bytes;
     ro.snapshot_socket = false;
+    ro.snapshot_shm = false;
   }
   return ro;
 }

@@ -58,6 +58,7 @@ struct PserverOptions {
   int64_t dense_link_max_mb = 0;
   bool stream_link = true;
   bool stream_shm = true;
+  bool snapshot_shm = true;  // a joiner's snapshot through the stream's shared memory
   bool stream_doorbell = true;
   int stream_link_lanes = 0;    // 0: as a trainer's link
   int heartbeat_ms = 100;

@@ -322,7 +322,13 @@ grpc::Status PserverService::InstallSnapshot(grpc::ServerContext* context, const
     return s;
   }
   if (replicator_ == nullptr) return rpc::ToGrpc(absl::InvalidArgumentError("this pserver is not replicated"));
-  return rpc::ToGrpc(replicator_->OnSnapshotChunk(*request, response));
+  // The primary's stream region on this host, when the snapshot comes through it.
+  std::shared_ptr<SharedRegion> region;
+  if (request->shm_region() != 0) {
+    StatusOr<RegionRef> found = regions_.Find(request->shm_region());
+    if (found.ok() && found->link == nullptr) region = found->region;
+  }
+  return rpc::ToGrpc(replicator_->OnSnapshotChunk(*request, std::move(region), response));
 }
 
 StatusOr<std::string> PserverService::CheckpointNow() {

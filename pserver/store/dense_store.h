@@ -25,9 +25,9 @@
 #include "absl/types/span.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/dist/dense_frame.h"
+#include "paddle_like/dist/page_warmer.h"
 #include "paddle_like/optim/update_rules.h"
 #include "proto/pserver.pb.h"
-#include "pserver/store/page_warmer.h"
 #include "pserver/store/shard_storage.h"
 #include "pserver/store/shard_visitor.h"
 

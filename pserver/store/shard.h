@@ -175,7 +175,7 @@ class ParameterShard {
   // (several connections at once: snapshot_lanes.h). An error while the state is read
   // leaves the shard fresh again.
   Status LoadSnapshot(std::string_view bytes);
-  Status LoadSnapshot(const pserver::ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
+  Status LoadSnapshot(const pl::ByteReader& read, const pl::ScatterReader& scatter = nullptr);
   // How many of a snapshot's last bytes (ShardSnapshot::Bytes) are its dense floats;
   // DATA_LOSS for bytes that are not a snapshot.
   static StatusOr<uint64_t> SnapshotPayloadBytes(std::string_view snapshot);
@@ -197,12 +197,12 @@ class ParameterShard {
   // The whole shard (shard_serializer.h) as a byte stream, and back. In sync mode the
   // saved state is exactly the state at its version. LoadState requires a fresh shard
   // and rejects data for another index or shard count with FAILED_PRECONDITION.
-  using ByteWriter = pserver::ByteWriter;
-  using ByteReader = pserver::ByteReader;
+  using ByteWriter = pl::ByteWriter;
+  using ByteReader = pl::ByteReader;
   // `rows`: ShardStore::Rows (kChangedTakingChanges: an incremental state).
   Status SaveState(const ByteWriter& write, ShardStore::Rows rows = ShardStore::Rows::kAll) const;
   // `scatter`: ReadShardState's, for a snapshot's state.
-  Status LoadState(const ByteReader& read, const pserver::ScatterReader& scatter = nullptr);
+  Status LoadState(const ByteReader& read, const pl::ScatterReader& scatter = nullptr);
   // An incremental state onto the state it was taken after (shard_serializer.h).
   Status ApplyStateDelta(const ByteReader& read);
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "pserver/store/page_warmer.h"
+#include "paddle_like/dist/page_warmer.h"
 #include "pserver/store/shard.h"
 
 namespace pl::pserver {

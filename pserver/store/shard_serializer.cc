@@ -6,8 +6,8 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/message.h"
+#include "paddle_like/dist/page_warmer.h"
 #include "paddle_like/dist/sharding.h"
-#include "pserver/store/page_warmer.h"
 
 namespace pl::pserver {
 

@@ -37,19 +37,11 @@
 #include <vector>
 
 #include "absl/types/span.h"
-
 #include "paddle_like/core/status.h"
+#include "paddle_like/dist/byte_io.h"
 #include "pserver/store/shard_store.h"
 
 namespace pl::pserver {
-
-// Where the bytes go and come from; each call moves exactly n bytes or fails.
-using ByteWriter = std::function<Status(const void* data, size_t n)>;
-using ByteReader = std::function<Status(void* data, size_t n)>;
-// Where a layout-4 state's dense payload goes, in order: a reader given one fills every
-// span with the payload's next bytes, in any order or at once (ScatterReader).
-using ByteSpans = std::vector<absl::Span<char>>;
-using ScatterReader = std::function<Status(const ByteSpans& spans)>;
 
 // Writes `store` as being at `version`. The caller keeps a sync step's update out
 // meanwhile when the version must match the values exactly. `rows`: which rows, and

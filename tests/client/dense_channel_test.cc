@@ -201,6 +201,7 @@ class Bf16Region final : public RegionDenseChannel {
                    proto::ReplicateResponse*) override {
     return absl::FailedPreconditionError("this test has no pserver");
   }
+  Status SendSnapshot(const SnapshotTransfer&) override { return absl::UnimplementedError("no snapshot here"); }
 
  protected:
   bool bf16() const override { return true; }

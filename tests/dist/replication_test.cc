@@ -152,13 +152,18 @@ class ReplicationTest : public ::testing::Test {
   }
 
   // Snapshots of a trained shard (not the empty ones of the job's start) that a joiner
-  // installed `how`: "over sockets" (pserver/replication/snapshot_lanes.h, one or more) or "in pieces".
+  // installed `how`: "through shared memory" (the stream's region, to a joiner on the
+  // primary's host), "over sockets" (paddle_like/dist/snapshot_lanes.h, one or more) or
+  // "in pieces".
   int TrainedSnapshots(const std::string& how) const {
-    static const std::regex re(R"(installed the primary's snapshot \(([\d.]+) MB (over (?:a socket|\d+ sockets)|in pieces))");
+    static const std::regex re(
+        R"(installed the primary's snapshot \(([\d.]+) MB (through shared memory|over (?:a socket|\d+ sockets)|in pieces))");
     const std::string text = Output();
     int n = 0;
     for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
-      n += std::stod((*it)[1]) > 0.1 && ((*it)[2] == "in pieces") == (how == "in pieces");
+      const std::string way = (*it)[2];
+      const std::string kind = way.rfind("over ", 0) == 0 ? "over sockets" : way;
+      n += std::stod((*it)[1]) > 0.1 && kind == how;
     }
     return n;
   }
@@ -213,8 +218,9 @@ TEST_F(ReplicationTest, SyncJobWithKilledPrimariesEndsWithTheFaultFreeParameters
   // The copies leave the finished job quietly: no failover is logged at its end.
   EXPECT_THAT(Output(), ::testing::Not(HasSubstr("no backup in sync is left"))) << Output();
   EXPECT_THAT(Output(), ::testing::Not(HasSubstr("(it is shutting down)"))) << Output();
-  // The replacement of shard 0 copied it over the job's TLS, on the snapshot socket.
-  EXPECT_GE(TrainedSnapshots("over sockets"), 1) << Output();
+  // The replacement of shard 0, on the primary's host, copied it through the shared
+  // memory of the primary's stream to it.
+  EXPECT_GE(TrainedSnapshots("through shared memory"), 1) << Output();
 
   auto clean = MakeExampleModel("mlp", ModelOptions{});
   auto faulty = MakeExampleModel("mlp", ModelOptions{});
@@ -256,6 +262,7 @@ TEST_F(ReplicationTest, AsyncPushesAreAppliedExactlyOnceAcrossTwoFailovers) {
   ASSERT_NO_FATAL_FAILURE(ExpectJobDone());
   EXPECT_GE(TrainedSnapshots("in pieces"), 1) << Output();
   EXPECT_EQ(TrainedSnapshots("over sockets"), 0) << Output();
+  EXPECT_EQ(TrainedSnapshots("through shared memory"), 0) << Output();
 
   const int64_t sent = PushesSent();
   ASSERT_GT(sent, 0) << Output();

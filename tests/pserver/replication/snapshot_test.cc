@@ -1,5 +1,5 @@
 // A joining replica's snapshot (ParameterShard::RequestSnapshot / LoadSnapshot) and the
-// sockets it may travel on (paddle_like/rpc/bulk_socket.h, pserver/replication/snapshot_lanes.h): a loaded
+// sockets it may travel on (paddle_like/rpc/bulk_socket.h, paddle_like/dist/snapshot_lanes.h): a loaded
 // snapshot is the same shard byte for byte, a bad one leaves the shard fresh, over
 // several lanes each slice lands in its blocks, and over a socket (plain and mutual
 // TLS) only the primary that holds the token and the shard's certificate gets its
@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "paddle_like/rpc/tls.h"
-#include "tests/testing/process_tls.h"
-#include "pserver/store/shard.h"
-#include "pserver/replication/snapshot_lanes.h"
+#include "paddle_like/dist/snapshot_lanes.h"
 #include "paddle_like/rpc/bulk_socket.h"
+#include "paddle_like/rpc/tls.h"
+#include "pserver/store/shard.h"
 #include "tests/pserver/pserver_test_util.h"
 #include "tests/pserver/snapshot_test_util.h"
+#include "tests/testing/process_tls.h"
 
 namespace pl::pserver {
 namespace {

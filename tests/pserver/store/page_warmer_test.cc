@@ -1,6 +1,6 @@
-// PageWarmer (pserver/store/page_warmer.h): the pages it is given become resident without a
+// PageWarmer (paddle_like/dist/page_warmer.h): the pages it is given become resident without a
 // write of the caller's, and what a writer writes meanwhile is left as written.
-#include "pserver/store/page_warmer.h"
+#include "paddle_like/dist/page_warmer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -6,8 +6,8 @@
 //
 // Thread-safety: thread-safe. The memory handed to Add must stay mapped until the
 // warmer is destroyed (it joins its thread).
-#ifndef PSERVER_STORE_PAGE_WARMER_H_
-#define PSERVER_STORE_PAGE_WARMER_H_
+#ifndef PADDLE_LIKE_DIST_PAGE_WARMER_H_
+#define PADDLE_LIKE_DIST_PAGE_WARMER_H_
 
 #include <cstddef>
 #include <deque>
@@ -16,7 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 
-namespace pl::pserver {
+namespace pl {
 
 // Faults in, now and on this thread, the whole pages inside [data, data + n): one call
 // for many pages, cheaper than a fault per page taken inside a copy. Contents are left
@@ -45,6 +45,6 @@ class PageWarmer {
   std::thread thread_;  // last: started once the members above exist
 };
 
-}  // namespace pl::pserver
+}  // namespace pl
 
-#endif  // PSERVER_STORE_PAGE_WARMER_H_
+#endif  // PADDLE_LIKE_DIST_PAGE_WARMER_H_

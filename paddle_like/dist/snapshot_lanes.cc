@@ -1,4 +1,4 @@
-#include "pserver/replication/snapshot_lanes.h"
+#include "paddle_like/dist/snapshot_lanes.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "pserver/store/page_warmer.h"
+#include "paddle_like/dist/page_warmer.h"
 
-namespace pl::pserver {
+namespace pl {
 namespace {
 
 constexpr size_t kPreambleBytes = 16;  // u32 lane | u32 lanes | u64 payload
@@ -121,9 +121,8 @@ StatusOr<std::unique_ptr<LaneReceiver>> LaneReceiver::Accept(rpc::BulkListener* 
   auto vet = [&](std::unique_ptr<rpc::BulkConnection> conn) {
     uint64_t preamble[2] = {0, 0};
     const absl::Time within = std::min(deadline, absl::Now() + kPreambleWithin);
-    const bool spoke =
-        listener->Admit(*conn, within).ok() &&
-        conn->Read(preamble, kPreambleBytes, std::max(within - absl::Now(), absl::Milliseconds(1))).ok();
+    const bool spoke = listener->Admit(*conn, within).ok() &&
+                       conn->Read(preamble, kPreambleBytes, std::max(within - absl::Now(), absl::Milliseconds(1))).ok();
     const uint64_t lane = preamble[0] & 0xffffffffu;
     const uint64_t of = preamble[0] >> 32;
     absl::MutexLock l(&mu);
@@ -200,4 +199,4 @@ Status LaneReceiver::Reply(const Status& result, absl::Duration idle) {
   return lanes_[0]->Write(bytes.data(), bytes.size(), idle);
 }
 
-}  // namespace pl::pserver
+}  // namespace pl

@@ -1,4 +1,4 @@
-#include "pserver/store/page_warmer.h"
+#include "paddle_like/dist/page_warmer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace pl::pserver {
+namespace pl {
 namespace {
 
 // Faulted in a piece at a time, so that a stop is noticed within one piece.
@@ -61,4 +61,4 @@ void PageWarmer::Run() {
   }
 }
 
-}  // namespace pl::pserver
+}  // namespace pl

@@ -14,8 +14,8 @@
 // Thread-safety: the functions and a LaneReceiver's calls are made from one thread at
 // a time; they run the lanes on threads of their own, and the first lane to fail shuts
 // the others down.
-#ifndef PSERVER_REPLICATION_SNAPSHOT_LANES_H_
-#define PSERVER_REPLICATION_SNAPSHOT_LANES_H_
+#ifndef PADDLE_LIKE_DIST_SNAPSHOT_LANES_H_
+#define PADDLE_LIKE_DIST_SNAPSHOT_LANES_H_
 
 #include <cstdint>
 #include <functional>
@@ -25,10 +25,10 @@
 
 #include "absl/time/time.h"
 #include "paddle_like/core/status.h"
-#include "pserver/store/shard_serializer.h"
+#include "paddle_like/dist/byte_io.h"
 #include "paddle_like/rpc/bulk_socket.h"
 
-namespace pl::pserver {
+namespace pl {
 
 inline constexpr int kMaxSnapshotLanes = 16;
 
@@ -47,9 +47,6 @@ using SnapshotLanes = std::vector<std::unique_ptr<rpc::BulkConnection>>;
 StatusOr<SnapshotLanes> DialLanes(const std::string& host, int port, int lanes, const std::string& token,
                                   uint64_t payload, absl::Duration timeout, const std::atomic<bool>* cancel,
                                   const std::string& peer);
-// The snapshot's bytes [from, to), handed to `write` in order (ShardSnapshot::Send);
-// called for disjoint ranges at once, one per lane.
-using SnapshotSource = std::function<Status(uint64_t from, uint64_t to, const ByteWriter& write)>;
 Status SendOverLanes(const SnapshotLanes& lanes, uint64_t size, uint64_t payload, const SnapshotSource& snapshot,
                      absl::Duration idle);
 
@@ -78,6 +75,6 @@ class LaneReceiver {
   const uint64_t payload_;
 };
 
-}  // namespace pl::pserver
+}  // namespace pl
 
-#endif  // PSERVER_REPLICATION_SNAPSHOT_LANES_H_
+#endif  // PADDLE_LIKE_DIST_SNAPSHOT_LANES_H_
