@@ -23,6 +23,14 @@ void PopulateForWrite(void* data, size_t n) {
   if (begin < end) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
+void AdviseHugePages(void* data, size_t n) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (n < kHugePageMinBytes) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHuge - 1) / kHuge * kHuge;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + n) / kHuge * kHuge;
+  if (begin < end) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 PageWarmer::PageWarmer() : thread_([this] { Run(); }) {}
 
 PageWarmer::~PageWarmer() {

@@ -51,7 +51,7 @@ int64_t DenseStore::Add(const proto::ParamSpec& spec, const InitSpec& init, uint
     blk->block = b;
     blk->offset = b * p->block_size;
     blk->n = std::min(p->numel, blk->offset + p->block_size) - blk->offset;
-    blk->data.reset(new float[(1 + slots) * blk->n]);
+    blk->data = DenseBlock::Allocate((1 + slots) * blk->n);
     if (initialize_values) {
       InitializeValues(init, stream, blk->data.get(), blk->n, blk->offset);
       InitSlots(optimizer, blk->data.get() + blk->n, blk->n);
