@@ -176,11 +176,16 @@ def test_job_metrics_and_event_files(ea, prom_parser, launcher, fashion_dir, tmp
                 # The master serves /metrics before it has read the job, and its gauges
                 # hold 0 until its sampler's first reading (a second in): scraped until
                 # that reading is there; a pserver before its first sample of the shard
-                # (its push counters come after): scraped until they are there.
+                # (its push counters come after), or while its sampler registers its
+                # metrics one by one before its first reading (a scrape under load once
+                # read the counters and not yet the gauges): scraped until what is
+                # asserted below is there.
                 passes = samples.get("pl_master_num_passes")
+                rss = samples.get("pl_pserver_resident_bytes")
                 if name == "master" and ("pl_master_tasks" not in samples or not passes or passes.value == 0):
                     pass
-                elif name.startswith("pserver-") and "pl_pserver_pushes_total" not in samples:
+                elif name.startswith("pserver-") and ("pl_pserver_pushes_total" not in samples or not rss or
+                                                      rss.value == 0):
                     pass
                 elif not name.startswith("trainer-") or (steps and steps.value > 0):
                     break
