@@ -92,6 +92,7 @@ const std::vector<Binary>& Binaries() {
         {"replica_id_file", "string, default \"\""},
         {"shm", "bool, default true"},
         {"snapshot_lanes", "int32, default 0, env PL_SNAPSHOT_LANES"},
+        {"snapshot_shm", "bool, default true, env PL_SNAPSHOT_SHM"},
         {"snapshot_socket", "bool, default true"},
         {"sparse_disk_dir", "string, default \"\""},
         {"sparse_memory_mb", "int64, default 0"},
