@@ -207,7 +207,6 @@ Status ReplicaStream::SendSnapshot() {
   t.cancel = &cancel_;
   std::string how;
   t.how = &how;
-  Status sent = absl::UnimplementedError("");
   // Through the stream's own channel where it carries snapshots: shared memory with a
   // joiner on this host (a window in each half of the region). The region is let go
   // after it, for one sized by the entries (the replica drops the old one when the
@@ -217,15 +216,18 @@ Status ReplicaStream::SendSnapshot() {
     const int64_t window = std::min<int64_t>(ShmDenseChannel::kSnapshotWindowBytes, (t.header.total() + 63) & ~63);
     // The region holds twice what it is opened for: a window in each half.
     if (OpenRegion(window, /*shm_only=*/true).ok() && shm_channel_ != nullptr) {
-      sent = region_channel_->SendSnapshot(t);
-      if (absl::IsUnimplemented(sent)) {
-        log::Info(absl::StrCat("shard ", options_.index, ": the snapshot for replica ", absl::Hex(options_.replica_id),
-                               " goes another way than shared memory: ", sent.message()));
-      }
+      const Status sent = region_channel_->SendSnapshot(t);
+      DropRegion();
+      if (!absl::IsUnimplemented(sent)) return Sent(sent, how);
+      log::Info(absl::StrCat("shard ", options_.index, ": the snapshot for replica ", absl::Hex(options_.replica_id),
+                             " goes another way than shared memory: ", sent.message()));
     }
     DropRegion();
   }
-  if (absl::IsUnimplemented(sent)) sent = inline_.SendSnapshot(t);
+  return Sent(inline_.SendSnapshot(t), how);
+}
+
+Status ReplicaStream::Sent(const Status& sent, const std::string& how) {
   absl::MutexLock l(&mu_);
   snapshot_how_ = how;
   return sent;

@@ -134,6 +134,8 @@ class ReplicaStream {
   void Run();
   // Through the region channel when it takes it, else the gRPC channel (dense_channel.h).
   Status SendSnapshot();
+  // Records how the snapshot went (snapshot_how) and returns `sent`.
+  Status Sent(const Status& sent, const std::string& how);
   // The most entries one call carries.
   static constexpr size_t kMaxEntriesPerCall = 32;
   // One entry, through the region where it can, else inline; `count_bytes`: into
