@@ -1,7 +1,7 @@
 // pl-master: serves the master of one training job.
 //
 //   pl-master --port 0 --port_file PATH --state_dir DIR --data DIR_OR_FILE --passes N
-//             --chunks_per_task K --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
+//             --chunks_per_task K [--virtual_trainers V] --lease_ms 3000 --max_failures 3 --num_pservers P --seed S
 //             [--host 127.0.0.1] [--num_nodes N] [--replicas R] [--logdir DIR] [--metrics_port P]
 //             [--http_port P --http_port_file PATH]
 //             [--etcd_endpoints H:P,... --etcd_prefix /paddle_like/JOB --leader_ttl_s 2]
@@ -71,6 +71,10 @@ ABSL_FLAG(bool, event_log, true,
 ABSL_FLAG(std::string, data, "", "record file, or directory of *.plrec files, to cut a new job's tasks from; or indices:N[:K] (sample indices 0..N-1 of a dataset the trainers hold, K per chunk)");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
+ABSL_FLAG(int, virtual_trainers, 0,
+          "> 0: a job of this many virtual trainers, whose parameters are the same bits however many trainers "
+          "compute them and whoever joins or leaves (docs/consistent-training.md): the data is cut into this many "
+          "tasks (--chunks_per_task is ignored) and the pservers run sync steps; a new job only");
 ABSL_FLAG(bool, overlap_passes, true,
           "while the last tasks of a pass are out, lease a trainer that asks a task of the next pass rather than "
           "let it wait (every task is still trained once per pass); a new job only, a resumed one keeps its own");
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
   pl::cli::CheckOrExit(program, {pl::cli::CheckRange("port", absl::GetFlag(FLAGS_port), 0, 65535),
                                    pl::cli::CheckAtLeast("passes", absl::GetFlag(FLAGS_passes), 1),
                                    pl::cli::CheckAtLeast("chunks_per_task", absl::GetFlag(FLAGS_chunks_per_task), 1),
+                                   pl::cli::CheckRange("virtual_trainers", absl::GetFlag(FLAGS_virtual_trainers), 0,
+                                                       pl::kMaxVirtualTrainers),
                                    pl::cli::CheckAtLeast<int64_t>("lease_ms", absl::GetFlag(FLAGS_lease_ms), 1),
                                  pl::cli::CheckAtLeast<int64_t>("pserver_lease_ms", absl::GetFlag(FLAGS_pserver_lease_ms), 1),
                                    pl::cli::CheckAtLeast("max_failures", absl::GetFlag(FLAGS_max_failures), 1),
@@ -207,6 +213,7 @@ int main(int argc, char** argv) {
   options.queue.num_passes = absl::GetFlag(FLAGS_passes);
   options.queue.chunks_per_task = absl::GetFlag(FLAGS_chunks_per_task);
   options.queue.overlap_passes = absl::GetFlag(FLAGS_overlap_passes);
+  options.queue.virtual_trainers = absl::GetFlag(FLAGS_virtual_trainers);
   options.queue.max_failures = absl::GetFlag(FLAGS_max_failures);
   options.queue.seed = absl::GetFlag(FLAGS_seed);
   options.num_pservers = absl::GetFlag(FLAGS_num_pservers);

@@ -90,9 +90,29 @@ StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainer(const proto::Re
 StatusOr<proto::RegisterTrainerResponse> Master::RegisterTrainerLocked(const proto::RegisterTrainerRequest& req,
                                                                        const std::string& token_digest) {
   ExpireLocked();
+  const int32_t V = queue_.virtual_trainers();
+  if (V > 0) {
+    // Refused before anything changes: a trainer that would cut its micro-batches
+    // otherwise would make the job's result depend on who computes them.
+    if (req.micro_batch() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trainer ", req.name(), ": this job trains ", V, " virtual trainers (pl-master --virtual_trainers), and a "
+          "trainer registering with it must give its micro-batch (pl-trainer does; this one gave none)"));
+    }
+    if (Status fixed = queue_.FixMicroBatch(req.micro_batch()); !fixed.ok()) {
+      return Annotate(fixed, absl::StrCat("trainer ", req.name(), " refused"));
+    }
+  }
   int64_t id = membership_.RegisterTrainer(req.name(), token_digest);
   Log(absl::StrCat("trainer ", id, " (", req.name(), ") registered"));
   proto::RegisterTrainerResponse resp;
+  if (V > 0) {
+    proto::ConsistentSchedule* schedule = resp.mutable_schedule();
+    schedule->set_virtual_trainers(V);
+    schedule->set_micro_batch(queue_.micro_batch());
+    for (int64_t records : queue_.task_records()) schedule->add_task_records(records);
+    schedule->set_num_passes(queue_.num_passes());
+  }
   resp.set_trainer_id(id);
   resp.set_lease_ms(membership_.lease_ms());
   for (const proto::PserverInfo& p : membership_.pservers()) *resp.add_pservers() = p;
@@ -185,9 +205,28 @@ StatusOr<proto::HeartbeatResponse> Master::HeartbeatLocked(const proto::Heartbea
   ExpireLocked();
   proto::HeartbeatResponse resp;
   resp.set_known(membership_.Heartbeat(req.trainer_id()));
-  if (resp.known() && req.task_id() != 0) queue_.RenewLease(req.trainer_id(), req.task_id());
+  if (resp.known() && queue_.virtual_trainers() > 0) {
+    queue_.RenewLeases(req.trainer_id());
+  } else if (resp.known() && req.task_id() != 0) {
+    queue_.RenewLease(req.trainer_id(), req.task_id());
+  }
   resp.set_live_trainers(membership_.num_live_trainers());
+  if (resp.known()) resp.set_lease_slots(LeaseSlotsLocked(req.trainer_id()));
   return resp;
+}
+
+int32_t Master::LeaseSlotsLocked(int64_t trainer_id) const {
+  const int32_t V = queue_.virtual_trainers();
+  if (V == 0) return 1;
+  // The V tasks dealt out over the live trainers in id order, the first V mod P taking
+  // one more: the same answer for every trainer that asks with the same membership.
+  std::vector<int64_t> ids;
+  for (const proto::TrainerInfo& t : membership_.live_trainers()) ids.push_back(t.id());
+  std::sort(ids.begin(), ids.end());
+  const auto it = std::find(ids.begin(), ids.end(), trainer_id);
+  if (it == ids.end()) return 0;
+  const int64_t rank = it - ids.begin(), P = static_cast<int64_t>(ids.size());
+  return static_cast<int32_t>(V / P + (rank < V % P ? 1 : 0));
 }
 
 StatusOr<proto::GetTaskResponse> Master::GetTask(const proto::GetTaskRequest& req) {
@@ -206,6 +245,11 @@ StatusOr<proto::GetTaskResponse> Master::GetTaskLocked(const proto::GetTaskReque
   ExpireLocked();
   proto::GetTaskResponse resp;
   resp.set_num_passes(queue_.num_passes());
+  const int32_t V = queue_.virtual_trainers();
+  if (req.slot() < 0 || (V == 0 && req.slot() != 0) || (V > 0 && req.slot() >= V)) {
+    return absl::InvalidArgumentError(absl::StrCat("get task: trainer ", req.trainer_id(), " asks with lease slot ",
+                                                   req.slot(), "; this job has slots 0..", std::max(V, 1) - 1));
+  }
   if (req.has_finished()) {
     const proto::TaskFinishedRequest& finished = req.finished();
     if (finished.trainer_id() != req.trainer_id()) {
@@ -236,7 +280,13 @@ StatusOr<proto::GetTaskResponse> Master::GetTaskLocked(const proto::GetTaskReque
     return absl::NotFoundError(absl::StrCat("get task: trainer ", req.trainer_id(),
                                             " is not registered (its lease expired or the id is wrong); register again"));
   }
-  TaskQueue::Lease lease = queue_.GetTask(req.trainer_id());
+  resp.set_lease_slots(LeaseSlotsLocked(req.trainer_id()));
+  // A slot beyond the caller's share leases nothing new (one it still holds is given
+  // again, so that a retry learns what it must give back).
+  const bool beyond_share =
+      V > 0 && req.slot() >= resp.lease_slots() && queue_.TaskInSlot(req.trainer_id(), req.slot()) == 0;
+  TaskQueue::Lease lease;
+  if (!beyond_share) lease = queue_.GetTask(req.trainer_id(), req.slot());
   switch (lease.result) {
     case TaskQueue::Result::kTask:
       resp.set_result(proto::GetTaskResponse::TASK);
@@ -290,7 +340,12 @@ StatusOr<proto::TaskFailedResponse> Master::TaskFailedLocked(const proto::TaskFa
   membership_.Heartbeat(req.trainer_id());
   Status st = queue_.TaskFailed(req.trainer_id(), req.task_id(), req.pass(), req.returned(), req.reason());
   PL_RETURN_IF_ERROR(st);
-  if (req.returned()) {
+  if (req.returned() && req.resumable() && queue_.virtual_trainers() > 0) {
+    // Whoever leases it next goes on from the job's step: nothing is trained twice.
+    ++tasks_returned_;
+    Log(absl::StrCat("trainer ", req.trainer_id(), " handed task ", req.task_id(), " on (",
+                     req.reason().empty() ? "returned" : req.reason(), "): it goes on from the job's step"));
+  } else if (req.returned()) {
     ++tasks_returned_;
     samples_retrained_ += std::max<int64_t>(0, req.samples_pushed());
     Log(absl::StrCat("trainer ", req.trainer_id(), " returned task ", req.task_id(),

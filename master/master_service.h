@@ -191,6 +191,9 @@ class Master {
                                                                  const std::string& token_digest);
   StatusOr<proto::RegisterPserverResponse> RegisterPserverLocked(const proto::RegisterPserverRequest& req);
   StatusOr<proto::HeartbeatResponse> HeartbeatLocked(const proto::HeartbeatRequest& req);
+  // Virtual trainers: how many tasks `trainer_id` may hold now (HeartbeatResponse.lease_slots);
+  // 1 in other jobs.
+  int32_t LeaseSlotsLocked(int64_t trainer_id) const;
   StatusOr<proto::GetTaskResponse> GetTaskLocked(const proto::GetTaskRequest& req);
   StatusOr<proto::TaskFinishedResponse> TaskFinishedLocked(const proto::TaskFinishedRequest& req);
   // TaskFinished's change, the leases already judged (GetTask's report rides on it too).

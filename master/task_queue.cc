@@ -33,6 +33,10 @@ Status CheckOptions(const TaskQueueOptions& o) {
   }
   if (o.max_failures < 1) return absl::InvalidArgumentError(absl::StrCat("task queue: max_failures must be >= 1, got ", o.max_failures));
   if (o.lease_ms <= 0) return absl::InvalidArgumentError(absl::StrCat("task queue: lease_ms must be > 0, got ", o.lease_ms));
+  if (o.virtual_trainers < 0 || o.virtual_trainers > kMaxVirtualTrainers) {
+    return absl::InvalidArgumentError(absl::StrCat("task queue: virtual_trainers must be in 0..", kMaxVirtualTrainers,
+                                                   ", got ", o.virtual_trainers));
+  }
   return absl::OkStatus();
 }
 
@@ -65,11 +69,27 @@ StatusOr<TaskQueue> TaskQueue::Create(const std::vector<ChunkInfo>& chunks, cons
   PL_RETURN_IF_ERROR(CheckOptions(options));
   if (chunks.empty()) return absl::InvalidArgumentError("task queue: the dataset has no chunks");
   if (!now_ms) return absl::InvalidArgumentError("task queue: no clock");
+  const size_t V = static_cast<size_t>(options.virtual_trainers);
+  if (V > 0 && chunks.size() < V) {
+    return absl::InvalidArgumentError(absl::StrCat("task queue: ", V, " virtual trainers need at least ", V,
+                                                   " chunks (one task each), the data has ", chunks.size(),
+                                                   ": write it in smaller chunks"));
+  }
+  // The first task of each group: every chunks_per_task chunks, or V groups whose sizes
+  // differ by one chunk at most (the larger first).
+  std::vector<size_t> starts;
+  if (V > 0) {
+    for (size_t t = 0, at = 0; t < V; at += chunks.size() / V + (t < chunks.size() % V ? 1 : 0), ++t) starts.push_back(at);
+  } else {
+    for (size_t i = 0; i < chunks.size(); i += options.chunks_per_task) starts.push_back(i);
+  }
   TaskQueue q(options, std::move(now_ms), std::move(log));
-  for (size_t i = 0; i < chunks.size(); i += options.chunks_per_task) {
+  for (size_t t = 0; t < starts.size(); ++t) {
+    const size_t i = starts[t];
+    const size_t end = t + 1 < starts.size() ? starts[t + 1] : chunks.size();
     Entry e;
     e.task.set_id(static_cast<int64_t>(q.tasks_.size()) + 1);
-    for (size_t k = i; k < std::min(chunks.size(), i + options.chunks_per_task); ++k) {
+    for (size_t k = i; k < end; ++k) {
       const ChunkInfo& c = chunks[k];
       proto::Chunk* pc = e.task.add_chunks();
       pc->set_path(c.path);
@@ -141,7 +161,7 @@ void TaskQueue::Reindex() {
   for (const Entry& e : tasks_) {
     ++count_[Ahead(e)][e.state];
     if (e.state == proto::TaskRecord::PENDING) {
-      held_.emplace(e.holder, e.task.id());
+      held_.emplace(Holder(e.holder, e.holder_slot), e.task.id());
       next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());
     }
   }
@@ -149,7 +169,7 @@ void TaskQueue::Reindex() {
 
 void TaskQueue::Move(Entry& e, proto::TaskRecord::State to, int32_t pass) {
   if (e.state == proto::TaskRecord::PENDING) {
-    auto it = held_.find(e.holder);
+    auto it = held_.find(Holder(e.holder, e.holder_slot));
     if (it != held_.end() && it->second == e.task.id()) held_.erase(it);
   }
   --count_[Ahead(e)][e.state];
@@ -157,7 +177,7 @@ void TaskQueue::Move(Entry& e, proto::TaskRecord::State to, int32_t pass) {
   ++count_[Ahead(e)][to];
   e.state = to;
   if (to == proto::TaskRecord::PENDING) {
-    held_[e.holder] = e.task.id();
+    held_[Holder(e.holder, e.holder_slot)] = e.task.id();
     next_expiry_ms_ = std::min(next_expiry_ms_, e.task.lease_deadline_ms());
   }
 }
@@ -192,14 +212,14 @@ int64_t TaskQueue::holder(int64_t task_id) const {
   return e.state == proto::TaskRecord::PENDING ? e.holder : 0;
 }
 
-TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
+TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id, int32_t slot) {
   Lease lease;
   if (job_done_) {
     lease.result = Result::kJobDone;
     return lease;
   }
   const int64_t deadline = now_ms_() + options_.lease_ms;
-  if (auto held = held_.find(trainer_id); held != held_.end()) {
+  if (auto held = held_.find(Holder(trainer_id, slot)); held != held_.end()) {
     Entry& e = tasks_[held->second - 1];
     e.task.set_lease_deadline_ms(deadline);
     next_expiry_ms_ = std::min(next_expiry_ms_, deadline);
@@ -221,6 +241,7 @@ TaskQueue::Lease TaskQueue::GetTask(int64_t trainer_id) {
   }
   Entry& e = *next;
   e.holder = trainer_id;
+  e.holder_slot = slot;
   e.task.set_lease_deadline_ms(deadline);
   Move(e, proto::TaskRecord::PENDING, pass);
   lease.result = Result::kTask;
@@ -333,6 +354,12 @@ bool TaskQueue::RenewLease(int64_t trainer_id, int64_t task_id) {
   return true;
 }
 
+int TaskQueue::RenewLeases(int64_t trainer_id) {
+  int n = 0;
+  for (int64_t id : TasksHeldBy(trainer_id)) n += RenewLease(trainer_id, id) ? 1 : 0;
+  return n;
+}
+
 int TaskQueue::ExpireLeases(int64_t now_ms) {
   const int64_t now = now_ms >= 0 ? now_ms : now_ms_();
   // Every lease ends at or after next_expiry_ms_ (leases are given as now + lease_ms, so
@@ -356,8 +383,8 @@ int TaskQueue::ExpireLeases(int64_t now_ms) {
 
 int TaskQueue::ReleaseTrainer(int64_t trainer_id, bool count_failure) {
   int n = 0;
-  if (auto held = held_.find(trainer_id); held != held_.end()) {  // a trainer holds one task at most
-    Entry& e = tasks_[held->second - 1];
+  for (int64_t id : TasksHeldBy(trainer_id)) {
+    Entry& e = tasks_[id - 1];
     ++n;
     if (count_failure) {
       CountFailure(e, absl::StrCat("trainer ", trainer_id, " was dropped"));
@@ -392,6 +419,7 @@ proto::TaskQueueState TaskQueue::Serialize() const {
     r->set_finished_by(e.finished_by);
     if (e.task.pass() != pass_) r->set_pass(e.task.pass());
     r->set_finished_before(e.finished_before);
+    r->set_holder_slot(e.holder_slot);
   }
   for (int64_t id : todo_) s.add_todo(id);
   s.set_ahead_started(ahead_started_);
@@ -401,6 +429,8 @@ proto::TaskQueueState TaskQueue::Serialize() const {
   for (int64_t id : failed_ever_) s.add_failed_ever(id);
   s.set_chunks_trained(chunks_trained_);
   s.set_samples_done(samples_done_);
+  s.set_virtual_trainers(options_.virtual_trainers);
+  s.set_micro_batch(micro_batch_);
   return s;
 }
 
@@ -413,6 +443,7 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   o.seed = s.seed();
   o.lease_ms = s.lease_ms();
   o.overlap_passes = !s.no_overlap();
+  o.virtual_trainers = s.virtual_trainers();
   Status st = CheckOptions(o);
   if (!st.ok()) return bad(std::string(st.message()));
   if (!now_ms) return absl::InvalidArgumentError("task queue: no clock");
@@ -423,6 +454,11 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   q.job_done_ = s.job_done();
   q.chunks_trained_ = s.chunks_trained();
   q.samples_done_ = s.samples_done();
+  q.micro_batch_ = s.micro_batch();
+  if (o.virtual_trainers > 0 && s.tasks_size() != o.virtual_trainers) {
+    return bad(absl::StrCat(s.tasks_size(), " tasks for ", o.virtual_trainers, " virtual trainers"));
+  }
+  if (q.micro_batch_ < 0) return bad(absl::StrCat("micro-batch of ", q.micro_batch_, " samples"));
   int64_t num_todo = 0;
   for (int i = 0; i < s.tasks_size(); ++i) {
     const proto::TaskRecord& r = s.tasks(i);
@@ -431,6 +467,9 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
     if (!proto::TaskRecord::State_IsValid(r.state())) return bad(absl::StrCat("task ", r.id(), " has an unknown state"));
     if (r.state() == proto::TaskRecord::PENDING && r.holder() <= 0) {
       return bad(absl::StrCat("task ", r.id(), " is pending without a holder"));
+    }
+    if (r.holder_slot() < 0 || (r.holder_slot() > 0 && o.virtual_trainers == 0)) {
+      return bad(absl::StrCat("task ", r.id(), " is held in lease slot ", r.holder_slot()));
     }
     const int32_t pass = r.pass() == 0 ? q.pass_ : r.pass();
     if (pass != q.pass_ && !(pass == q.pass_ + 1 && s.ahead_started())) {
@@ -447,6 +486,7 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
     e.holder = r.holder();
     e.finished_by = r.finished_by();
     e.finished_before = r.finished_before();
+    e.holder_slot = r.holder_slot();
     q.tasks_.push_back(std::move(e));
   }
   // Seen marks by task id (10^6 tasks: a set's node per task cost a restore ~0.3 s).
@@ -480,6 +520,12 @@ StatusOr<TaskQueue> TaskQueue::Deserialize(const proto::TaskQueueState& s, Clock
   q.failed_ever_.assign(s.failed_ever().begin(), s.failed_ever().end());
   std::sort(q.failed_ever_.begin(), q.failed_ever_.end());
   q.Reindex();
+  for (const Entry& e : q.tasks_) {
+    if (e.state == proto::TaskRecord::PENDING && q.held_.at(Holder(e.holder, e.holder_slot)) != e.task.id()) {
+      return bad(absl::StrCat("tasks ", e.task.id(), " and ", q.held_.at(Holder(e.holder, e.holder_slot)),
+                              " are both held in slot ", e.holder_slot, " of trainer ", e.holder));
+    }
+  }
   if (q.job_done_ && (num_todo > 0 || q.pending() > 0)) return bad("job marked done with tasks still todo or pending");
   return q;
 }
@@ -493,8 +539,44 @@ void TaskQueue::ExtendLeases(int64_t until_ms) {
 }
 
 int64_t TaskQueue::TaskHeldBy(int64_t trainer_id) const {
-  auto held = held_.find(trainer_id);
-  return held == held_.end() ? 0 : held->second;
+  const std::vector<int64_t> held = TasksHeldBy(trainer_id);
+  return held.empty() ? 0 : held.front();
+}
+
+std::vector<int64_t> TaskQueue::TasksHeldBy(int64_t trainer_id) const {
+  if (options_.virtual_trainers == 0) {  // one slot: no scan
+    auto held = held_.find(Holder(trainer_id, 0));
+    return held == held_.end() ? std::vector<int64_t>{} : std::vector<int64_t>{held->second};
+  }
+  std::vector<int64_t> ids;  // by slot
+  for (int32_t slot = 0; slot < options_.virtual_trainers; ++slot) {
+    if (auto held = held_.find(Holder(trainer_id, slot)); held != held_.end()) ids.push_back(held->second);
+  }
+  return ids;
+}
+
+Status TaskQueue::FixMicroBatch(int64_t samples) {
+  if (samples < 1) return absl::InvalidArgumentError(absl::StrCat("a micro-batch of ", samples, " samples"));
+  if (micro_batch_ == 0) {
+    micro_batch_ = samples;
+    return absl::OkStatus();
+  }
+  if (samples != micro_batch_) {
+    return absl::FailedPreconditionError(absl::StrCat("this job's micro-batch is ", micro_batch_,
+                                                      " samples (its first trainer's --batch_size), not ", samples));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> TaskQueue::task_records() const {
+  std::vector<int64_t> records;
+  records.reserve(tasks_.size());
+  for (const Entry& e : tasks_) {
+    int64_t n = 0;
+    for (const proto::Chunk& c : e.task.chunks()) n += c.num_records();
+    records.push_back(n);
+  }
+  return records;
 }
 
 }  // namespace pl

@@ -19,6 +19,13 @@
 // already underway. The counts (todo/pending/done/failed) stay those of pass P: its
 // tasks leased ahead count as done (or failed) in P, where they ended.
 //
+// Virtual trainers (options.virtual_trainers V > 0, docs/consistent-training.md): the
+// chunks are cut into exactly V tasks of consecutive chunks (sizes differing by one
+// chunk at most), and a trainer may hold several tasks at once, one in each of its
+// lease slots (GetTask's `slot`). The first trainer to register fixes the job's
+// micro-batch (FixMicroBatch), which with the tasks' records gives every trainer the
+// same schedule of steps.
+//
 // Time comes from the injected `now_ms` (unix milliseconds), so lease deadlines mean
 // the same thing to a restarted master and tests can drive time by hand.
 //
@@ -31,11 +38,13 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "paddle_like/core/status.h"
 #include "paddle_like/data/chunk_index.h"
+#include "paddle_like/dist/step_mask.h"
 #include "proto/master.pb.h"
 #include "proto/master_state.pb.h"
 
@@ -51,6 +60,9 @@ struct TaskQueueOptions {
   // a trainer that asks gets a task of the next pass that this one is through with,
   // instead of waiting. Every task is still trained exactly once per pass.
   bool overlap_passes = true;
+  // > 0: a job of V virtual trainers: exactly V tasks (chunks_per_task is ignored), and
+  // a trainer may hold several (one per lease slot).
+  int32_t virtual_trainers = 0;
 };
 
 class TaskQueue {
@@ -72,9 +84,10 @@ class TaskQueue {
   static StatusOr<TaskQueue> Deserialize(const proto::TaskQueueState& state, Clock now_ms, Logger log = nullptr);
   proto::TaskQueueState Serialize() const;
 
-  // Leases the next todo task to `trainer_id`. A trainer that already holds a task gets
-  // that same task again (so a retried call after a lost reply leases nothing twice).
-  Lease GetTask(int64_t trainer_id);
+  // Leases the next todo task to `trainer_id`'s lease slot `slot` (0 unless the job has
+  // virtual trainers). A slot that already holds a task gets that same task again (so a
+  // retried call after a lost reply leases nothing twice).
+  Lease GetTask(int64_t trainer_id, int32_t slot = 0);
   // OK when the trainer held the task in `pass` (also when its lease had lapsed but no
   // one else took the task, and on a repeated report). FAILED_PRECONDITION when the
   // task is held by another trainer, belongs to another pass or the job is done;
@@ -84,6 +97,8 @@ class TaskQueue {
   Status TaskFailed(int64_t trainer_id, int64_t task_id, int32_t pass, bool returned, const std::string& reason);
   // Extends the lease of `task_id` if `trainer_id` holds it; false otherwise.
   bool RenewLease(int64_t trainer_id, int64_t task_id);
+  // Extends every lease `trainer_id` holds; returns how many.
+  int RenewLeases(int64_t trainer_id);
   // Every pending task whose deadline has passed by `now_ms` (-1: the clock's now)
   // returns to todo as a failure. Returns how many expired.
   int ExpireLeases(int64_t now_ms = -1);
@@ -104,14 +119,29 @@ class TaskQueue {
   int64_t chunks_trained() const { return chunks_trained_; }
   int64_t samples_done() const { return samples_done_; }
   const TaskQueueOptions& options() const { return options_; }
+  int32_t virtual_trainers() const { return options_.virtual_trainers; }
+  // Virtual trainers: the job's micro-batch, fixed by the first call (0 before it).
+  // OK when `samples` is the job's; FAILED_PRECONDITION naming both when it differs;
+  // INVALID_ARGUMENT for samples < 1.
+  Status FixMicroBatch(int64_t samples);
+  int64_t micro_batch() const { return micro_batch_; }
+  // The records of each task, by id (tasks[0] is task 1).
+  std::vector<int64_t> task_records() const;
   // The todo ids in hand-out order (for tests and status pages).
   std::vector<int64_t> todo_ids() const { return {todo_.begin(), todo_.end()}; }
   // The trainer holding `task_id`, 0 when it is not pending.
   int64_t holder(int64_t task_id) const;
   // Extends every pending lease to at least `until_ms` (see Membership::ExtendLeases).
   void ExtendLeases(int64_t until_ms);
-  // The pending task `trainer_id` holds, 0 when none.
+  // The pending task `trainer_id` holds (the lowest slot's), 0 when none.
   int64_t TaskHeldBy(int64_t trainer_id) const;
+  // The pending task in `trainer_id`'s lease slot `slot`, 0 when none.
+  int64_t TaskInSlot(int64_t trainer_id, int32_t slot) const {
+    auto held = held_.find(Holder(trainer_id, slot));
+    return held == held_.end() ? 0 : held->second;
+  }
+  // Every pending task `trainer_id` holds, by slot.
+  std::vector<int64_t> TasksHeldBy(int64_t trainer_id) const;
 
  private:
   struct Entry {
@@ -119,6 +149,7 @@ class TaskQueue {
     proto::TaskRecord::State state = proto::TaskRecord::TODO;
     int32_t failures = 0;
     int64_t holder = 0;
+    int32_t holder_slot = 0;
     int64_t finished_by = 0;
     int64_t finished_before = 0;  // leased ahead: who finished it in the pass before
   };
@@ -157,7 +188,9 @@ class TaskQueue {
   // Kept with every state change, so no call scans the tasks: tasks by state, the task
   // each trainer holds, and a time before which no lease can end.
   std::array<std::array<int64_t, 4>, 2> count_{};  // [this pass, the next][state]
-  absl::flat_hash_map<int64_t, int64_t> held_;
+  // (trainer, lease slot) -> task.
+  using Holder = std::pair<int64_t, int32_t>;
+  absl::flat_hash_map<Holder, int64_t> held_;
   int64_t next_expiry_ms_ = 0;
   // Overlap: the next pass's order once a task was leased ahead, and how many of those
   // were done or set aside in this pass.
@@ -165,6 +198,7 @@ class TaskQueue {
   std::deque<int64_t> ahead_todo_;
   int64_t ahead_done_before_ = 0;
   int64_t ahead_failed_before_ = 0;
+  int64_t micro_batch_ = 0;  // virtual trainers: FixMicroBatch
 };
 
 // The order in which pass `pass` hands out task ids 1..num_tasks: a Fisher-Yates

@@ -14,6 +14,7 @@
 #include "paddle_like/nn/module_file.h"
 #include "paddle_like/process/cpu_times.h"
 #include "trainer/batching.h"
+#include "trainer/consistent_steps.h"
 #include "trainer/example_data.h"
 #include "paddle_like/client/exchange_strategy.h"
 #include "paddle_like/client/heartbeat.h"
@@ -67,17 +68,27 @@ bool StopRequested() { return g_stop.load(); }
 
 StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleModel& model,
                                            std::ostream& log) {
-  const ExchangeChoice choice{o.sync, o.pipeline};
-  const bool pipelined = PicksPipelined(choice, model.module());
   // Before anything starts: a --local_steps the model or mode cannot honour.
-  PL_RETURN_IF_ERROR(ValidateLocalSteps(o.local_steps, *KeyStore::Of(model.module()), pipelined));
+  PL_RETURN_IF_ERROR(ValidateLocalSteps(o.local_steps, *KeyStore::Of(model.module()),
+                                        PicksPipelined({o.sync, o.pipeline}, model.module())));
   const absl::Duration give_up = absl::Seconds(o.give_up_after_s);
   MasterClient master(o.master_address, o.name, give_up);
   master.set_stop_flag(&g_stop);
+  // A job of virtual trainers fixes its micro-batch from its first trainer's; others ignore it.
+  master.set_micro_batch(o.batch_size);
   PL_ASSIGN_OR_RETURN(proto::RegisterTrainerResponse reg, master.Register());
   const int num_pservers = reg.num_pservers();
   log << absl::StrFormat("registered as trainer %d with the master at %s (%d pservers, lease %d ms)", reg.trainer_id(), o.master_address, num_pservers, reg.lease_ms())
       << std::endl;
+  // A job of virtual trainers (docs/consistent-training.md): sync steps of micro-batches.
+  const bool consistent = reg.has_schedule();
+  if (consistent && o.local_steps > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--local_steps ", o.local_steps, ": this job trains ",
+                                                   reg.schedule().virtual_trainers(), " virtual trainers, whose "
+                                                   "steps are the pservers' (use --local_steps 1)"));
+  }
+  const ExchangeChoice choice{o.sync || consistent, o.pipeline && !consistent};
+  const bool pipelined = PicksPipelined(choice, model.module());
   HeartbeatThread heartbeat(&master, [](const Status& s) { pl::log::Warning(absl::StrCat("heartbeat failed: ", s.message())); });
 
   PL_ASSIGN_OR_RETURN(std::unique_ptr<StepBackend> backend, MakeStepBackend(o.device, model, log));
@@ -91,7 +102,8 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
   pco.zero_gradients_after_push = !(o.local_steps > 1 && backend->name() != "cpu");
   pco.optimizer = o.optimizer;
   pco.seed = o.model_options.seed;
-  pco.sync = o.sync;
+  pco.sync = o.sync || consistent;
+  pco.virtual_trainers = consistent;
   pco.defer_apply = o.defer_apply;
   pco.shared_memory = o.shared_memory;
   pco.wire_dtype = o.wire_dtype;
@@ -256,11 +268,31 @@ StatusOr<DistResult> RunDistributedTrainer(const DistTrainerOptions& o, ExampleM
     if (!step_error.ok()) return step_error;
     return TaskOutcome::Trained(static_cast<int64_t>(order.size()));
   };
-  TaskLoopCallbacks callbacks;
-  callbacks.train_task = train_task;
-  callbacks.before_lease = [&] { params.set_trainer_id(master.trainer_id()); };
-  callbacks.log = [&log](const std::string& line) { log << line << std::endl; };
-  PL_ASSIGN_OR_RETURN(TaskLoopResult loop, RunTaskLoop(master, heartbeat, g_stop, callbacks, &g_leave));
+  TaskLoopResult loop;
+  if (consistent) {
+    PL_ASSIGN_OR_RETURN(StepSchedule schedule, StepSchedule::From(reg.schedule()));
+    ConsistentStepsOptions cso;
+    cso.seed = o.model_options.seed;
+    cso.log_every_s = o.log_every_s;
+    cso.observer = o.observer;
+    cso.log = [&log](const std::string& line) { log << line << std::endl; };
+    ConsistentSteps steps(std::move(schedule), cso, &master, &params, backend.get(), &model);
+    PL_ASSIGN_OR_RETURN(ConsistentStepsResult r, steps.Run(g_stop, &g_leave));
+    loop.tasks_done = r.tasks_done;
+    loop.job_done = r.job_done;
+    loop.left = r.left;
+    loop.waited_s = r.waited_s;
+    result.steps = r.micro_batches;
+    result.samples = r.samples;
+    compute_s = r.compute_s;
+    exchange_s = r.exchange_s;
+  } else {
+    TaskLoopCallbacks callbacks;
+    callbacks.train_task = train_task;
+    callbacks.before_lease = [&] { params.set_trainer_id(master.trainer_id()); };
+    callbacks.log = [&log](const std::string& line) { log << line << std::endl; };
+    PL_ASSIGN_OR_RETURN(loop, RunTaskLoop(master, heartbeat, g_stop, callbacks, &g_leave));
+  }
   result.tasks_done = loop.tasks_done;
   const bool job_done = loop.job_done;
   result.stopped = g_stop.load() || loop.left;

@@ -74,6 +74,7 @@ MasterClient::Credential MasterClient::credential() const {
 StatusOr<proto::RegisterTrainerResponse> MasterClient::Register() {
   proto::RegisterTrainerRequest req;
   req.set_name(name_);
+  req.set_micro_batch(micro_batch_.load());
   proto::RegisterTrainerResponse resp;
   PL_RETURN_IF_ERROR(PL_MASTER_RPC(RegisterTrainer, req, &resp));
   {
@@ -98,16 +99,19 @@ void MasterClient::WriteTrainerIdFile(int64_t trainer_id) {
   std::rename(tmp.c_str(), path);
 }
 
-StatusOr<proto::GetTaskResponse> MasterClient::GetTask() { return GetTask(nullptr, 0); }
+StatusOr<proto::GetTaskResponse> MasterClient::GetTask(int32_t slot) { return GetTask(nullptr, 0, slot); }
 
-StatusOr<proto::GetTaskResponse> MasterClient::FinishAndGetTask(const proto::Task& finished, int64_t num_samples) {
-  return GetTask(&finished, num_samples);
+StatusOr<proto::GetTaskResponse> MasterClient::FinishAndGetTask(const proto::Task& finished, int64_t num_samples,
+                                                                int32_t slot) {
+  return GetTask(&finished, num_samples, slot);
 }
 
-StatusOr<proto::GetTaskResponse> MasterClient::GetTask(const proto::Task* finished, int64_t num_samples) {
+StatusOr<proto::GetTaskResponse> MasterClient::GetTask(const proto::Task* finished, int64_t num_samples,
+                                                       int32_t slot) {
   Credential cred = credential();
   proto::GetTaskRequest req;
   req.set_trainer_id(cred.trainer_id);
+  req.set_slot(slot);
   if (finished != nullptr) {
     proto::TaskFinishedRequest& report = *req.mutable_finished();
     report.set_trainer_id(cred.trainer_id);
@@ -130,6 +134,7 @@ StatusOr<proto::GetTaskResponse> MasterClient::GetTask(const proto::Task* finish
     }
   }
   PL_RETURN_IF_ERROR(s);
+  lease_slots_.store(resp.lease_slots());
   return resp;
 }
 
@@ -149,7 +154,7 @@ Status MasterClient::TaskFinished(const proto::Task& task, int64_t num_samples) 
 }
 
 Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reason, bool returned,
-                                int64_t samples_pushed) {
+                                int64_t samples_pushed, bool resumable) {
   const Credential cred = credential();
   proto::TaskFailedRequest req;
   req.set_trainer_id(cred.trainer_id);
@@ -159,6 +164,7 @@ Status MasterClient::TaskFailed(const proto::Task& task, const std::string& reas
   req.set_reason(reason.size() > rpc::kMaxTextBytes ? reason.substr(0, rpc::kMaxTextBytes - 3) + "..." : reason);
   req.set_returned(returned);
   req.set_samples_pushed(samples_pushed);
+  req.set_resumable(resumable);
   proto::TaskFailedResponse resp;
   return PL_TRAINER_RPC(TaskFailed, cred, req, &resp);
 }
@@ -174,6 +180,7 @@ Status MasterClient::Heartbeat(int64_t task_id) {
   PL_RETURN_IF_ERROR(s);
   if (!resp.known()) return RegisterAgain(req.trainer_id());
   live_trainers_.store(resp.live_trainers());
+  lease_slots_.store(resp.lease_slots());
   return absl::OkStatus();
 }
 

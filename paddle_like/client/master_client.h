@@ -59,15 +59,25 @@ class MasterClient {
   int64_t lease_ms() const { return lease_ms_.load(); }
   // The job's live trainers as of the last heartbeat (0 before the first answer).
   int live_trainers() const { return live_trainers_.load(); }
+  // A job of virtual trainers: the micro-batch every Register gives (0: none, the default).
+  void set_micro_batch(int64_t samples) { micro_batch_ = samples; }
+  // A job of virtual trainers: how many tasks this trainer may hold, as of the last
+  // heartbeat or lease (HeartbeatResponse.lease_slots; 1 in other jobs, 0 before any).
+  int lease_slots() const { return lease_slots_.load(); }
 
-  StatusOr<proto::GetTaskResponse> GetTask();
+  // `slot`: the lease slot asking (GetTaskRequest.slot; 0 but in a job of virtual trainers).
+  StatusOr<proto::GetTaskResponse> GetTask(int32_t slot = 0);
   // Reports `finished` (trained, `num_samples`) and leases the next task in one call.
   // The report did not count when the answer's finish_refused says why, or when the
   // master had dropped this trainer (it registers again and leases without the report).
-  StatusOr<proto::GetTaskResponse> FinishAndGetTask(const proto::Task& finished, int64_t num_samples);
+  StatusOr<proto::GetTaskResponse> FinishAndGetTask(const proto::Task& finished, int64_t num_samples,
+                                                    int32_t slot = 0);
   Status TaskFinished(const proto::Task& task, int64_t num_samples);
-  // returned=true: given back on purpose (stop signal), not a failure.
-  Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned, int64_t samples_pushed = 0);
+  // returned=true: given back on purpose (stop signal), not a failure. `resumable`: in a
+  // job of virtual trainers, whoever takes it next goes on where it is (nothing of it is
+  // trained again).
+  Status TaskFailed(const proto::Task& task, const std::string& reason, bool returned, int64_t samples_pushed = 0,
+                    bool resumable = false);
   // Renews the trainer's lease and that of `task_id` (0: none). Re-registers when
   // the master no longer knows this trainer.
   Status Heartbeat(int64_t task_id);
@@ -99,7 +109,7 @@ class MasterClient {
 
  private:
   // GetTask, with `finished` (may be null) reported in the same call.
-  StatusOr<proto::GetTaskResponse> GetTask(const proto::Task* finished, int64_t num_samples);
+  StatusOr<proto::GetTaskResponse> GetTask(const proto::Task* finished, int64_t num_samples, int32_t slot);
   // The trainer's id and the token bound to it (rpc/caller.h), taken together: a call
   // made while another thread registers again carries a matching pair.
   struct Credential {
@@ -132,6 +142,8 @@ class MasterClient {
   Credential credential_;  // guarded by credential_mu_
   std::atomic<int64_t> lease_ms_{3000};
   std::atomic<int> live_trainers_{0};
+  std::atomic<int64_t> micro_batch_{0};
+  std::atomic<int> lease_slots_{0};
   const std::atomic<bool>* stop_ = nullptr;
   std::mutex register_mu_;  // serialises RegisterAgain
 };

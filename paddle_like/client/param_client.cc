@@ -127,6 +127,39 @@ Status ParameterClient::Exchange(int64_t num_samples, const SparseIds& next_spar
   return InstallPull(pulled);
 }
 
+Status ParameterClient::PullStep(int64_t step, const SparseIds& sparse_ids) {
+  PL_RETURN_IF_ERROR(Wait());
+  PL_RETURN_IF_ERROR(BuildPull(sparse_ids));
+  for (auto& sh : shards_) {
+    sh->pull.set_min_version(step);
+    sh->pull.set_exact_version(true);
+  }
+  const int P = options_.num_pservers;
+  std::vector<PullFrame> responses(P);
+  PL_RETURN_IF_ERROR(
+      shards_.ForEachShard([&](int i) { return shards_.CallWithRetry(i, shards_.PullAttempt(&responses[i]), "pull"); }));
+  return InstallPull(responses);
+}
+
+Status ParameterClient::PushMicroBatch(int64_t step, int32_t virtual_trainer, const std::string& step_expects,
+                                       int64_t num_samples) {
+  const MicroBatchTag tag{step, virtual_trainer, &step_expects};
+  micro_batch_ = &tag;
+  Status s = Push(num_samples);
+  micro_batch_ = nullptr;
+  return s;
+}
+
+StatusOr<int64_t> ParameterClient::WaitForStep(int64_t step, absl::Duration timeout) {
+  const int P = options_.num_pservers;
+  std::vector<int64_t> versions(P, 0);
+  PL_RETURN_IF_ERROR(shards_.ForEachShard([&](int i) {
+    PL_ASSIGN_OR_RETURN(versions[i], shards_.WaitForVersion(i, step, timeout));
+    return absl::OkStatus();
+  }));
+  return P == 0 ? step : *std::min_element(versions.begin(), versions.end());
+}
+
 Status ParameterClient::WithDenseKeys(const std::vector<std::string>& dense, const std::function<Status()>& call) {
   PL_RETURN_IF_ERROR(Wait());  // an exchange in flight moves every dense parameter
   absl::flat_hash_set<std::string> keys;
@@ -370,6 +403,11 @@ void ParameterClient::BuildPush(int64_t num_samples) {
     sh->push.header().set_num_samples(num_samples);
     sh->push.header().set_defer_apply(options_.defer_apply && !options_.sync);
     sh->push.header().set_delta(push_changes_);
+    if (micro_batch_ != nullptr) {
+      sh->push.header().set_step(micro_batch_->step);
+      sh->push.header().set_virtual_trainer(micro_batch_->virtual_trainer);
+      sh->push.header().set_step_expects(*micro_batch_->step_expects);
+    }
   }
   for (const NamedParameter& np : keys_->keys()) {
     Parameter* p = np.param;

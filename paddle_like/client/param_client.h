@@ -61,6 +61,9 @@ struct ParameterClientOptions {
   OptimizerSpec optimizer;
   uint64_t seed = 1;
   bool sync = false;
+  // A job of virtual trainers (implies sync): steps are named by the caller (PullStep,
+  // PushMicroBatch), and a shard found at another step is not followed there.
+  bool virtual_trainers = false;
   absl::Duration give_up_after = absl::Minutes(5);
   absl::Duration call_timeout = absl::Seconds(30);
   // Async: pservers answer a push once it is validated and queued, not applied
@@ -177,6 +180,20 @@ class ParameterClient {
   Status PushThenPullKeys(const std::vector<std::string>& dense, int64_t num_samples,
                           const SparseIds& next_sparse_ids);
 
+  // A job of virtual trainers (docs/consistent-training.md):
+  // Pulls every dense parameter and the given rows as they are at version `step`
+  // exactly (PullRequest.exact_version), from every pserver; one already a step
+  // further serves the values that step replaced.
+  Status PullStep(int64_t step, const SparseIds& sparse_ids);
+  // Pushes the module's gradients (as Push) as virtual trainer `virtual_trainer`'s
+  // micro-batch of sync step `step`, `step_expects` being the step's StepMask.
+  Status PushMicroBatch(int64_t step, int32_t virtual_trainer, const std::string& step_expects,
+                        int64_t num_samples);
+  // Waits up to `timeout` for every pserver to reach version `step`; returns the lowest
+  // version seen (>= step: all there). A pserver that does not answer counts as not
+  // there yet (and its address is asked of the master again).
+  StatusOr<int64_t> WaitForStep(int64_t step, absl::Duration timeout);
+
   // Async: how many updates of other trainers the shards applied between the pull the
   // last push's gradients were computed from and that push (mean over pservers); the
   // staleness async training trades for speed. 0 in sync mode.
@@ -237,6 +254,13 @@ class ParameterClient {
   const absl::flat_hash_set<std::string>* only_dense_ = nullptr;
   // PushChangesThenPull: the pushes built carry changes (PushRequest.delta).
   bool push_changes_ = false;
+  // PushMicroBatch: the step, virtual trainer and mask the pushes built carry.
+  struct MicroBatchTag {
+    int64_t step;
+    int32_t virtual_trainer;
+    const std::string* step_expects;
+  };
+  const MicroBatchTag* micro_batch_ = nullptr;
   TrafficCounters counters_;
   double staleness_ = 0;
   int64_t trainer_id_ = 0;

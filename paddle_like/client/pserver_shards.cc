@@ -129,8 +129,29 @@ Status PserverShards::CallWithRetry(int i, const Attempt& attempt,
   }
 }
 
+StatusOr<int64_t> PserverShards::WaitForVersion(int i, int64_t version, absl::Duration timeout) {
+  PserverShard& shard = *shards_[i];
+  if (shard.version >= version) return shard.version;
+  proto::PullRequest request;  // no blocks, no rows: the version alone
+  request.set_trainer_id(trainer_id_);
+  request.set_min_version(version);
+  auto ctx = rpc::MakeContext(std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+  PullFrame response;
+  Status st = shard.grpc.Pull(*shard.frames, ctx.get(), request, &response);
+  if (st.ok()) {
+    shard.version = std::max(shard.version, response.header().version());
+    return shard.version;
+  }
+  if (absl::IsDeadlineExceeded(st)) return shard.version;
+  if (!rpc::IsRetryable(st)) return Annotate(st, absl::StrCat("waiting for step ", version, " of pserver ", i));
+  ++retries_;
+  std::lock_guard<std::mutex> lock(resolve_mu_);
+  (void)Resolve(i);  // it may be back elsewhere; a failed lookup is tried again next time
+  return shard.version;
+}
+
 void PserverShards::AlignSyncStep(int i, PserverShard& shard, bool waited_in_vain) {
-  if (!options_->sync) return;
+  if (!options_->sync || options_->virtual_trainers) return;
   // A shard that came back from a checkpoint (or empty) is at an earlier step than
   // this trainer: carry on from its step, or the push and the pull would wait for a
   // step that never comes. A replica that took over may be one step behind for a

@@ -75,6 +75,10 @@ class PserverShards {
   // Shard i's prepared push and its pull (overlap: at the same time where the channel
   // is duplex), each with retries.
   Status ExchangeShard(int i, bool overlap, proto::PushResponse* pushed, PullFrame* pulled);
+  // Waits up to `timeout` for shard i to reach `version` (one call, no retries); returns
+  // the version it answered with, or the one last known when it did not answer in time
+  // (or at all: then its address is asked of the master again).
+  StatusOr<int64_t> WaitForVersion(int i, int64_t version, absl::Duration timeout);
   // Offers the shard a shared-memory region unless it has a region channel or refused
   // one; failing that, asks it for a dense link.
   void TryAttach(PserverShard& shard);

@@ -305,6 +305,26 @@ void DenseFrame<Header>::CopySharedPayloads() {
 }
 
 template <typename Header>
+void DenseFrame<Header>::OwnPayloads() {
+  std::vector<grpc::Slice> own;
+  own.reserve(dense_.size());
+  for (DenseFramePayload& d : dense_) {
+    const size_t bytes = static_cast<size_t>(d.values.num_bytes());
+    own.emplace_back(grpc_slice_malloc_large(std::max<size_t>(bytes, 4)), grpc::Slice::STEAL_REF);
+    char* data = reinterpret_cast<char*>(const_cast<uint8_t*>(own.back().begin()));
+    d.values.CopyAllBytes(data);
+    FloatPieces pieces;
+    pieces.Append(data, bytes);
+    d.values = std::move(pieces);
+    d.copy_to = nullptr;
+  }
+  slices_ = std::move(own);
+  payload_slice_.resize(dense_.size());
+  for (size_t i = 0; i < payload_slice_.size(); ++i) payload_slice_[i] = i;
+  decoded_.clear();
+}
+
+template <typename Header>
 void DenseFrame<Header>::AddDenseCopy(std::string param, int32_t block, const float* values, int64_t n) {
   float* dst = AddDenseBuffer(std::move(param), block, n);
   if (n > 0) std::memcpy(dst, values, static_cast<size_t>(n) * 4);

@@ -120,6 +120,11 @@ class DenseFrame {
   // Every payload marked shared is copied to its copy_to and read from there (on
   // several threads for a large push), and loses the mark.
   void CopySharedPayloads();
+  // Every payload copied into memory of the frame's own, and every other hold let go (a
+  // region, a received call's buffers): for a frame kept after the call that brought it
+  // (a virtual trainer's micro-batch, summed at its step's end). Shared payloads are
+  // read once, as CopySharedPayloads reads them.
+  void OwnPayloads();
   // Sends `other`'s payloads too: without copying them when `other` was built to be sent
   // (their memory then lives while either frame does), copied from a received one.
   template <typename Other>

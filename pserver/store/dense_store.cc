@@ -202,7 +202,7 @@ void DenseStore::Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool 
   });
 }
 
-void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule) {
+void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule, bool keep_previous) {
   absl::ReaderMutexLock l(&mu_);
   const int k = std::max(contributors, 1);
   const float scale = 1.0f / static_cast<float>(k);
@@ -217,7 +217,13 @@ void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule) {
   ParallelFor(static_cast<int64_t>(blocks.size()), ThreadsForDense(floats), [&](int64_t i) {
     DenseBlock* blk = blocks[i];
     absl::MutexLock bl(&blk->mu);
+    blk->has_previous = false;
     if (!blk->has_accum) return;
+    if (keep_previous) {
+      if (!blk->previous) blk->previous.reset(new float[blk->n]);
+      std::memcpy(blk->previous.get(), blk->data.get(), blk->n * sizeof(float));
+      blk->has_previous = true;
+    }
     float* g = blk->accum.get();
     for (int64_t j = 0; j < blk->n; ++j) g[j] *= scale;
     float* value = blk->Writable(rule.num_slots());
@@ -231,7 +237,7 @@ void DenseStore::ApplyAccumulated(int contributors, const UpdateRule& rule) {
 }
 
 Status DenseStore::Read(const proto::PullRequest& request, bool sync, const WhyNot& why, PullFrame* frame,
-                        const DenseDestination& dense_out) const {
+                        const DenseDestination& dense_out, bool previous) const {
   std::vector<DenseBlock*> blocks;
   blocks.reserve(request.dense_size());
   for (const proto::DenseBlock& msg : request.dense()) {
@@ -261,17 +267,17 @@ Status DenseStore::Read(const proto::PullRequest& request, bool sync, const WhyN
       }
       continue;
     }
-    // Sync: exactly the values of the finished step.
+    // Sync: exactly the values of the finished step (or of the one before it).
+    absl::MutexLock bl(&blk->mu);
+    const float* values = previous && blk->has_previous ? blk->previous.get() : blk->data.get();
     if (destinations.empty() && request.bf16()) {
-      absl::MutexLock bl(&blk->mu);
-      frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), blk->data.get(), blk->n);
+      frame->AddDenseBf16(request.dense(i).param(), request.dense(i).block(), values, blk->n);
       continue;
     }
     float* out = destinations.empty()
                      ? frame->AddDenseBuffer(request.dense(i).param(), request.dense(i).block(), blk->n)
                      : destinations[i];
-    absl::MutexLock bl(&blk->mu);
-    std::memcpy(out, blk->data.get(), blk->n * sizeof(float));
+    std::memcpy(out, values, blk->n * sizeof(float));
   }
   return absl::OkStatus();
 }

@@ -78,13 +78,15 @@ class DenseStore {
   static void Accumulate(const std::vector<ResolvedPush::Dense>& dense, bool delta);
   // Sync: applies the mean of the step's sums over its `contributors` (the optimizer's
   // step for gradients, told how many pushes the mean is of; added as they are for
-  // changes), and clears them.
-  void ApplyAccumulated(int contributors, const UpdateRule& rule);
+  // changes), and clears them. `keep_previous`: each updated block keeps the values the
+  // update replaced (DenseBlock::previous), for Read's `previous`.
+  void ApplyAccumulated(int contributors, const UpdateRule& rule, bool keep_previous = false);
   // The pull's blocks into `frame`, or with `dense_out` block i to dense_out(i, n), after
   // checking all of them. Async blocks are sent in place; sync ones are copied under
   // their lock.
+  // `previous` (sync): the values before the last step (kept by ApplyAccumulated).
   Status Read(const proto::PullRequest& request, bool sync, const WhyNot& why, PullFrame* frame,
-              const DenseDestination& dense_out) const;
+              const DenseDestination& dense_out, bool previous = false) const;
 
   // A trainer's copy of this shard's blocks in place of their values (a shard that lost
   // every copy and was created again from the seed: ParameterShard::Init). Checked whole

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "paddle_like/core/log.h"
+#include "paddle_like/dist/step_mask.h"
 #include "paddle_like/rpc/request_limits.h"
 
 namespace pl::pserver {
@@ -103,12 +104,24 @@ Status ParameterShard::Pull(const proto::PullRequest& request, absl::Time deadli
   if (request.min_version() > 0) PL_RETURN_IF_ERROR(clock_.WaitFor(request.min_version(), deadline));
   // Sync: the values and the version of one finished step.
   const SyncBarrier::StepHold hold = store_.sync() ? barrier_.HoldForRead() : SyncBarrier::StepHold();
-  PL_RETURN_IF_ERROR(store_.Read(request, frame, dense_out));
+  bool previous = false;
+  if (request.exact_version()) {
+    const int64_t now = clock_.version();  // stable while the hold lives
+    if (!store_.sync()) return absl::FailedPreconditionError("a pull of an exact version is for sync mode only");
+    if (now == request.min_version() + 1 && previous_of_.load() == request.min_version()) {
+      previous = true;
+    } else if (now != request.min_version()) {
+      return absl::FailedPreconditionError(absl::StrCat("a pull of version ", request.min_version(),
+                                                        " exactly: this shard is at version ", now,
+                                                        " and keeps only the values its last step replaced"));
+    }
+  }
+  PL_RETURN_IF_ERROR(store_.Read(request, frame, dense_out, previous));
   int64_t rows = 0;
   for (const proto::SparseRowsMsg& msg : request.sparse()) rows += msg.ids_size();
   sparse_rows_pulled_ += rows;
   ++pulls_;
-  frame->header().set_version(clock_.version());
+  frame->header().set_version(previous ? request.min_version() : clock_.version());
   return absl::OkStatus();
 }
 
@@ -118,8 +131,11 @@ StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, con
   if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->AwaitPrimary());
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
   const bool sync = store_.sync();  // fixed once initialised
-  // The push owns its frame: a queued one outlives this call.
+  // The push owns its frame: a queued one outlives this call, and so does a virtual
+  // trainer's micro-batch (summed at its step's end), whose payloads then must not lie
+  // where the next push from its trainer lands (a region, or its shadow).
   auto push = std::make_unique<PendingPush>(std::move(frame));
+  if (sync && !push->frame.header().step_expects().empty()) push->frame.OwnPayloads();
   // 1. Validate the whole push: a rejected one changes nothing.
   if (Status valid = Validate(push.get(), sync, write_back); !valid.ok()) {
     ++pushes_rejected_;
@@ -128,7 +144,7 @@ StatusOr<int64_t> ParameterShard::Push(PushFrame frame, absl::Time deadline, con
   // 2. Sum it into its step (sync), queue it (deferred) or apply it; 3. acknowledge it
   // with the version. A replicated primary hands it to its backups first, in the
   // order it applies it, and acknowledges it once they have it.
-  if (sync) return AddToStep(*push, deadline);
+  if (sync) return AddToStep(std::move(push), deadline);
   if (hook_ != nullptr) return PushReplicated(*push, deadline);
   const proto::PushRequest& header = push->frame.header();
   {
@@ -179,35 +195,67 @@ void ParameterShard::CountApplied(const PendingPush& push) {
   sparse_rows_pushed_ += push.resolved.rows;
 }
 
-StatusOr<int64_t> ParameterShard::AddToStep(const PendingPush& push, absl::Time deadline) {
-  const proto::PushRequest& request = push.frame.header();
+StatusOr<int64_t> ParameterShard::AddToStep(std::unique_ptr<PendingPush> push, absl::Time deadline) {
+  const proto::PushRequest& request = push->frame.header();
+  // A virtual trainer's micro-batch: admitted by its virtual trainer, against the step's mask.
+  const bool micro_batch = !request.step_expects().empty();
+  if (micro_batch && (request.step_expects().size() > kMaxVirtualTrainers / 8 ||
+                      !StepMaskHas(request.step_expects(), request.virtual_trainer()))) {
+    ++pushes_rejected_;
+    return absl::InvalidArgumentError(absl::StrCat("a push of virtual trainer ", request.virtual_trainer(),
+                                                   " with a step mask of ", request.step_expects().size(),
+                                                   " bytes that leaves it out (or over ", kMaxVirtualTrainers / 8, ")"));
+  }
   // A push for a later step waits for it (the trainer is ahead of the others).
   if (request.step() > clock_.version()) PL_RETURN_IF_ERROR(clock_.WaitFor(request.step(), deadline));
   // A replicated primary acknowledges once its backups have the push (or, for a
   // retry, everything forwarded so far, which includes the first copy).
   int64_t position = 0;
   {
-    const SyncBarrier::Admission admission = barrier_.Admit(request.trainer_id(), request.step());
+    const SyncBarrier::Admission admission =
+        micro_batch ? barrier_.Admit(request.virtual_trainer(), request.step(), &request.step_expects())
+                    : barrier_.Admit(request.trainer_id(), request.step());
     switch (admission.kind) {
       case SyncBarrier::Admission::kStale:
         ++pushes_rejected_;  // its step finished without it
         return admission.version;
-      case SyncBarrier::Admission::kRepeated:  // a retry: counted once
+      case SyncBarrier::Admission::kRepeated:  // a retry (or another trainer's copy): counted once
         if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(hook_->last_position(), deadline));
         return admission.version;
+      case SyncBarrier::Admission::kRefused:
+        ++pushes_rejected_;
+        return absl::FailedPreconditionError(admission.why);
       case SyncBarrier::Admission::kAdmitted:
         break;
     }
-    if (hook_ != nullptr) {
-      PL_RETURN_IF_ERROR(AccumulateReplicated(push, &position));
+    CountApplied(*push);
+    if (micro_batch) {
+      // Forwarded as it comes (a backup stashes it too); summed at the step's end.
+      if (hook_ != nullptr) {
+        absl::MutexLock order(&order_mu_);
+        PL_RETURN_IF_ERROR(hook_->CheckPrimary());
+        PL_ASSIGN_OR_RETURN(position, hook_->ForwardPush(push->frame));
+      }
+      const int64_t v = request.virtual_trainer();
+      stash_.Put(v, std::move(push));
+    } else if (hook_ != nullptr) {
+      PL_RETURN_IF_ERROR(AccumulateReplicated(*push, &position));
     } else {
-      store_.Accumulate(push.resolved);
+      store_.Accumulate(push->resolved);
     }
-    CountApplied(push);
   }  // the step may complete once the admission's hold is gone
   CompleteStepIfReady();
   if (hook_ != nullptr) PL_RETURN_IF_ERROR(hook_->WaitAcked(position, deadline));
   return clock_.version();
+}
+
+bool ParameterShard::AccumulateStash() {
+  std::vector<std::unique_ptr<PendingPush>> pushes = stash_.TakeInOrder();
+  for (const auto& push : pushes) {
+    store_.Accumulate(push->resolved);
+  }
+  if (!pushes.empty()) previous_of_.store(clock_.version());
+  return !pushes.empty();
 }
 
 void ParameterShard::CompleteStepIfReady() {

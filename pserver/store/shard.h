@@ -18,6 +18,12 @@
 // Async: a push is applied with each block's or row's own step count, and the
 // version counts applied pushes. Sync: see sync_barrier.h; the version counts steps.
 //
+// Virtual trainers (pushes with step_expects, docs/consistent-training.md): a sync
+// step's pushes are each one virtual trainer's micro-batch; they are kept as they come
+// (MicroBatchStash) and summed in virtual-trainer order at the step's end, and the step
+// keeps the values it replaced, so a trainer that takes a task over mid-step can still
+// pull the step's values exactly (PullRequest.exact_version) from a shard already past it.
+//
 // Replicated (SetReplicationHook): the primary forwards every update to its backups
 // in the order it applies it, under order_mu_ (so async pushes apply one at a time),
 // and acknowledges a push once the backups have it. A backup (Following) applies that
@@ -53,6 +59,7 @@
 #include "pserver/store/shard_snapshot.h"
 #include "pserver/store/shard_storage.h"
 #include "pserver/store/shard_store.h"
+#include "pserver/store/micro_batch_stash.h"
 #include "pserver/store/norm_guard.h"
 #include "pserver/store/sync_barrier.h"
 #include "pserver/store/version_clock.h"
@@ -213,7 +220,10 @@ class ParameterShard {
   // The push pipeline's steps.
   Status Validate(PendingPush* push, bool sync, const DenseDestination& write_back);
   int64_t ApplyNow(const PendingPush& push);
-  StatusOr<int64_t> AddToStep(const PendingPush& push, absl::Time deadline);
+  StatusOr<int64_t> AddToStep(std::unique_ptr<PendingPush> push, absl::Time deadline);
+  // Virtual trainers: the stashed pushes summed into the step, in virtual-trainer order;
+  // returns whether there were any (the step is a virtual trainers' one).
+  bool AccumulateStash();
   void CompleteStepIfReady();
   // Counts a push applied or accepted into a step.
   void CountApplied(const PendingPush& push);
@@ -249,6 +259,10 @@ class ParameterShard {
   PushLedger ledger_ ABSL_GUARDED_BY(ledger_mu_);
   SnapshotTaker snapshot_taker_ ABSL_GUARDED_BY(order_mu_);  // sync: due at the next step's end
   std::string snapshot_buffer_ ABSL_GUARDED_BY(order_mu_);   // ... and the buffer made for it
+
+  MicroBatchStash stash_;  // virtual trainers: the open step's pushes
+  // The version whose values the last virtual trainers' step kept (-1: none).
+  std::atomic<int64_t> previous_of_{-1};
 
   // The parts, each thread-safe on its own; in this order so that a part is destroyed
   // before those it uses (the applier's thread uses all the above).

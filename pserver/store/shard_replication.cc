@@ -63,7 +63,8 @@ Status ParameterShard::AccumulateReplicated(const PendingPush& push, int64_t* po
 
 void ParameterShard::ApplyStep(int contributors) {
   if (hook_ == nullptr) {
-    store_.ApplyAccumulated(contributors);
+    const bool micro_batches = AccumulateStash();
+    store_.ApplyAccumulated(contributors, /*keep_previous=*/micro_batches);
     return;
   }
   // No push is summed into a step while its update runs (the barrier), so the stream
@@ -71,7 +72,8 @@ void ParameterShard::ApplyStep(int contributors) {
   // lock keeps an eviction (SweepRows) from landing in the middle of the update, where
   // the stream could not place it.
   absl::MutexLock order(&order_mu_);
-  store_.ApplyAccumulated(contributors);
+  const bool micro_batches = AccumulateStash();
+  store_.ApplyAccumulated(contributors, /*keep_previous=*/micro_batches);
   StatusOr<int64_t> position = hook_->ForwardStepComplete(contributors);
   if (snapshot_taker_) {
     SnapshotTaker take = std::move(snapshot_taker_);
@@ -95,6 +97,9 @@ StatusOr<int64_t> ParameterShard::FollowPush(PushFrame frame) {
   PL_RETURN_IF_ERROR(store_.CheckInitialized());
   auto push = std::make_unique<PendingPush>(std::move(frame));
   const bool sync = store_.sync();
+  // A virtual trainer's micro-batch is kept until its step ends: not in the stream's
+  // region (the primary writes the next entries there), nor holding its call.
+  if (sync && !push->frame.header().step_expects().empty()) push->frame.OwnPayloads();
   // The primary checked the gradients' values and applied them: this replica applies
   // them as they are (checking again would cost a pass over them, and refusing one
   // would only make the replicas differ).
@@ -103,14 +108,22 @@ StatusOr<int64_t> ParameterShard::FollowPush(PushFrame frame) {
   }
   const proto::PushRequest& header = push->frame.header();
   if (sync) {
-    const SyncBarrier::Admission admission = barrier_.Admit(header.trainer_id(), header.step());
+    const bool micro_batch = !header.step_expects().empty();
+    const SyncBarrier::Admission admission =
+        micro_batch ? barrier_.Admit(header.virtual_trainer(), header.step(), &header.step_expects())
+                    : barrier_.Admit(header.trainer_id(), header.step());
     if (admission.kind != SyncBarrier::Admission::kAdmitted) {
-      return absl::DataLossError(absl::StrCat("the primary's stream admits trainer ", header.trainer_id(),
+      return absl::DataLossError(absl::StrCat("the primary's stream admits ", micro_batch ? "virtual trainer " : "trainer ",
+                                              micro_batch ? header.virtual_trainer() : header.trainer_id(),
                                               " to step ", header.step(), " but this replica is at step ",
-                                              admission.version));
+                                              admission.version, admission.why.empty() ? "" : ": ", admission.why));
     }
-    store_.Accumulate(push->resolved);
     CountApplied(*push);
+    if (micro_batch) {
+      stash_.Put(header.virtual_trainer(), std::move(push));
+    } else {
+      store_.Accumulate(push->resolved);
+    }
     return clock_.version();
   }
   {
@@ -133,7 +146,10 @@ Status ParameterShard::FollowInit(const proto::InitRequest& request) {
 }
 
 void ParameterShard::FollowStepComplete(int contributors) {
-  barrier_.CompleteNow([this, contributors](int) { store_.ApplyAccumulated(contributors); });
+  barrier_.CompleteNow([this, contributors](int) {
+    const bool micro_batches = AccumulateStash();
+    store_.ApplyAccumulated(contributors, /*keep_previous=*/micro_batches);
+  });
 }
 
 void ParameterShard::RequestSnapshot(SnapshotTaker take) {

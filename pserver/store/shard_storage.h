@@ -77,6 +77,11 @@ struct DenseBlock {
   // in place, and gRPC may hold them a little longer than the shard exists.
   std::shared_ptr<float[]> data;
   std::unique_ptr<float[]> accum;        // sync: (n) gradient sum of the current step
+  // Virtual trainers: the (n) values the last step replaced, for a pull of that step's
+  // version exactly (PullRequest.exact_version); has_previous false: the last step left
+  // the block as it was.
+  std::unique_ptr<float[]> previous;
+  bool has_previous ABSL_GUARDED_BY(mu) = false;
   bool has_accum ABSL_GUARDED_BY(mu) = false;
   bool accum_delta ABSL_GUARDED_BY(mu) = false;  // accum sums changes (PushRequest.delta), not gradients
   // Snapshots (ShardSnapshot) holding `data` as it is now: an update gives the block a
@@ -121,6 +126,9 @@ struct RowStripe {
   std::vector<std::unique_ptr<uint32_t[]>> marked_in ABSL_GUARDED_BY(mu);
   uint32_t generation ABSL_GUARDED_BY(mu) = 1;
   HotRows hot ABSL_GUARDED_BY(mu);  // the stripe's most pushed rows
+  // Virtual trainers: what a pull read of each row the last step updated, before it did
+  // (PullRequest.exact_version); cleared by every step.
+  absl::flat_hash_map<int64_t, std::vector<float>> previous ABSL_GUARDED_BY(mu);
   // Admission (SparseTable::admit_after > 1): how often each id without a row was pushed,
   // a count-min sketch of kSketchDepth x kSketchWidth saturating counters (8 KB per
   // stripe, whatever the number of ids). Part of the state (snapshots, checkpoints), so

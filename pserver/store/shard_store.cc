@@ -202,22 +202,23 @@ void ShardStore::Accumulate(const ResolvedPush& push) {
   SparseStore::Accumulate(push.sparse);
 }
 
-void ShardStore::ApplyAccumulated(int contributors) {
+void ShardStore::ApplyAccumulated(int contributors, bool keep_previous) {
   absl::ReaderMutexLock l(&mu_);
-  dense_.ApplyAccumulated(contributors, *rule_);
+  dense_.ApplyAccumulated(contributors, *rule_, keep_previous);
   // Sparse rows take the plain mean: a row's pushes in a step are its own count, not
   // the step's contributors, so no noise scale follows from it.
-  sparse_.ApplyAccumulated(1.0f / static_cast<float>(std::max(contributors, 1)));
+  sparse_.ApplyAccumulated(1.0f / static_cast<float>(std::max(contributors, 1)), keep_previous);
 }
 
-Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out) {
+Status ShardStore::Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out,
+                        bool previous) {
   absl::ReaderMutexLock l(&mu_);
   PL_RETURN_IF_ERROR(CheckInitialized());
   // The whole request is checked before anything is read: a bad one creates no rows.
   PL_RETURN_IF_ERROR(sparse_.CheckRead(request));
   PL_RETURN_IF_ERROR(
-      dense_.Read(request, sync_, [this](const std::string& n) { return WhyNotDense(n); }, frame, dense_out));
-  return sparse_.Read(request, &frame->header());
+      dense_.Read(request, sync_, [this](const std::string& n) { return WhyNotDense(n); }, frame, dense_out, previous));
+  return sparse_.Read(request, &frame->header(), previous);
 }
 
 // ------------------------------------------------------------ saving, restoring

@@ -91,13 +91,16 @@ class ShardStore {
   // Sync: adds a resolved push's gradients to the current step's sums.
   void Accumulate(const ResolvedPush& push);
   // Sync: applies the step's sums divided by `contributors`, and clears them.
-  void ApplyAccumulated(int contributors);
+  // `keep_previous`: the values the update replaces are kept for Read's `previous`.
+  void ApplyAccumulated(int contributors, bool keep_previous = false);
 
   // Fills `frame` with the requested blocks and rows (rows are created on first
   // touch), after checking the whole request; a bad one creates no rows. Async blocks
   // are sent in place; sync ones are copied under their lock. With `dense_out`, block
   // i goes to dense_out(i, n) instead of into the frame. Sets no version.
-  Status Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out);
+  // `previous` (sync): the values before the last step, as ApplyAccumulated kept them.
+  Status Read(const proto::PullRequest& request, PullFrame* frame, const DenseDestination& dense_out,
+              bool previous = false);
 
   int64_t dense_elements() const { return dense_.elements(); }
   // The size of the largest push (or pull request) this shard's parameters allow, as

@@ -266,7 +266,7 @@ void SparseStore::Accumulate(const std::vector<ResolvedPush::Sparse>& sparse) {
   }
 }
 
-void SparseStore::ApplyAccumulated(float scale) const {
+void SparseStore::ApplyAccumulated(float scale, bool keep_previous) const {
   absl::ReaderMutexLock l(&mu_);
   const RowNotes notes = Notes();
   const ScopedFlushDenormals flush;  // once, not once a row
@@ -274,7 +274,13 @@ void SparseStore::ApplyAccumulated(float scale) const {
     for (int s = 0; s < kRowStripes; ++s) {
       RowStripe& stripe = t->stripes[s];
       absl::MutexLock sl(&stripe.mu);
+      stripe.previous.clear();
       auto update = [&](int64_t id, uint32_t pos) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if (keep_previous) {
+          std::vector<float>& before = stripe.previous[id];
+          before.resize(t->dim);
+          ReadRow(t.get(), &stripe, id, before.data(), RowNotes{});
+        }
         float* g = stripe.accum.data() + pos;
         for (int64_t j = 0; j < t->dim; ++j) g[j] *= scale;
         UpdateRow(t.get(), &stripe, id, g, notes);
@@ -299,7 +305,24 @@ Status SparseStore::CheckRead(const proto::PullRequest& request) const {
   return absl::OkStatus();
 }
 
-Status SparseStore::Read(const proto::PullRequest& request, proto::PullResponse* response) const {
+void SparseStore::ReadRow(SparseTable* t, RowStripe* stripe, int64_t id, float* dst, const RowNotes& notes) const
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // callers hold mu_ and stripe->mu
+  std::optional<uint32_t> slot = FindSlot(t, stripe, id);
+  if (!slot && t->admit_after > 1) {
+    std::memset(dst, 0, t->dim * sizeof(float));  // not admitted yet: the shared default
+    return;
+  }
+  if (!slot) {
+    // A pull creates no row (a million never-seen ids would be a million rows): it
+    // reads the values the row will start with when a push makes it.
+    InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), id), dst, t->dim);
+    return;
+  }
+  if (notes.touch) stripe->Touch(*slot, notes.tick);
+  std::memcpy(dst, stripe->At(*slot, t->stride), t->dim * sizeof(float));
+}
+
+Status SparseStore::Read(const proto::PullRequest& request, proto::PullResponse* response, bool previous) const {
   std::vector<SparseTable*> tables;
   for (const proto::SparseRowsMsg& msg : request.sparse()) {
     PL_ASSIGN_OR_RETURN(SparseTable * t, FindRows(msg, nullptr));
@@ -326,20 +349,13 @@ Status SparseStore::Read(const proto::PullRequest& request, proto::PullResponse*
       for (uint32_t k = rows.begin[st]; k < rows.begin[st + 1]; ++k) {
         const uint32_t i = rows.order[k];
         char* dst = base + i * row_bytes;
-        std::optional<uint32_t> slot = FindSlot(t, &stripe, msg.ids(i));
-        if (!slot && t->admit_after > 1) {
-          std::memset(dst, 0, row_bytes);  // not admitted yet: the shared default
-          continue;
+        if (previous) {
+          if (auto before = stripe.previous.find(msg.ids(i)); before != stripe.previous.end()) {
+            std::memcpy(dst, before->second.data(), row_bytes);
+            continue;
+          }
         }
-        if (!slot) {
-          // A pull creates no row (a million never-seen ids would be a million rows):
-          // it reads the values the row will start with when a push makes it.
-          InitializeValues(t->init, RowStreamSeed(seed_, t->spec.name(), msg.ids(i)), reinterpret_cast<float*>(dst),
-                           t->dim);
-          continue;
-        }
-        if (notes.touch) stripe.Touch(*slot, notes.tick);
-        std::memcpy(dst, stripe.At(*slot, t->stride), row_bytes);
+        ReadRow(t, &stripe, msg.ids(i), reinterpret_cast<float*>(dst), notes);
       }
     });
   }

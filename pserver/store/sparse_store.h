@@ -67,11 +67,14 @@ class SparseStore {
   void Apply(const std::vector<ResolvedPush::Sparse>& sparse) const;
   // Sync: adds resolved rows' gradients to the current step's sums.
   static void Accumulate(const std::vector<ResolvedPush::Sparse>& sparse);
-  // Sync: applies the step's sums times `scale`, and clears them.
-  void ApplyAccumulated(float scale) const;
+  // Sync: applies the step's sums times `scale`, and clears them. `keep_previous`: what a
+  // pull read of each updated row before the update is kept (RowStripe::previous), for
+  // Read's `previous`.
+  void ApplyAccumulated(float scale, bool keep_previous = false) const;
   // The pull's rows into `response` (created on first touch) once every table and id is
-  // checked; a bad request creates no rows.
-  Status Read(const proto::PullRequest& request, proto::PullResponse* response) const;
+  // checked; a bad request creates no rows. `previous` (sync): the rows as they were
+  // before the last step.
+  Status Read(const proto::PullRequest& request, proto::PullResponse* response, bool previous = false) const;
   // Checks the pull's rows (as Read does) without reading any.
   Status CheckRead(const proto::PullRequest& request) const;
   // Each table and its rows stripe by stripe, each stripe under its lock (ShardVisitor).
@@ -154,6 +157,9 @@ class SparseStore {
   // One row's update by `grad` (dim floats): admission, the optimizer step, the notes
   // and the hot-row count. Needs mu_ and stripe->mu.
   void UpdateRow(SparseTable* table, RowStripe* stripe, int64_t id, const float* grad, const RowNotes& notes) const;
+  // What a pull reads of row `id` (dim floats into `dst`): its values, or those it would
+  // start with, without making it. Needs mu_ and stripe->mu.
+  void ReadRow(SparseTable* table, RowStripe* stripe, int64_t id, float* dst, const RowNotes& notes) const;
 
   const int index_;
   const int num_shards_;

@@ -10,6 +10,11 @@
 // stale; a retried push (same trainer, same step) counts once. A push for a later step
 // waits on the clock before it comes here.
 //
+// Virtual trainers (Admit with `expects`, docs/consistent-training.md): a step's
+// participants are the virtual trainers its first push names in its mask, not the live
+// trainers; each pushes once (whoever computed it: a repeat counts once), every push of
+// the step must carry the same mask, and the membership does not touch the step.
+//
 // The barrier also makes a step's update atomic: a push admitted into the step, and a
 // read of it (pull, checkpoint), hold the step open (a StepHold); the update waits
 // until no hold is left, and new holds wait until the update is done.
@@ -21,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,12 +64,16 @@ class SyncBarrier {
   StepHold HoldForRead();
 
   struct Admission {
-    enum Kind { kAdmitted, kStale, kRepeated } kind;
+    // kRefused: a virtual push whose mask is not the step's, or who is not in it.
+    enum Kind { kAdmitted, kStale, kRepeated, kRefused } kind;
     int64_t version;  // the step open when the push came
     StepHold hold;    // kAdmitted: the push's gradients go into the step while it lives
+    std::string why = {};  // kRefused
   };
-  // Admits `trainer_id`'s push for `step` (<= the version) into the current step.
-  Admission Admit(int64_t trainer_id, int64_t step);
+  // Admits `trainer_id`'s push for `step` (<= the version) into the current step. With
+  // `expects` (a virtual trainer's push: PushRequest.step_expects), `trainer_id` is the
+  // virtual trainer and `expects` the step's mask.
+  Admission Admit(int64_t trainer_id, int64_t step, const std::string* expects = nullptr);
 
   // The trainers the barrier waits for (from the master's membership).
   void SetLive(const std::vector<int64_t>& trainer_ids);
@@ -91,6 +101,8 @@ class SyncBarrier {
   absl::flat_hash_set<int64_t> participants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int64_t> pushed_ ABSL_GUARDED_BY(mu_);
   bool step_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool virtual_step_ ABSL_GUARDED_BY(mu_) = false;  // started by a virtual push: participants from its mask
+  std::string expects_ ABSL_GUARDED_BY(mu_);        // that mask
   bool completing_ ABSL_GUARDED_BY(mu_) = false;  // the step is closed: its update is due
   bool following_ ABSL_GUARDED_BY(mu_) = false;
   int holds_ ABSL_GUARDED_BY(mu_) = 0;

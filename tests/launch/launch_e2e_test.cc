@@ -296,5 +296,67 @@ TEST_F(LaunchE2ETest, AShardRestartedFromItsSeedIsALossInTheExitStatus) {
   ExpectAllDead(ChildPids());
 }
 
+// docs/consistent-training.md: a job of virtual trainers ends with the same parameter
+// bits whether one trainer trains it alone, or three come and go: one SIGKILLed mid-job
+// (its tasks wait out its lease), one stopped with SIGTERM (it hands its tasks on), one
+// joining. Every sample is trained once per pass, none twice.
+TEST_F(LaunchE2ETest, VirtualTrainersGiveTheSameParametersWhoeverComesAndGoes) {
+  if (!testing::BinaryPath("pl-trainer").ok()) GTEST_SKIP() << testing::BinaryPath("pl-trainer").status();
+  ASSERT_NO_FATAL_FAILURE(MakeData(6000, 250));  // 24 chunks: 6 tasks of 4
+  const std::vector<std::string> job = {"--pservers", "2", "--passes", "12", "--virtual_trainers", "6",
+                                        "--lease_ms", "1000"};
+  auto trainer = [&](const std::string& save) {
+    return std::vector<std::string>{"pl-trainer", "--model", "ctr", "--threads", "1", "--batch_size", "32",
+                                    "--optimizer", "adagrad", "--lr", "0.05", "--log_every_s", "0.1", "--save", save};
+  };
+  auto read = [](const std::string& path) { return testing::ReadFileOrEmpty(path); };
+  const std::string alone = dir_.path() + "/alone.safetensors", churned = dir_.path() + "/churned.safetensors";
+  {
+    std::vector<std::string> flags = job;
+    flags.insert(flags.end(), {"--trainers", "1"});
+    Launch(flags, trainer(alone));
+    auto exit = testing::WaitForExit(*launch_, seconds(180));
+    ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+    ASSERT_EQ(exit->code, 0) << Output();
+    ExpectAllDead(ChildPids());
+  }
+  const std::string samples_line = "job done: 12 passes, 288 chunks trained, 72000 samples";
+  ASSERT_THAT(Output(), HasSubstr(samples_line));
+  std::filesystem::remove_all(dir_.path() + "/work");
+  std::filesystem::remove(log());
+
+  const std::string fifo = dir_.path() + "/control";
+  std::vector<std::string> flags = job;
+  flags.insert(flags.end(), {"--trainers", "2", "--control", fifo});
+  Launch(flags, trainer(churned));
+  auto send = [&](const std::string& line) {
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    ASSERT_GE(fd, 0) << fifo;
+    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    ::close(fd);
+  };
+  // Both trainers are taking steps (each logs them) before trainer-1 is killed.
+  ASSERT_TRUE(WaitForOutput("trainer-1: step ", seconds(60))) << Output();
+  ASSERT_TRUE(WaitForOutput("trainer-0: step ", seconds(60))) << Output();
+  ASSERT_EQ(Output().find("reports the job done"), std::string::npos) << "the job ended too soon:\n" << Output();
+  ASSERT_NO_FATAL_FAILURE(send("kill-trainer 1\n"));
+  ASSERT_TRUE(WaitForOutput("SIGKILL trainer-1", seconds(10))) << Output();
+  ASSERT_NO_FATAL_FAILURE(send("add-trainer\n"));
+  ASSERT_TRUE(WaitForOutput("trainer-2: step ", seconds(60))) << Output();
+  ASSERT_EQ(Output().find("reports the job done"), std::string::npos) << "the job ended too soon:\n" << Output();
+  ASSERT_NO_FATAL_FAILURE(send("stop-trainer 0\n"));
+  auto exit = testing::WaitForExit(*launch_, seconds(180));
+  ASSERT_TRUE(exit.ok()) << exit.status() << "\n" << Output();
+  const std::string out = Output();
+  EXPECT_EQ(exit->code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("trainer-0: stop requested: handed task(s) "));
+  EXPECT_THAT(out, HasSubstr(samples_line));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("trained again with it")));
+  ExpectAllDead(ChildPids());
+  const std::string a = read(alone), b = read(churned);
+  ASSERT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == b) << "the parameters differ (" << a.size() << " and " << b.size() << " bytes)\n" << out;
+}
+
 }  // namespace
 }  // namespace pl

@@ -1,9 +1,12 @@
 #include "trainer/launcher/launch_options.h"
 
+#include "paddle_like/dist/step_mask.h"
+
 #include <cmath>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "paddle_like/dist/step_mask.h"
 #include "trainer/launcher/node_role.h"
 
 ABSL_FLAG(int, pservers, 0, "pservers to run (required, >= 1)");
@@ -20,6 +23,11 @@ ABSL_FLAG(std::string, workdir, "",
 ABSL_FLAG(std::string, data, "", "record file or directory the master cuts the job from, or indices:N[:K] for a script's own dataset (empty: not passed)");
 ABSL_FLAG(int, passes, 1, "passes over the data (>= 1)");
 ABSL_FLAG(int, chunks_per_task, 1, "record chunks per task (>= 1)");
+ABSL_FLAG(int, virtual_trainers, 0,
+          "> 0: the job trains this many virtual trainers, and its parameters are the same bits however many "
+          "trainers run and whoever joins, leaves or is killed (pl-master --virtual_trainers; "
+          "docs/consistent-training.md); a count with many divisors (12, 24, 60) keeps any number of trainers "
+          "evenly loaded");
 ABSL_FLAG(int64_t, lease_ms, 3000, "task and trainer lease in ms (>= 100)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the master's task order");
 ABSL_FLAG(int, checkpoint_every_s, 30, "seconds between pserver checkpoints (>= 0; 0: only on exit)");
@@ -160,6 +168,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   o.data = absl::GetFlag(FLAGS_data);
   o.passes = absl::GetFlag(FLAGS_passes);
   o.chunks_per_task = absl::GetFlag(FLAGS_chunks_per_task);
+  o.virtual_trainers = absl::GetFlag(FLAGS_virtual_trainers);
   o.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.checkpoint_every_s = absl::GetFlag(FLAGS_checkpoint_every_s);
@@ -193,6 +202,7 @@ StatusOr<LaunchOptions> LaunchOptionsFromFlags(const cli::CommandLine& line) {
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("trainers", o.num_trainers, o.num_nodes > 1 ? 1 : 0));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("passes", o.passes, 1));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("chunks_per_task", o.chunks_per_task, 1));
+  PL_RETURN_IF_ERROR(cli::CheckRange("virtual_trainers", o.virtual_trainers, 0, kMaxVirtualTrainers));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("lease_ms", o.lease_ms, 100));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast("checkpoint_every_s", o.checkpoint_every_s, 0));
   PL_RETURN_IF_ERROR(cli::CheckAtLeast<int64_t>("leave_grace_ms", o.leave_grace_ms, 0));

@@ -45,6 +45,7 @@ struct LaunchOptions {
   std::string data;                 // --data, passed to the master; empty: not passed
   int passes = 1;                   // --passes, >= 1
   int chunks_per_task = 1;          // --chunks_per_task, >= 1
+  int virtual_trainers = 0;         // --virtual_trainers: pl-master's (0: none)
   bool overlap_passes = true;       // --overlap_passes: pl-master's
   int64_t lease_ms = 3000;          // --lease_ms, >= 100
   uint64_t seed = 0;                // --seed

@@ -201,6 +201,7 @@ std::vector<std::string> Launcher::MasterCommand(int port) const {
   }
   argv.insert(argv.end(), {"--replicas", std::to_string(options_.replicas)});
   if (!options_.overlap_passes) argv.push_back("--overlap_passes=false");
+  if (options_.virtual_trainers > 0) argv.insert(argv.end(), {"--virtual_trainers", std::to_string(options_.virtual_trainers)});
   const std::vector<std::string> telemetry = telemetry_.Args("master");
   argv.insert(argv.end(), telemetry.begin(), telemetry.end());
   const std::vector<std::string> tls = tls_.Args("master");
@@ -359,8 +360,10 @@ Status Launcher::Run() {
   supervisor_->Log(absl::StrCat("workdir ", layout_.workdir(), "; ", options_.num_pservers, " pserver(s)",
                                 options_.replicas > 1 ? absl::StrCat(" of ", options_.replicas, " copies") : "",
                                 multi_node() ? absl::StrCat(" (this node runs ", layout_.LocalCopies().size(), " copies)") : "",
-                                ", ", options_.num_trainers, " trainer(s), ", options_.sync ? "sync" : "async",
-                                " updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : "",
+                                ", ", options_.num_trainers, " trainer(s), ",
+                                options_.virtual_trainers > 0
+                                    ? absl::StrCat("sync steps of ", options_.virtual_trainers, " virtual trainers")
+                                    : options_.sync ? "sync updates" : "async updates", control_fd_ >= 0 ? "; control FIFO " + options_.control_fifo : "",
                                 multi_node() ? absl::StrCat("; node ", options_.node_rank, " of ", options_.num_nodes,
                                                             ", master at ", options_.master_addr)
                                              : ""));
