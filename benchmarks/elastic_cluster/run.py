@@ -104,7 +104,10 @@ class Setup:
         os.makedirs(d, exist_ok=True)
         argv = [os.path.join(self.bin, "pl-launch"), "--workdir", os.path.join(d, "work"), "--data",
                 os.path.join(self.data[model], "train.plrec"), "--pservers", "1", "--trainers", str(trainers),
-                "--passes", str(passes), "--progress_every_s", "5", "--lease_ms", "2000", "--tls_ca", self.ca, "--"]
+                "--passes", str(passes), "--progress_every_s", "5", "--lease_ms", "2000", "--tls_ca", self.ca]
+        if self.args.virtual_trainers > 0:  # docs/consistent-training.md: the same bits at any trainer count
+            argv += ["--virtual_trainers", str(self.args.virtual_trainers)]
+        argv.append("--")
         argv += self.trainer_command(model)
         out = open(os.path.join(d, "launch.log"), "w")
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True), d
@@ -436,6 +439,9 @@ def main():
     ap.add_argument("--settle_ms", type=int, default=500)
     ap.add_argument("--max_drain_s", type=float, default=600)
     ap.add_argument("--max_trainers", type=int, default=4)
+    ap.add_argument("--virtual_trainers", type=int, default=0,
+                    help="> 0: every job trains this many virtual trainers (sync; its result independent of its "
+                         "trainer count: docs/consistent-training.md)")
     ap.add_argument("--modes", default="static,elastic")
     ap.add_argument("--calibrate", action="store_true", help="measure curves.json first")
     ap.add_argument("--trace", help="run this (rounded) trace instead of making one")

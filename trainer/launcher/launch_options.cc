@@ -1,7 +1,5 @@
 #include "trainer/launcher/launch_options.h"
 
-#include "paddle_like/dist/step_mask.h"
-
 #include <cmath>
 
 #include "absl/flags/flag.h"
