@@ -16,6 +16,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using pl::testing::FakeClock;
 using pl::testing::MakeChunks;
+using pl::testing::MakeQueue;
 using Result = TaskQueue::Result;
 
 TaskQueueOptions Opts(int passes, int k, int max_failures = 3, uint64_t seed = 1) {
@@ -26,12 +27,6 @@ TaskQueueOptions Opts(int passes, int k, int max_failures = 3, uint64_t seed = 1
   o.seed = seed;
   o.lease_ms = 1000;
   return o;
-}
-
-TaskQueue MakeQueue(FakeClock& clock, int chunks, const TaskQueueOptions& o) {
-  auto q = TaskQueue::Create(MakeChunks(chunks), o, clock.fn(), [](const std::string&) {});
-  EXPECT_TRUE(q.ok()) << q.status();
-  return std::move(q).value();
 }
 
 TEST(TaskQueueTest, FaultFreePassHandsOutEveryChunkOnce) {

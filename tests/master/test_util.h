@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "master/task_queue.h"
 #include "paddle_like/data/chunk_index.h"
 #include "tests/testing/scratch_dir.h"
 
@@ -37,6 +40,13 @@ struct FakeClock {
     return [this] { return now; };
   }
 };
+
+// A queue over MakeChunks(chunks) with `o`, on `clock`, that logs nowhere.
+inline TaskQueue MakeQueue(FakeClock& clock, int chunks, const TaskQueueOptions& o) {
+  auto q = TaskQueue::Create(MakeChunks(chunks), o, clock.fn(), [](const std::string&) {});
+  EXPECT_TRUE(q.ok()) << q.status();
+  return std::move(q).value();
+}
 
 }  // namespace pl::testing
 

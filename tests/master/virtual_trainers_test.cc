@@ -21,6 +21,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using pl::testing::FakeClock;
 using pl::testing::MakeChunks;
+using pl::testing::MakeQueue;
 using pl::testing::ScratchDir;
 using Result = TaskQueue::Result;
 
@@ -32,12 +33,6 @@ TaskQueueOptions VirtualOpts(int v, int passes = 1) {
   o.seed = 3;
   o.lease_ms = 1000;
   return o;
-}
-
-TaskQueue MakeQueue(FakeClock& clock, int chunks, const TaskQueueOptions& o) {
-  auto q = TaskQueue::Create(MakeChunks(chunks), o, clock.fn(), [](const std::string&) {});
-  EXPECT_TRUE(q.ok()) << q.status();
-  return std::move(q).value();
 }
 
 TEST(VirtualTaskQueueTest, CutsTheChunksIntoExactlyVTasksOfConsecutiveChunks) {
